@@ -1,0 +1,289 @@
+"""Load a checkpoint (HF hub id, HF-format directory, or mamba_ssm-format directory).
+
+`load_model` resolves the path to one local directory, builds the transformers model in the
+requested dtype (the whole model cast, so the block math never meets a stray fp32 tensor),
+and wraps it in `LoadedModel`: the identity recorded in the store, the embedding, and the
+per-layer `BlockOps` that the sweep differentiates.
+
+mamba_ssm-format directories (state-spaces/mamba-*: config.json with d_model/n_layer/ssm_cfg,
+pytorch_model.bin) are mapped onto transformers' MambaConfig/MambaForCausalLM without
+needing mamba_ssm installed: the two layouts differ only in `embedding` vs `embeddings`.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from sweep.blocks.base import BlockOps
+
+# model_type -> (transformers class name, our arch name, BlockOps "module:Class")
+_ARCHS = {
+    "mamba": ("MambaForCausalLM", "sweep.blocks.mamba:MambaOps"),
+    "gpt2": ("GPT2LMHeadModel", "sweep.blocks.gpt2:GPT2Ops"),
+    "gpt_neox": ("GPTNeoXForCausalLM", "sweep.blocks.gpt_neox:GPTNeoXOps"),
+    "llama": ("LlamaForCausalLM", "sweep.blocks.llama:LlamaOps"),
+}
+SUPPORTED = tuple(_ARCHS)
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_WEIGHT_SUFFIXES = (".safetensors", ".bin")
+# what a hub download fetches: configs, tokenizer files, weights (safetensors preferred)
+_HUB_META = ["*.json", "*.txt", "*.model"]
+
+
+@dataclass
+class LoadedModel:
+    """A loaded checkpoint: identity, embedding, and per-layer block math."""
+
+    arch: str                      # "mamba" | "gpt2" | "gpt_neox" | "llama"
+    n_layers: int
+    d_model: int
+    max_length: int | None         # n_positions / max_position_embeddings; None for Mamba
+    dtype: torch.dtype
+    vocab_size: int
+    identity: dict                 # path, revision, arch, hf config dict, weights sha256
+    hf: torch.nn.Module            # the transformers *ForCausalLM / *LMHeadModel, eval mode
+    local_dir: Path
+    _blocks: dict = field(default_factory=dict, repr=False)
+    _tokenizer: object = field(default=False, repr=False)
+
+    @property
+    def device(self) -> torch.device:
+        return self.hf.get_input_embeddings().weight.device
+
+    @torch.no_grad()
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(L,) int64 -> (L, d): input to layer 0 (GPT-2 adds learned positions)."""
+        tokens = torch.as_tensor(tokens, dtype=torch.long, device=self.device)
+        if self.max_length is not None and tokens.shape[0] > self.max_length:
+            raise ValueError(f"{tokens.shape[0]} tokens exceed max_length {self.max_length} of {self.identity['path']}")
+        h = self.hf.get_input_embeddings()(tokens)                      # (L, d)
+        if self.arch == "gpt2":
+            pos = torch.arange(tokens.shape[0], device=self.device)
+            h = h + self.hf.transformer.wpe(pos)                         # (L, d)
+        return h
+
+    def block(self, layer: int) -> BlockOps:
+        """BlockOps of layer `layer` (zero-based), constructed as Ops(hf_model, layer)."""
+        if not 0 <= layer < self.n_layers:
+            raise IndexError(f"layer {layer} out of range: {self.identity['path']} has {self.n_layers} layers")
+        if layer not in self._blocks:
+            module, cls = _ARCHS[self.arch][1].split(":")
+            self._blocks[layer] = getattr(importlib.import_module(module), cls)(self.hf, layer)
+        return self._blocks[layer]
+
+    @torch.no_grad()
+    def hidden_states(self, tokens: torch.Tensor, layer: int) -> torch.Tensor:
+        """(L,) int64 -> (L, d): the residual stream entering `layer` (0 <= layer <= n_layers)."""
+        if not 0 <= layer <= self.n_layers:
+            raise IndexError(f"layer {layer} out of range 0..{self.n_layers}")
+        h = self.embed(tokens)
+        for i in range(layer):
+            h = self.block(i).forward(h)
+        return h
+
+    def tokenizer(self):
+        """The checkpoint's HF tokenizer when its files are available locally, else None."""
+        if self._tokenizer is False:
+            self._tokenizer = _local_tokenizer(self.local_dir)
+        return self._tokenizer
+
+
+def load_model(path, dtype="float32", revision=None, device="cpu") -> LoadedModel:
+    """Load a hub id / HF-format dir / mamba_ssm-format dir, entirely cast to `dtype`."""
+    tdtype = _parse_dtype(dtype)
+    local = _resolve(str(path), revision)
+    cfg = json.loads((local / "config.json").read_text())
+    if "model_type" in cfg:
+        hf = _load_hf(local, cfg["model_type"], tdtype)
+    elif "d_model" in cfg and "n_layer" in cfg:
+        hf = _load_mamba_ssm(local, cfg, tdtype)
+    else:
+        raise ValueError(f"{local / 'config.json'}: neither an HF config (model_type) nor mamba_ssm (d_model, n_layer)")
+    hf = hf.to(device=device, dtype=tdtype).eval()
+    hf.requires_grad_(False)
+    return _wrap(hf, str(path), revision, local, tdtype)
+
+
+def _wrap(hf, path: str, revision, local: Path, dtype: torch.dtype) -> LoadedModel:
+    c = hf.config
+    arch = c.model_type
+    max_len = None if arch == "mamba" else getattr(c, "n_positions", None) or c.max_position_embeddings
+    identity = {
+        "path": path,
+        "revision": revision,
+        "arch": arch,
+        "config": json.loads(c.to_json_string(use_diff=False)),
+        "weights_sha256": _weights_sha256(local),
+    }
+    return LoadedModel(
+        arch=arch, n_layers=c.num_hidden_layers, d_model=c.hidden_size, max_length=max_len,
+        dtype=dtype, vocab_size=c.vocab_size, identity=identity, hf=hf, local_dir=local,
+    )
+
+
+def _parse_dtype(dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
+        return dtype
+    if dtype in _DTYPES:
+        return _DTYPES[dtype]
+    raise ValueError(f"dtype {dtype!r} not supported; use one of {sorted(_DTYPES)}")
+
+
+# ---------------------------------------------------------------- locating the checkpoint
+
+def _resolve(path: str, revision) -> Path:
+    """Local directory holding config.json + weights: the path itself, or a hub snapshot."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise FileNotFoundError(f"no checkpoint at {path}: directory has no config.json")
+        return p
+    looks_local = p.exists() or path.startswith((".", "/", "~")) or path.count("/") != 1
+    if looks_local:
+        raise FileNotFoundError(f"no checkpoint at {path}: not a directory with config.json (nor a hub id owner/name)")
+    try:
+        return _hub_snapshot(path, revision)
+    except Exception as e:  # hub errors are many types; the one-line message names the cause
+        raise FileNotFoundError(
+            f"no checkpoint at {path}: not a local directory, and hub id {path!r}"
+            f" (revision {revision}) not in the HF cache nor downloadable ({type(e).__name__})"
+        ) from None
+
+
+def _hub_snapshot(repo_id: str, revision) -> Path:
+    """Snapshot from the HF cache when present, else download: safetensors, else .bin."""
+    from huggingface_hub import snapshot_download
+
+    def fetch(patterns, local_only):
+        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns,
+                                      local_files_only=local_only))
+
+    for local_only in (True, False):
+        try:
+            d = fetch(_HUB_META + ["*.safetensors"], local_only)
+            if not _weight_files(d):
+                d = fetch(_HUB_META + ["*.bin"], local_only)
+            if (d / "config.json").is_file() and _weight_files(d):
+                return d
+        except Exception:
+            if not local_only:
+                raise
+    raise FileNotFoundError(f"{repo_id}: snapshot has no config.json or weights")
+
+
+def _weight_files(d: Path) -> list[Path]:
+    files = sorted(f for f in d.iterdir() if f.name.endswith(_WEIGHT_SUFFIXES) and not f.name.startswith("training_args"))
+    safe = [f for f in files if f.suffix == ".safetensors"]
+    return safe or files
+
+
+def _weights_sha256(d: Path) -> dict:
+    """{file name: sha256} of the weight files that were loaded."""
+    out = {}
+    for f in _weight_files(d):
+        h = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                h.update(chunk)
+        out[f.name] = h.hexdigest()
+    return out
+
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+
+
+def _local_tokenizer(d: Path):
+    # transformers 5 builds an empty tokenizer from config.json alone: require real files
+    if not any((d / f).is_file() for f in _TOKENIZER_FILES):
+        return None
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(d), local_files_only=True)
+    except Exception:  # no tokenizer files, or ones this transformers cannot read
+        return None
+
+
+# ---------------------------------------------------------------- HF format
+
+def _load_hf(local: Path, model_type: str, dtype: torch.dtype):
+    if model_type not in _ARCHS:
+        raise ValueError(f"unsupported model_type {model_type!r} in {local}; supported: {', '.join(SUPPORTED)}")
+    import transformers
+
+    cls = getattr(transformers, _ARCHS[model_type][0])
+    # eager attention: the reference path every attention BlockOps is checked against
+    kw = {} if model_type == "mamba" else {"attn_implementation": "eager"}
+    return cls.from_pretrained(str(local), dtype=dtype, local_files_only=True, **kw)
+
+
+# ---------------------------------------------------------------- mamba_ssm format
+
+def mamba_ssm_to_hf_config(cfg: dict):
+    """mamba_ssm config.json dict -> transformers MambaConfig (Mamba-1 blocks only)."""
+    from transformers import MambaConfig
+
+    ssm = dict(cfg.get("ssm_cfg") or {})
+    unsupported = {
+        "ssm_cfg.layer": ssm.get("layer", "Mamba1") != "Mamba1",
+        "rms_norm": not cfg.get("rms_norm", True),
+        "d_intermediate": cfg.get("d_intermediate", 0) != 0,
+        "attn_layer_idx": bool(cfg.get("attn_layer_idx")),
+    }
+    bad = [k for k, v in unsupported.items() if v]
+    if bad:
+        raise ValueError(f"mamba_ssm config: unsupported setting(s) {bad}; only Mamba-1 RMSNorm blocks load")
+    mult = cfg.get("pad_vocab_size_multiple", 1)
+    vocab = cfg["vocab_size"] + (-cfg["vocab_size"]) % mult
+    d = cfg["d_model"]
+    dt_rank = ssm.get("dt_rank", "auto")
+    return MambaConfig(
+        vocab_size=vocab,
+        hidden_size=d,
+        num_hidden_layers=cfg["n_layer"],
+        state_size=ssm.get("d_state", 16),
+        conv_kernel=ssm.get("d_conv", 4),
+        expand=ssm.get("expand", 2),
+        time_step_rank=math.ceil(d / 16) if dt_rank == "auto" else dt_rank,
+        use_bias=ssm.get("bias", False),
+        use_conv_bias=ssm.get("conv_bias", True),
+        layer_norm_epsilon=cfg.get("norm_epsilon", 1e-5),
+        residual_in_fp32=cfg.get("residual_in_fp32", True),
+        tie_word_embeddings=cfg.get("tie_embeddings", True),
+    )
+
+
+def _read_state_dict(local: Path) -> dict:
+    files = _weight_files(local)
+    if not files:
+        raise FileNotFoundError(f"no checkpoint weights in {local}: looked for *.safetensors, pytorch_model.bin")
+    sd = {}
+    for f in files:
+        if f.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            sd.update(load_file(str(f)))
+        else:
+            sd.update(torch.load(f, map_location="cpu", weights_only=True))
+    return sd
+
+
+def _load_mamba_ssm(local: Path, cfg: dict, dtype: torch.dtype):
+    from transformers import MambaForCausalLM
+
+    config = mamba_ssm_to_hf_config(cfg)
+    sd = {k.replace("backbone.embedding.", "backbone.embeddings."): v.to(dtype) for k, v in _read_state_dict(local).items()}
+    if config.tie_word_embeddings or "lm_head.weight" not in sd:
+        sd["lm_head.weight"] = sd["backbone.embeddings.weight"]
+    with torch.device("meta"):
+        model = MambaForCausalLM(config)
+    missing, unexpected = model.load_state_dict(sd, strict=False, assign=True)
+    if missing or unexpected:
+        raise ValueError(f"{local}: mamba_ssm weights do not match the config: missing {missing}, unexpected {unexpected}")
+    return model
