@@ -1,0 +1,353 @@
+"""The sweep config: one typed dataclass per YAML section, validated at load.
+
+`load_config` checks everything before any compute: YAML syntax, field names and types,
+then the model-dependent facts (layer range, context length, vocabulary, tokenizer) read
+from each checkpoint's config.json only, never its weights. Every failure is a one-line
+`ConfigError` naming the field and the fix.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from cluster.config import ClusterConfig, ConfigError
+from sweep.checkpoint import ModelInfo, load_tokenizer, read_model_info
+
+__all__ = ["ConfigError", "ModelSpec", "InputsConfig", "ComputeConfig", "SweepConfig",
+           "load_config", "config_from_dict", "fingerprint", "identity_dict", "with_store"]
+
+DTYPES = ("float32", "float64")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One checkpoint to sweep; each becomes its own group of the store."""
+
+    path: str                       # hub id or local dir (HF format or mamba_ssm format)
+    dtype: str = "float32"
+    revision: str | None = None
+    name: str | None = None         # store group name; derived from path/revision/dtype if null
+    layers: typing.Any = None       # per-model override of the top-level `layers`
+    # resolved at load (not YAML fields): checkpoint facts and the planned {layer: tokens}
+    info: ModelInfo | None = field(default=None, compare=False, repr=False)
+    layer_lengths: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
+    where: str = field(default="model", compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class InputsConfig:
+    sequences: int
+    length: int                     # L_max: tokens per sequence
+    seed: int = 0                   # random token ids when no text is given
+    text: str | None = None         # text file, tokenized with each model's local tokenizer
+
+
+@dataclass(frozen=True)
+class ComputeConfig:
+    token_block: int = 32           # tokens per task: one chunk of the eigenvalue array
+    device: str = "auto"            # auto | cpu | cuda, on the workers
+    live_every: float = 10.0        # seconds between live TDOS renders; 0 disables
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    models: list[ModelSpec]
+    inputs: InputsConfig
+    layers: typing.Any              # "all" | [l, ...] | {l: tokens}, normalized
+    store: str
+    compute: ComputeConfig = field(default_factory=ComputeConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+
+    @property
+    def token_block(self) -> int:
+        return self.compute.token_block
+
+
+_TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster")
+_YAML_FIELDS = {
+    ModelSpec: ("path", "dtype", "revision", "name", "layers"),
+    InputsConfig: ("sequences", "length", "seed", "text"),
+    ComputeConfig: ("token_block", "device", "live_every"),
+}
+
+
+def load_config(path, overrides: dict | None = None) -> SweepConfig:
+    """Read YAML at `path`, apply dotted-key `overrides` ({"store": ...}), validate."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found; give the path of a YAML config")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        col = f" column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{where}: malformed YAML: {problem}; fix the syntax at line "
+                          f"{mark.line + 1 if mark else '?'}{col}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping with model, inputs, layers, store; "
+                          f"got {type(raw).__name__}")
+    for key, value in (overrides or {}).items():
+        _set_dotted(raw, key, value)
+    return config_from_dict(raw, base_dir=path.parent)
+
+
+def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
+    """Validate a config mapping (as from YAML). Relative text paths resolve from base_dir."""
+    _reject_unknown(raw, _TOP_KEYS, "")
+    models = _models(raw)
+    inputs = _section(InputsConfig, raw.get("inputs"), "inputs")
+    compute = _section(ComputeConfig, raw.get("compute") or {}, "compute")
+    cluster = ClusterConfig.from_dict(raw.get("cluster"))
+    _check_inputs(inputs, base_dir)
+    _check_compute(compute)
+    if "layers" not in raw:
+        raise ConfigError("layers: required field missing; add e.g. `layers: [0, 1]` or `layers: all`")
+    layers = _normalize_layers(raw["layers"], "layers")
+    store = _check_store(raw.get("store"))
+    if inputs.text:
+        inputs = dataclasses.replace(inputs, text=str(Path(base_dir, inputs.text).resolve()))
+    models = [_resolve_model(m, inputs, layers) for m in models]
+    _check_unique_names(models)
+    return SweepConfig(models=models, inputs=inputs, layers=layers, store=store,
+                       compute=compute, cluster=cluster)
+
+
+def identity_dict(cfg: SweepConfig) -> dict:
+    """The parts of the config that decide what is in the store (JSON-able)."""
+    models = [{"path": m.path, "dtype": m.dtype, "revision": m.revision, "name": m.name,
+               "layers": _jsonable_layers(m.layers)} for m in cfg.models]
+    return {"models": models, "inputs": dataclasses.asdict(cfg.inputs),
+            "layers": _jsonable_layers(cfg.layers), "token_block": cfg.token_block}
+
+
+def fingerprint(cfg: SweepConfig) -> str:
+    """sha256 of the canonical JSON of models + inputs + layers + token_block."""
+    canon = json.dumps(identity_dict(cfg), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- sections
+
+def _models(raw: dict) -> list[ModelSpec]:
+    if ("model" in raw) == ("models" in raw):
+        raise ConfigError("model: give exactly one of `model:` (a mapping) or `models:` (a list)")
+    if "model" in raw:
+        return [_section(ModelSpec, raw["model"], "model")]
+    items = raw["models"]
+    if not isinstance(items, list) or not items:
+        raise ConfigError(f"models: expected a non-empty list of model mappings, got {items!r}")
+    return [_section(ModelSpec, m, f"models[{i}]") for i, m in enumerate(items)]
+
+
+def _section(cls, raw, where: str):
+    """Build dataclass `cls` from a mapping: unknown keys, missing keys and types checked."""
+    if not isinstance(raw, dict):
+        if raw is None:
+            raise ConfigError(f"{where}: required section missing; see configs/tiny.yaml")
+        raise ConfigError(f"{where}: expected a mapping of fields, got {type(raw).__name__} {raw!r}")
+    names = _YAML_FIELDS[cls]
+    _reject_unknown(raw, names, where)
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in names:
+            continue
+        if f.name not in raw:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"{where}.{f.name}: required field missing; add `{f.name}: ...`")
+            continue
+        kwargs[f.name] = _check_type(raw[f.name], hints[f.name], f"{where}.{f.name}")
+    if cls is ModelSpec:
+        kwargs["where"] = where
+    return cls(**kwargs)
+
+
+def _check_type(value, hint, where: str):
+    if hint is typing.Any:
+        return value
+    allowed = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, _UnionType) else (hint,)
+    if value is None and type(None) in allowed:
+        return None
+    for typ in allowed:
+        if typ is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if typ is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if typ in (str, bool) and isinstance(value, typ):
+            return value
+    names = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in allowed)
+    raise ConfigError(f"{where}: expected {names}, got {value!r} ({type(value).__name__})")
+
+
+_UnionType = type(int | None)
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true/false",
+               type(None): "null"}
+
+
+def _check_inputs(inputs: InputsConfig, base_dir) -> None:
+    if inputs.sequences < 1:
+        raise ConfigError(f"inputs.sequences: must be >= 1, got {inputs.sequences}; "
+                          f"use a positive number of sequences")
+    if inputs.length < 1:
+        raise ConfigError(f"inputs.length: must be >= 1, got {inputs.length}; use a positive token count")
+    if inputs.text and not Path(base_dir, inputs.text).is_file():
+        raise ConfigError(f"inputs.text: file not found: {inputs.text}; give an existing text "
+                          f"file or remove `text` for random tokens")
+
+
+def _check_compute(compute: ComputeConfig) -> None:
+    if compute.token_block < 1:
+        raise ConfigError(f"compute.token_block: must be >= 1, got {compute.token_block}; "
+                          f"use e.g. token_block: 32")
+    if compute.device not in DEVICES:
+        raise ConfigError(f"compute.device: {compute.device!r} is not one of {', '.join(DEVICES)}")
+    if compute.live_every < 0:
+        raise ConfigError(f"compute.live_every: must be >= 0 seconds (0 disables), got {compute.live_every}")
+
+
+def _check_store(store) -> str:
+    if not isinstance(store, str) or not store:
+        raise ConfigError(f"store: expected a path like out/run.zarr, got {store!r}")
+    p = Path(store).expanduser().resolve()
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"store: {store} exists and is a file; give a directory path like out/run.zarr")
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"store: {store} is not writable ({probe} is not a writable directory); "
+                          f"choose a path in a writable directory")
+    return str(p)
+
+
+# ---------------------------------------------------------------- layers
+
+def _normalize_layers(raw, where: str):
+    """"all" | list of ints | {layer: tokens} -> "all" | sorted list | sorted dict."""
+    if raw == "all":
+        return "all"
+    if isinstance(raw, list) and raw:
+        for i, v in enumerate(raw):
+            _check_type(v, int, f"{where}[{i}]")
+        dup = sorted({v for v in raw if raw.count(v) > 1})
+        if dup:
+            raise ConfigError(f"{where}: layer {dup[0]} listed twice; list each layer once")
+        return sorted(raw)
+    if isinstance(raw, dict) and raw:
+        for k, v in raw.items():
+            _check_type(k, int, f"{where}.{k}")
+            _check_type(v, int, f"{where}.{k}")
+        return dict(sorted(raw.items()))
+    raise ConfigError(f"{where}: expected a list of layer indices, \"all\", or a mapping "
+                      f"{{layer: tokens}}; got {raw!r}")
+
+
+def _jsonable_layers(layers):
+    if isinstance(layers, dict):
+        return {str(k): v for k, v in layers.items()}
+    return layers
+
+
+def _layer_lengths(layers, where: str, m: ModelSpec, length: int) -> tuple[tuple[int, int], ...]:
+    n = m.info.n_layers
+    if layers == "all":
+        return tuple((layer, length) for layer in range(n))
+    items = layers.items() if isinstance(layers, dict) else ((layer, length) for layer in layers)
+    out = []
+    for i, (layer, tokens) in enumerate(items):
+        key = f"{where}.{layer}" if isinstance(layers, dict) else f"{where}[{i}]"
+        if not 0 <= layer < n:
+            raise ConfigError(f"{key}: layer {layer} out of range for {m.path} (0..{n - 1}); "
+                              f"use a value < {n}")
+        if not 1 <= tokens <= length:
+            raise ConfigError(f"{key}: {tokens} tokens for layer {layer} must be in 1..inputs.length "
+                              f"({length}); lower it or raise inputs.length")
+        out.append((layer, tokens))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- per model
+
+def _resolve_model(m: ModelSpec, inputs: InputsConfig, layers) -> ModelSpec:
+    w = m.where
+    if m.dtype not in DTYPES:
+        close = difflib.get_close_matches(str(m.dtype), DTYPES, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"{w}.dtype: {m.dtype!r} is not supported; use float32 or float64{hint}")
+    info = read_model_info(m.path, m.revision, f"{w}.path")
+    if info.max_length is not None and inputs.length > info.max_length:
+        raise ConfigError(f"inputs.length: {inputs.length} exceeds the context of {m.path} "
+                          f"(max_length {info.max_length}); use length <= {info.max_length}")
+    if inputs.text:
+        _check_text(m, inputs)
+    own = _normalize_layers(m.layers, f"{w}.layers") if m.layers is not None else None
+    m = dataclasses.replace(m, info=info, layers=own, name=m.name or default_name(m))
+    where = f"{w}.layers" if own is not None else "layers"
+    lengths = _layer_lengths(own if own is not None else layers, where, m, inputs.length)
+    return dataclasses.replace(m, layer_lengths=lengths)
+
+
+def _check_text(m: ModelSpec, inputs: InputsConfig) -> None:
+    tok = load_tokenizer(m.path, m.revision)
+    if tok is None:
+        raise ConfigError(f"inputs.text: {m.path} has no local tokenizer to read the text with; "
+                          f"use random tokens (remove `text`) or a checkpoint with tokenizer files")
+    need = inputs.sequences * inputs.length
+    have = len(tok(Path(inputs.text).read_text())["input_ids"])
+    if have < need:
+        raise ConfigError(f"inputs.text: {inputs.text} gives {have} tokens with {m.path}'s tokenizer, "
+                          f"need sequences*length = {need}; use a longer text or fewer tokens")
+
+
+def default_name(m: ModelSpec) -> str:
+    """Store group name from path, revision and dtype: 'mamba-370m', 'pythia-410m@step1000-float64'."""
+    base = Path(str(m.path).rstrip("/")).name or "model"
+    name = base + (f"@{m.revision}" if m.revision else "")
+    return name + (f"-{m.dtype}" if m.dtype != "float32" else "")
+
+
+def _check_unique_names(models: list[ModelSpec]) -> None:
+    seen = {}
+    for m in models:
+        if m.name in seen:
+            raise ConfigError(f"{m.where}.name: group name {m.name!r} is also used by "
+                              f"{seen[m.name]}; set a distinct `name`")
+        if "/" in m.name or m.name.startswith("."):
+            raise ConfigError(f"{m.where}.name: {m.name!r} cannot be a store group name; "
+                              f"avoid '/' and a leading '.'")
+        seen[m.name] = m.where
+
+
+# ---------------------------------------------------------------- helpers
+
+def _reject_unknown(raw: dict, known, where: str) -> None:
+    for key in raw:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            prefix = f"{where}." if where else ""
+            raise ConfigError(f"{prefix}{key}: unknown field{hint} (known: {', '.join(known)})")
+
+
+def _set_dotted(raw: dict, key: str, value) -> None:
+    *parents, last = key.split(".")
+    node = raw
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[last] = value
+
+
+def with_store(cfg: SweepConfig, store: str) -> SweepConfig:
+    """`cfg` writing to another store path (checked like the YAML `store` field)."""
+    return dataclasses.replace(cfg, store=_check_store(store))

@@ -1,0 +1,205 @@
+"""The client side of a sweep: store, plan, cluster, submit, progress, live plot, verdict.
+
+Re-running on the same config (with or without --resume) plans only the ledger cells
+still at 0, so an interrupted or partly failed sweep is finished by running it again.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from tqdm import tqdm
+
+from sweep import store as st
+from sweep.config import SweepConfig, with_store
+from sweep.plan import ALogTask, BlockTask, make_tokens, plan
+from sweep.task import run_task
+
+RETRIES = 2          # task exceptions; a killed worker's tasks are rescheduled by the scheduler
+
+
+@dataclass
+class SweepResult:
+    exit_code: int                 # 0 only when every planned block is in the ledger
+    planned: int                   # block tasks submitted by this run
+    total: int                     # planned blocks of the whole sweep
+    done: int                      # blocks in the ledger at the end (flagged included)
+    flagged: int                   # of which non-finite
+    results: list[dict] = field(default_factory=list)    # one per completed task
+    errors: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+
+def run_sweep(cfg: SweepConfig, store: str | None = None, workers: int | None = None,
+              scheduler: str | None = None, resume: bool = False, *, client=None,
+              progress: bool = True) -> SweepResult:
+    """Run (or finish) the sweep `cfg` describes; `client` reuses an existing dask Client."""
+    if store is not None:
+        cfg = with_store(cfg, store)
+    root = prepare_store(cfg, create=not resume)
+    tasks = plan(cfg, root)
+    total, done_before = _ledger_counts(cfg, root)[:2]
+    results, errors, interrupted = [], [], False
+    if tasks:
+        with _connect(cfg, workers, scheduler, client) as c:
+            _say(f"dashboard: {_dashboard(c)}")
+            with _LivePlot(cfg.store, cfg.compute.live_every):
+                try:
+                    _execute(c, cfg, tasks, total, done_before, progress, results, errors)
+                except KeyboardInterrupt:
+                    interrupted = True
+    return _verdict(cfg, root, tasks, results, errors, interrupted)
+
+
+def prepare_store(cfg: SweepConfig, create: bool = True):
+    """Open (or create) the store and every model group; tokens are fixed here, once."""
+    root = st.open_root(cfg, create=create)
+    for m in cfg.models:
+        if st.group_ready(root, m.name):
+            continue
+        from sweep.model import load_model
+
+        # the client loads each model once, for its identity (weights hash) and array shapes
+        model = load_model(m.path, dtype=m.dtype, revision=m.revision)
+        a_log = model.block(0).a_log()                       # (d_inner, d_state) or None
+        inputs = {"sequences": cfg.inputs.sequences, "length": cfg.inputs.length,
+                  "seed": cfg.inputs.seed, "text": cfg.inputs.text, "token_block": cfg.token_block}
+        st.create_group(root, m.name, identity=model.identity, dtype=m.dtype, inputs=inputs,
+                        layer_lengths=m.layer_lengths, token_block=cfg.token_block,
+                        tokens=make_tokens(m, cfg.inputs), d_model=model.d_model,
+                        a_log_shape=None if a_log is None else (model.n_layers, *a_log.shape))
+    return root
+
+
+def _connect(cfg, workers, scheduler, client):
+    if client is not None:
+        return contextlib.nullcontext(client)
+    from cluster import connect
+
+    return connect(cfg.cluster, workers, scheduler)
+
+
+def _dashboard(client) -> str:
+    from cluster import dashboard_link
+
+    return dashboard_link(client) or "(none)"
+
+
+def _execute(client, cfg, tasks, total, done_before, progress, results, errors) -> None:
+    from cluster import task_resources
+
+    resources = task_resources(cfg.cluster, client)
+    futures = {client.submit(run_task, t, retries=RETRIES, pure=False, resources=resources): t
+               for t in tasks}
+    bar = tqdm(total=total, initial=done_before, unit="block", desc="blocks",
+               disable=not progress, file=sys.stderr, smoothing=0.1)
+    from distributed import as_completed
+
+    try:
+        for fut in as_completed(list(futures)):
+            task = futures[fut]
+            try:
+                results.append(fut.result())
+            except Exception as e:  # the task's own error, after RETRIES; reported, not fatal
+                errors.append(f"{_describe(task)}: {type(e).__name__}: {e}")
+            if isinstance(task, BlockTask):
+                bar.update(1)
+            fut.release()
+    except KeyboardInterrupt:
+        client.cancel(list(futures))
+        raise
+    finally:
+        bar.close()
+
+
+def _describe(task) -> str:
+    if isinstance(task, ALogTask):
+        return f"{task.model.group} a_log layers {list(task.layers)}"
+    return f"{task.model.group} layer {task.layer} seq {task.seq} block {task.block}"
+
+
+def _ledger_counts(cfg: SweepConfig, root) -> tuple[int, int, int, int]:
+    """(planned blocks, in ledger, flagged, A_log layers missing) over all models."""
+    total = done = flagged = missing_a = 0
+    for m in cfg.models:
+        g = root[m.name]
+        cells = g["ledger"][...][st.planned_mask(g)]
+        total += cells.size
+        done += int(np.count_nonzero(cells != st.PENDING))
+        flagged += int(np.count_nonzero(cells == st.FLAGGED))
+        missing_a += len(st.missing_a_log(g))
+    return total, done, flagged, missing_a
+
+
+def _verdict(cfg, root, tasks, results, errors, interrupted) -> SweepResult:
+    total, done, flagged, missing_a = _ledger_counts(cfg, root)
+    complete = done == total and missing_a == 0
+    for e in errors:
+        _say(f"failed: {e}")
+    if flagged:
+        _say(f"warning: {flagged} block(s) hold non-finite values (ledger 2); see `tdos status`")
+    if complete:
+        _say(f"sweep complete: {done}/{total} blocks in {cfg.store}")
+    else:
+        why = "interrupted" if interrupted else "incomplete"
+        _say(f"sweep {why}: {done}/{total} blocks in {cfg.store}"
+             f"{f', A_log missing for {missing_a} layer(s)' if missing_a else ''}; "
+             f"rerun with --resume to finish")
+    n_blocks = sum(isinstance(t, BlockTask) for t in tasks)
+    code = 0 if complete else (130 if interrupted else 1)
+    return SweepResult(code, n_blocks, total, done, flagged, results, errors, interrupted)
+
+
+def _say(line: str) -> None:
+    tqdm.write(line, file=sys.stdout)
+
+
+class _LivePlot:
+    """Every `every` seconds, redraw the growing TDOS next to the store (<store>.live.png)
+    with analysis.live.render_live when the analysis package provides it."""
+
+    def __init__(self, store: str, every: float):
+        self.store, self.every = store, every
+        self.png = str(store).rstrip("/") + ".live.png"
+        self._stop = threading.Event()
+        self._render = None
+        if every > 0:
+            with contextlib.suppress(ImportError):
+                from analysis.live import render_live
+
+                self._render = render_live
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="tdos-live")
+
+    def __enter__(self):
+        if self._render is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+            self._draw()                      # the final picture holds every block
+        return False
+
+    def _loop(self) -> None:
+        announced = False
+        while not self._stop.wait(self.every):
+            if self._draw() and not announced:
+                _say(f"live TDOS: {self.png}")
+                announced = True
+
+    def _draw(self) -> bool:
+        if self._render is None:
+            return False
+        try:
+            self._render(self.store, self.png)
+            return True
+        except Exception as e:  # a plotting failure must not stop the sweep; say it once
+            _say(f"live plot disabled: {type(e).__name__}: {e}")
+            self._render = None
+            return False

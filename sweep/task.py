@@ -1,0 +1,97 @@
+"""What runs on a worker: one block of one (layer, sequence) -> its chunks and ledger cell.
+
+A worker process keeps each model it has loaded, and the hidden states of the sequences it
+has recently worked on at the deepest layer reached: tasks arrive layer-ascending per
+sequence, so layer l+1 costs one block forward instead of l+1 of them.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections import OrderedDict
+
+import numpy as np
+import torch
+
+from sweep import store
+from sweep.plan import ALogTask, BlockTask, ModelRef
+
+HIDDEN_CACHE = 4           # (model, sequence) hidden states kept per worker: (n_ctx, d) each
+
+_models: dict[tuple, object] = {}
+_hidden: OrderedDict[tuple, tuple[int, torch.Tensor]] = OrderedDict()
+
+
+def run_task(task: BlockTask | ALogTask) -> dict:
+    """Compute and store one task; returns layer/seq/block, status and seconds by phase."""
+    if isinstance(task, ALogTask):
+        return _run_a_log(task)
+    clock = time.perf_counter
+    t = clock()
+    model = _model(task.model)
+    h = hidden_states(model, task)                             # (n_ctx, d)
+    t_hidden = clock()
+    block = model.block(task.layer)
+    jac = block.jacobians(h, task.t0, task.t1)                 # (T, d, d)
+    delta = block.delta(h, task.t0, task.t1)                   # (T, d_inner) or None
+    t_jac = clock()
+    from sweep.spectra import eigvals
+
+    eig = eigvals(jac.detach()).cpu().numpy()                  # (T, d) complex
+    t_eig = clock()
+    g = store.open_group(task.model.store, task.model.group)
+    d = None if delta is None else delta.detach().cpu().numpy()
+    status = store.write_block(g, task.row, task.seq, task.block, task.t0, eig, d)
+    t_write = clock()
+    return {"model": task.model.group, "layer": task.layer, "seq": task.seq,
+            "block": task.block, "status": "done" if status == store.DONE else "flagged",
+            "pid": os.getpid(),
+            "seconds": {"hidden": t_hidden - t, "jacobian": t_jac - t_hidden,
+                        "eig": t_eig - t_jac, "write": t_write - t_eig}}
+
+
+def _run_a_log(task: ALogTask) -> dict:
+    t = time.perf_counter()
+    model = _model(task.model)
+    g = store.open_group(task.model.store, task.model.group)
+    for layer in task.layers:
+        a = model.block(layer).a_log()                         # (d_inner, d_state)
+        store.write_a_log(g, layer, a.detach().cpu().numpy())
+    return {"model": task.model.group, "a_log_layers": list(task.layers), "status": "done",
+            "pid": os.getpid(), "seconds": {"write": time.perf_counter() - t}}
+
+
+def _model(ref: ModelRef):
+    """The worker's copy of the model, loaded on first use."""
+    device = ref.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    key = (ref.path, ref.revision, ref.dtype, device)
+    if key not in _models:
+        from sweep.model import load_model
+
+        _models[key] = load_model(ref.path, dtype=ref.dtype, revision=ref.revision, device=device)
+    return _models[key]
+
+
+def hidden_states(model, task: BlockTask) -> torch.Tensor:
+    """(n_ctx, d): residual stream entering task.layer for the task's sequence, advanced
+    from the deepest cached layer of that sequence when it is not deeper than needed."""
+    key = (task.model.store, task.model.group, task.model.path, task.model.revision,
+           task.model.dtype, task.seq)
+    layer, h = _hidden.get(key, (None, None))
+    if layer is None or layer > task.layer:
+        g = store.open_group(task.model.store, task.model.group, mode="r")
+        tokens = np.asarray(g["tokens"][task.seq, : task.n_ctx])       # (n_ctx,)
+        layer, h = 0, model.embed(torch.from_numpy(tokens))
+    with torch.no_grad():
+        while layer < task.layer:
+            h = model.block(layer).forward(h)                          # (n_ctx, d)
+            layer += 1
+    cached = _hidden.get(key)
+    if cached is None or cached[0] <= layer:
+        _hidden[key] = (layer, h)
+    _hidden.move_to_end(key)
+    while len(_hidden) > HIDDEN_CACHE:
+        _hidden.popitem(last=False)
+    return h
