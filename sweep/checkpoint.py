@@ -13,6 +13,7 @@ from cluster.config import ConfigError
 
 SUPPORTED = ("gpt2", "gpt_neox", "llama", "mamba")
 _WEIGHTS = ("*.safetensors", "*.bin")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 
 
 @dataclass(frozen=True)
@@ -46,10 +47,22 @@ def load_tokenizer(path: str, revision: str | None):
     """The checkpoint's own tokenizer from local files, or None when it has none."""
     from transformers import AutoTokenizer
 
+    # transformers builds an empty tokenizer from config.json alone: require its files
+    if not any(_local_file(path, revision, name) for name in _TOKENIZER_FILES):
+        return None
     try:
         return AutoTokenizer.from_pretrained(str(path), revision=revision, local_files_only=True)
     except Exception:  # missing or unreadable tokenizer files raise many types
         return None
+
+
+def _local_file(path: str, revision: str | None, name: str) -> bool:
+    p = Path(path).expanduser()
+    if p.is_dir():
+        return (p / name).is_file()
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(path, name, revision=revision), str)
 
 
 def _config_file(path: str, revision: str | None, where: str) -> Path:

@@ -282,9 +282,7 @@ def _layer_lengths(layers, where: str, m: ModelSpec, length: int) -> tuple[tuple
 def _resolve_model(m: ModelSpec, inputs: InputsConfig, layers) -> ModelSpec:
     w = m.where
     if m.dtype not in DTYPES:
-        close = difflib.get_close_matches(str(m.dtype), DTYPES, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"{w}.dtype: {m.dtype!r} is not supported; use float32 or float64{hint}")
+        raise ConfigError(f"{w}.dtype: {m.dtype!r} is not supported; use float32 or float64")
     info = read_model_info(m.path, m.revision, f"{w}.path")
     if info.max_length is not None and inputs.length > info.max_length:
         raise ConfigError(f"inputs.length: {inputs.length} exceeds the context of {m.path} "

@@ -1,0 +1,158 @@
+"""Config loading: the valid forms resolve as documented; every bad input is refused before
+any compute with its one-line message naming the field and the fix."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from sweep.cli import main
+from sweep.config import ConfigError, fingerprint, load_config
+
+
+def _write(tmp_path, doc, name="cfg.yaml") -> str:
+    p = tmp_path / name
+    p.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc))
+    return str(p)
+
+
+def _base(ck, tmp_path, **changes) -> dict:
+    doc = {"model": {"path": str(ck["gpt2"]), "dtype": "float32"},
+           "inputs": {"sequences": 2, "length": 8, "seed": 0},
+           "layers": [0, 1], "store": str(tmp_path / "run.zarr"),
+           "compute": {"token_block": 4}}
+    for key, value in changes.items():
+        node = doc
+        *parents, last = key.split(".")
+        for p in parents:
+            node = node[p]
+        node[last] = value
+    return doc
+
+
+def test_minimal_config_resolves(tiny_checkpoints, tmp_path):
+    doc = _base(tiny_checkpoints, tmp_path)
+    del doc["compute"]
+    cfg = load_config(_write(tmp_path, doc))
+    (m,) = cfg.models
+    assert (m.name, m.info.arch, m.info.n_layers, m.info.max_length) == ("gpt2", "gpt2", 2, 32)
+    assert m.layer_lengths == ((0, 8), (1, 8))
+    assert cfg.token_block == 32 and cfg.cluster.kind == "local"
+    assert cfg.store == str((tmp_path / "run.zarr").resolve())
+
+
+def test_layer_forms_and_overrides(tiny_checkpoints, tmp_path):
+    doc = _base(tiny_checkpoints, tmp_path, layers="all")
+    doc["models"] = [doc.pop("model"), {"path": str(tiny_checkpoints["mamba_ssm"]),
+                                         "layers": {2: 4, 0: 8}, "dtype": "float64"}]
+    cfg = load_config(_write(tmp_path, doc), {"store": str(tmp_path / "other.zarr")})
+    gpt2, mamba = cfg.models
+    assert gpt2.layer_lengths == ((0, 8), (1, 8))
+    assert mamba.layer_lengths == ((0, 8), (2, 4))
+    assert (mamba.name, mamba.info.arch, mamba.info.vocab_size) == ("mamba_ssm-float64", "mamba", 61)
+    assert cfg.store.endswith("other.zarr")
+
+
+def test_fingerprint_covers_identity_only(tiny_checkpoints, tmp_path):
+    base = load_config(_write(tmp_path, _base(tiny_checkpoints, tmp_path)))
+    same = load_config(_write(tmp_path, _base(tiny_checkpoints, tmp_path, store=str(tmp_path / "b.zarr"),
+                                              cluster={"workers": 3}), "b.yaml"))
+    other = load_config(_write(tmp_path, _base(tiny_checkpoints, tmp_path, **{"inputs.seed": 1}), "c.yaml"))
+    assert re.fullmatch(r"[0-9a-f]{64}", fingerprint(base))
+    assert fingerprint(base) == fingerprint(same)
+    assert fingerprint(base) != fingerprint(other)
+
+
+def _unsupported_checkpoint(tmp_path):
+    d = tmp_path / "bert"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"model_type": "bert", "num_hidden_layers": 2}))
+    (d / "model.safetensors").write_bytes(b"")
+    return str(d)
+
+
+def _not_a_dir(tmp_path):
+    f = tmp_path / "plain-file"
+    f.write_text("x")
+    return str(f / "run.zarr")
+
+
+# (config changes, expected message); {ck[...]}/{tmp} are filled in per test
+BAD = {
+    "unknown_field": ({"inptus": {}},
+                      "inptus: unknown field; did you mean 'inputs'? "
+                      "(known: model, models, inputs, layers, store, compute, cluster)"),
+    "unknown_nested": ({"compute.tokenblock": 4},
+                       "compute.tokenblock: unknown field; did you mean 'token_block'? "
+                       "(known: token_block, device, live_every)"),
+    "wrong_type": ({"inputs.sequences": "two"},
+                   "inputs.sequences: expected an integer, got 'two' (str)"),
+    "missing_field": ({"inputs": {"sequences": 2}},
+                      "inputs.length: required field missing; add `length: ...`"),
+    "bad_dtype": ({"model.dtype": "float16"},
+                  "model.dtype: 'float16' is not supported; use float32 or float64"),
+    "layer_out_of_range": ({"layers": [0, 99]},
+                           "layers[1]: layer 99 out of range for {gpt2} (0..1); use a value < 2"),
+    "length_beyond_context": ({"inputs.length": 64},
+                              "inputs.length: 64 exceeds the context of {gpt2} (max_length 32); "
+                              "use length <= 32"),
+    "missing_checkpoint": ({"model.path": "/nonexistent/ckpt"},
+                           "model.path: no checkpoint at /nonexistent/ckpt (not a local directory, "
+                           "not in the Hugging Face cache); download it first or fix the path"),
+    "unsupported_arch": ({"model.path": "{bert}"},
+                         "model.path: architecture 'bert' (config.json model_type) is not supported; "
+                         "use one of gpt2, gpt_neox, llama, mamba"),
+    "unwritable_store": ({"store": "{nodir}"},
+                         "store: {nodir} is not writable ({tmp}/plain-file is not a writable "
+                         "directory); choose a path in a writable directory"),
+    "token_block_zero": ({"compute.token_block": 0},
+                         "compute.token_block: must be >= 1, got 0; use e.g. token_block: 32"),
+    "sequences_zero": ({"inputs.sequences": 0},
+                       "inputs.sequences: must be >= 1, got 0; use a positive number of sequences"),
+    "text_missing": ({"inputs.text": "no-such.txt"},
+                     "inputs.text: file not found: no-such.txt; give an existing text file or "
+                     "remove `text` for random tokens"),
+    "no_tokenizer": ({"inputs.text": "words.txt"},
+                     "inputs.text: {gpt2} has no local tokenizer to read the text with; use random "
+                     "tokens (remove `text`) or a checkpoint with tokenizer files"),
+    "per_layer_tokens": ({"layers": {0: 8, 1: 9}},
+                         "layers.1: 9 tokens for layer 1 must be in 1..inputs.length (8); "
+                         "lower it or raise inputs.length"),
+    "cluster_section": ({"cluster": {"kind": "locl"}},
+                        "cluster.kind: 'locl' is not one of local, cuda, scheduler, slurm, auto; "
+                        "did you mean 'local'?"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD))
+def test_bad_input_is_one_line_error(tiny_checkpoints, tmp_path, kind):
+    changes, expected = BAD[kind]
+    names = {"gpt2": str(tiny_checkpoints["gpt2"]), "bert": _unsupported_checkpoint(tmp_path),
+             "nodir": _not_a_dir(tmp_path), "tmp": str(tmp_path.resolve())}
+    (tmp_path / "words.txt").write_text("some words " * 50)
+    fill = lambda v: v.format(**names) if isinstance(v, str) else v  # noqa: E731
+    doc = _base(tiny_checkpoints, tmp_path, **{k: fill(v) for k, v in changes.items()})
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, doc))
+    assert str(err.value) == fill(expected)
+    assert "\n" not in str(err.value)
+
+
+def test_malformed_yaml_names_the_line(tmp_path):
+    path = _write(tmp_path, "model:\n  path: x\ninputs: [1, 2\nlayers: all\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (f"{path}:4: malformed YAML: expected ',' or ']', but got ':'; "
+                              f"fix the syntax at line 4 column 7")
+
+
+def test_cli_prints_one_line_and_exits_2(tiny_checkpoints, tmp_path, capsys):
+    doc = _base(tiny_checkpoints, tmp_path, layers=[5])
+    code = main(["sweep", _write(tmp_path, doc)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (f"tdos: error: layers[0]: layer 5 out of range for {tiny_checkpoints['gpt2']} "
+                   f"(0..1); use a value < 2\n")
+    assert not (tmp_path / "run.zarr").exists()      # refused before anything was written
