@@ -1,0 +1,32 @@
+"""Figure helpers that never touch pyplot's global state (Agg canvas on a bare Figure)."""
+from __future__ import annotations
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+
+def new_figure(w=6.0, h=4.0, **kw) -> Figure:
+    fig = Figure(figsize=(w, h), **kw)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def axes_or_new(ax=None):
+    return ax if ax is not None else new_figure().add_subplot()
+
+
+def sweep_colors(n):
+    """Viridis colours for an ordered sweep (sequence length, depth)."""
+    return colormaps["viridis"](np.linspace(0.0, 0.9, max(n, 1)))
+
+
+def panel_label(ax, letter):
+    ax.text(0.02, 0.97, f"({letter})", transform=ax.transAxes, va="top", ha="left",
+            fontweight="bold")
+
+
+def save(fig, path, dpi=120):
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    return path

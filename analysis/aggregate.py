@@ -1,0 +1,209 @@
+"""Incremental aggregation of a store into per-token histograms on the global log bins.
+
+Kept beside the store in `<store>.agg` (zarr v3; analysis never writes into the store):
+
+    <model>/hist_block  (layer, seq, token, col) uint32  stable collective rates λ = −ln|ζ|
+           /special     (layer, seq, token, class) uint32  marginal, unstable, zero, nonfinite
+           /min_rate    (layer, seq, token) float64  smallest stable rate of the token (exact)
+           /hist_eff    (layer, seq, token, col) uint32  Δ_t·λ_A, all d_inner·d_state modes (Mamba)
+           /hist_delta  (layer, seq, token, col) uint32  Δ_t, all d_inner channels (Mamba)
+           /ledger      (layer, seq, block) int8   store ledger value the block was aggregated at
+
+Histograms are integer counts on fixed edges, so sums over any subset of (seq, token) equal
+a from-scratch pass exactly; `update` reads only blocks whose store ledger changed since.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from functools import lru_cache
+
+import numpy as np
+import zarr
+
+from .rates import CLASSES, N_COLS, histogram_rows, marginal_threshold, rates_of
+from .store import LEDGER_DONE, LEDGER_FLAGGED, Store, open_store
+
+AGG_FORMAT = 1
+HISTS_MAMBA = ("hist_eff", "hist_delta")
+
+
+def agg_path(store_path) -> str:
+    return os.fspath(store_path).rstrip("/\\") + ".agg"
+
+
+def aggregate(store_path, path=None, progress=None) -> "Aggregate":
+    """Bring the aggregate of every model of `store_path` up to date; return its reader."""
+    path = path or agg_path(store_path)
+    st = open_store(store_path)
+    root = _open_root(path, st)
+    for name in st.models:
+        update_model(st.model(name), root, progress=progress)
+    return Aggregate(path, store_path)
+
+
+def _open_root(path, st: Store):
+    """Open the aggregate; rebuild from scratch when it belongs to another store/config."""
+    if os.path.exists(path):
+        root = zarr.open_group(path, mode="r+")
+        a = root.attrs
+        if (a.get("agg_format") == AGG_FORMAT and a.get("fingerprint") == st.fingerprint
+                and a.get("models") == st.models and _shapes_match(root, st)):
+            return root
+        shutil.rmtree(path)
+    root = zarr.open_group(path, mode="w")
+    root.attrs.update({"agg_format": AGG_FORMAT, "fingerprint": st.fingerprint,
+                       "models": st.models, "store": os.path.abspath(st.path)})
+    return root
+
+
+def _shapes_match(root, st: Store) -> bool:
+    for name in st.models:
+        if name in root and root[name]["ledger"].shape != st.model(name).group["ledger"].shape:
+            return False
+    return True
+
+
+def _create_model(root, st: Store):
+    rows, nseq, lmax, B = len(st.layers), st.n_seqs, st.max_length, st.token_block
+    g = root.create_group(st.name)
+    g.attrs.update({"threshold": marginal_threshold(st.dtype), "dtype": st.dtype,
+                    "arch": st.arch, "layers": st.layers, "classes": list(CLASSES)})
+    names = ("hist_block",) + (HISTS_MAMBA if st.is_mamba else ())
+    for name in names:
+        g.create_array(name, shape=(rows, nseq, lmax, N_COLS), chunks=(1, 1, B, N_COLS),
+                       dtype=np.uint32, fill_value=0,
+                       dimension_names=("layer", "seq", "token", "col"))
+    g.create_array("special", shape=(rows, nseq, lmax, len(CLASSES)), chunks=(1, 1, B, len(CLASSES)),
+                   dtype=np.uint32, fill_value=0, dimension_names=("layer", "seq", "token", "class"))
+    g.create_array("min_rate", shape=(rows, nseq, lmax), chunks=(1, 1, B), dtype=np.float64,
+                   fill_value=np.nan, dimension_names=("layer", "seq", "token"))
+    g.create_array("ledger", shape=(rows, nseq, -(-lmax // B)), chunks=(rows, nseq, -(-lmax // B)),
+                   dtype=np.int8, fill_value=0, dimension_names=("layer", "seq", "block"))
+    return g
+
+
+def update_model(st: Store, root, progress=None) -> int:
+    """Aggregate the blocks of one model that are new since the last update; return how many."""
+    g = root[st.name] if st.name in root else _create_model(root, st)
+    src = st.ledger()
+    agg = np.asarray(g["ledger"][:])
+    todo = np.argwhere((src > 0) & (agg != src))
+    thr = float(g.attrs["threshold"])
+    rates_a = {}
+    for n, (i, s, b) in enumerate(todo):
+        layer = st.layers[i]
+        if st.is_mamba and layer not in rates_a:
+            rates_a[layer] = np.exp(st.a_log(layer).astype(np.float64))   # (d_inner, d_state)
+        _aggregate_block(st, g, i, s, b, thr, rates_a.get(layer), flagged=src[i, s, b] == LEDGER_FLAGGED)
+        agg[i, s, b] = src[i, s, b]
+        if (n + 1) % 64 == 0:
+            g["ledger"][:] = agg    # checkpoint: an interrupted update keeps most of its work
+        if progress is not None:
+            progress(n + 1, len(todo))
+    if len(todo):
+        g["ledger"][:] = agg        # written after the chunks: the ledger is the record
+    return len(todo)
+
+
+def _aggregate_block(st: Store, g, i, s, b, thr, lam_a, flagged):
+    """Histogram one block's tokens; a flagged block's histograms are written as zeros."""
+    B = st.token_block
+    t0, t1 = b * B, min((b + 1) * B, st.layer_length[st.layers[i]])
+    zeta = np.asarray(st.group["eigenvalues"][i, s, t0:t1])           # (T, d)
+    T = t1 - t0
+    if flagged:
+        zeta = np.full_like(zeta, np.nan)
+    stable, special = _classify_rows(zeta, thr)
+    g["hist_block"][i, s, t0:t1] = histogram_rows(stable)
+    g["special"][i, s, t0:t1] = special
+    with np.errstate(all="ignore"):
+        g["min_rate"][i, s, t0:t1] = np.where(np.isfinite(stable).any(1), np.nanmin(
+            np.where(np.isfinite(stable), stable, np.inf), axis=1), np.nan)
+    if lam_a is not None:
+        delta = np.asarray(st.group["delta"][i, s, t0:t1], np.float64)   # (T, d_inner)
+        if flagged:
+            delta = np.full_like(delta, np.nan)
+        eff = (delta[:, :, None] * lam_a[None]).reshape(T, -1)          # (T, d_inner*d_state)
+        g["hist_eff"][i, s, t0:t1] = histogram_rows(eff)
+        g["hist_delta"][i, s, t0:t1] = histogram_rows(delta)
+
+
+def _classify_rows(zeta, thr):
+    """(T, d) ζ → (T, d) stable rates (NaN elsewhere), (T, 4) class counts (CLASSES order)."""
+    finite = np.isfinite(zeta)
+    lam = np.where(finite, rates_of(np.where(finite, zeta, 1.0)), np.nan)
+    zero = finite & np.isinf(lam)
+    marginal = finite & (np.abs(lam) < thr)
+    unstable = finite & (lam <= -thr)
+    stable = np.where(finite & ~zero & ~marginal & ~unstable, lam, np.nan)
+    special = np.stack([marginal.sum(1), unstable.sum(1), zero.sum(1), (~finite).sum(1)], 1)
+    return stable, special.astype(np.uint32)
+
+
+class Aggregate:
+    """Read side of `<store>.agg`: sums over sequences and token prefixes t < L."""
+
+    def __init__(self, path, store_path=None, model=None):
+        self.path = path
+        self.root = zarr.open_group(path, mode="r")
+        self.models = list(self.root.attrs["models"])
+        self.name = model or self.models[0]
+        self.g = self.root[self.name]
+        self.store_path = store_path
+
+    def model(self, name) -> "Aggregate":
+        return Aggregate(self.path, self.store_path, name)
+
+    @property
+    def layers(self) -> list[int]:
+        return list(self.g.attrs["layers"])
+
+    @property
+    def threshold(self) -> float:
+        return float(self.g.attrs["threshold"])
+
+    @property
+    def is_mamba(self) -> bool:
+        return "hist_eff" in self.g
+
+    def _row(self, layer):
+        return self.layers.index(int(layer))
+
+    def ledger(self) -> np.ndarray:
+        return np.asarray(self.g["ledger"][:])
+
+    def token_hist(self, layer, kind="block") -> np.ndarray:
+        """(seq, token, col) per-token histograms of one layer (zeros where not aggregated)."""
+        return _load(self.path, self.name, f"hist_{kind}", self._row(layer), self._stamp())
+
+    def token_done(self, layer) -> np.ndarray:
+        """(seq, token) bool: token rows aggregated from a done (unflagged) block."""
+        led = self.ledger()[self._row(layer)] == LEDGER_DONE
+        B = self.g["hist_block"].chunks[2]
+        return np.repeat(led, B, axis=1)[:, : self.g["hist_block"].shape[2]]
+
+    def hist(self, layer, L=None, kind="block", seqs=None) -> np.ndarray:
+        """(col,) counts pooled over sequences `seqs` (default all) and tokens t < L."""
+        h = self.token_hist(layer, kind)
+        h = h if seqs is None else h[list(seqs)]
+        return h[:, :L].sum(axis=(0, 1), dtype=np.int64)
+
+    def special(self, layer, L=None) -> dict:
+        sp = np.asarray(self.g["special"][self._row(layer)])[:, :L].sum(axis=(0, 1), dtype=np.int64)
+        out = dict(zip(CLASSES, (int(x) for x in sp)))
+        out["tokens"] = int(self.token_done(layer)[:, :L].sum())
+        return out
+
+    def min_rate(self, layer, L=None) -> float:
+        m = np.asarray(self.g["min_rate"][self._row(layer)])[:, :L]
+        return float(np.nanmin(m)) if np.isfinite(m).any() else float("nan")
+
+    def _stamp(self):
+        """Changes whenever the aggregate ledger changes, invalidating the per-layer cache."""
+        return hash(self.ledger().tobytes())
+
+
+@lru_cache(maxsize=16)
+def _load(path, model, name, row, stamp):
+    return np.asarray(zarr.open_group(path, mode="r")[model][name][row])

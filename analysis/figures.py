@@ -1,0 +1,121 @@
+"""The paper's figures 1–8 (and diagnostics) from result objects; each returns a Figure."""
+from __future__ import annotations
+
+from ._plot import new_figure, panel_label
+from .fits import WINDOW
+
+
+def _window_lines(ax, window=WINDOW):
+    for v in window:
+        ax.axvline(v, color="0.6", ls=":", lw=0.8)
+
+
+def fig1_collective(cs, sp, kernel, title):
+    """(a) ζ plane, (b) near ζ = 1, (c) |ζ|, (d) θ, (e) λ–θ, (f) ρ linear, (g) ρ log, (h) K(t)."""
+    fig = new_figure(20, 9.5)
+    axs = fig.subplots(2, 4)
+    kinds = ("plane", "zoom", "modulus", "phase", "joint")
+    for ax, kind in zip(axs.flat[:5], kinds):
+        cs.plot(ax, kind=kind)
+    sp.plot(axs.flat[5], view="linear", label="ρ_block")
+    sp.plot(axs.flat[6], view="log", color="C0", label="ρ_block")
+    _window_lines(axs.flat[6])
+    s = sp.special
+    axs.flat[6].set_title(f"{sp.n_modes:,} stable; marginal {s.get('marginal', 0):,}, "
+                          f"unstable {s.get('unstable', 0):,}, zero {s.get('zero', 0):,}", fontsize=9)
+    kernel.plot(axs.flat[7])
+    for ax, letter in zip(axs.flat, "abcdefgh"):
+        panel_label(ax, letter)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def fig2_intrinsic(alog, sp_int, kernel_a, title):
+    """(a) A_log distribution, (b) ρ_int(λ_A), (c) K_A(t) with the t^-1 reference."""
+    fig = new_figure(15, 4.3)
+    a, b, c = fig.subplots(1, 3)
+    alog.plot(a)
+    sp_int.plot(b, color="C2")
+    kernel_a.plot(c, color="C2")
+    for ax, letter in zip((a, b, c), "abc"):
+        panel_label(ax, letter)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def fig_family(family, title, ylabel="ρ(λ)", window=None, view="log"):
+    """Figs 3, 5, 6: spectra of a sweep overlaid in viridis order."""
+    fig = new_figure(7, 5)
+    ax = fig.add_subplot()
+    family.plot(ax, view=view, ylabel=ylabel)
+    if window:
+        _window_lines(ax, window)
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def fig4_effective(eff_family, delta_family, title):
+    """(a) ρ_eff(λ_eff) vs L, (b) Δ distributions vs L."""
+    fig = new_figure(13, 5)
+    a, b = fig.subplots(1, 2)
+    eff_family.plot(a, ylabel="ρ_eff(λ_eff)")
+    delta_family.plot(b, ylabel="p(Δ)")
+    panel_label(a, "a"), panel_label(b, "b")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def fig7_cumulative(table, title):
+    fig = new_figure(7, 5)
+    ax = fig.add_subplot()
+    table.plot_cumulative(ax)
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def fig_beta(table, title, reference=None):
+    """Fig 8 (β vs L, with the paper's values) or β vs depth."""
+    fig = new_figure(7, 4.5)
+    ax = fig.add_subplot()
+    table.plot(ax, reference=reference)
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def fig_self_averaging(selfavg, smallest, title):
+    fig = new_figure(13, 4.8)
+    a, b = fig.subplots(1, 2)
+    selfavg.plot(a)
+    smallest.plot(b)
+    panel_label(a, "a"), panel_label(b, "b")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def fig_single(result, title, w=7, h=5, **kw):
+    """Any result object with .plot(ax) on its own figure (precision check, ...)."""
+    fig = new_figure(w, h)
+    ax = fig.add_subplot()
+    result.plot(ax, **kw)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def fig_models_beta(tables, title):
+    """β vs L of several models side by side on one axis."""
+    fig = new_figure(7.5, 4.8)
+    ax = fig.add_subplot()
+    for i, (name, table) in enumerate(tables.items()):
+        table.plot(ax, label=name, color=f"C{i}")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,238 @@
+"""Infrared exponent β of a rate spectrum: N(<λ) ∝ λ^s over a fixed window, β = s − 1.
+
+Evaluation points (documented choice): N(<λ) is evaluated at the global log-spaced edges
+10^(k/20) that lie inside the window (`points="grid"`, default). Each decade then weighs the
+same in the least squares, whatever the mode density, and N at an edge is exactly what the
+streaming histograms hold, so a fit from `<store>.agg` equals the fit from raw rates bit for
+bit (live β = final β). `points="rates"` evaluates N(≤λ_i) = i at every sorted in-window rate
+instead (weights dense regions more; kept for comparison with point-wise fits).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import optimize
+
+from ._plot import axes_or_new
+from .rates import EDGES, cumulative_at_edges, grid_indices
+
+WINDOW = (1e-4, 5e-2)
+
+
+@dataclass
+class IRFit:
+    """Least-squares fit of log10 N(<λ) = intercept + s·log10 λ over `window`."""
+    s: float
+    beta: float
+    r2: float
+    n_modes: int                 # rates with lo <= λ <= hi
+    window: tuple
+    intercept: float
+    stderr: float                # standard error of s from the regression residuals
+    x: np.ndarray = field(repr=False)     # evaluation points λ_k
+    n_cum: np.ndarray = field(repr=False)  # N(<λ_k)
+    points: str = "grid"
+    n_total: int = 0             # all rates given (N(<λ) counts from zero, not from lo)
+
+    def predict(self, lam):
+        return 10.0 ** (self.intercept + self.s * np.log10(lam))
+
+    def plot(self, ax=None, label=None, color=None, data=True):
+        ax = axes_or_new(ax)
+        if data:
+            ax.loglog(self.x, self.n_cum, "o", ms=3, color=color, alpha=0.6)
+        xx = np.geomspace(*self.window, 50)
+        ax.loglog(xx, self.predict(xx), "-", color=color,
+                  label=label or f"s={self.s:.3f}, β={self.beta:+.3f}, R²={self.r2:.3f}")
+        ax.set_xlabel("relaxation rate λ (per block)")
+        ax.set_ylabel("N(<λ)  (modes)")
+        ax.legend(fontsize=8)
+        return ax
+
+
+def _regress(logx, logy):
+    """Slope, intercept, R², stderr of a straight line through (logx, logy)."""
+    n = len(logx)
+    if n < 3:
+        return np.nan, np.nan, np.nan, np.nan
+    s, a = np.polyfit(logx, logy, 1)
+    res = logy - (a + s * logx)
+    ss_tot = ((logy - logy.mean()) ** 2).sum()
+    r2 = 1 - (res ** 2).sum() / ss_tot if ss_tot > 0 else np.nan
+    se = np.sqrt((res ** 2).sum() / (n - 2) / ((logx - logx.mean()) ** 2).sum())
+    return float(s), float(a), float(r2), float(se)
+
+
+def _clean(rates):
+    r = np.asarray(rates, np.float64).ravel()
+    return np.sort(r[np.isfinite(r) & (r > 0)])
+
+
+def fit_ir_exponent(rates, window=WINDOW, points="grid") -> IRFit:
+    """β of the cumulative count of positive `rates` over `window` (see module docstring)."""
+    r = _clean(rates)
+    lo, hi = window
+    n_modes = int(np.searchsorted(r, hi, "right") - np.searchsorted(r, lo, "left"))
+    if points == "grid":
+        x = EDGES[grid_indices(window)]
+        n_cum = np.searchsorted(r, x, "left").astype(np.float64)
+    elif points == "rates":
+        i0, i1 = np.searchsorted(r, lo, "left"), np.searchsorted(r, hi, "right")
+        x, n_cum = r[i0:i1], np.arange(i0 + 1, i1 + 1, dtype=np.float64)
+    else:
+        raise ValueError(f"points must be 'grid' or 'rates', not {points!r}")
+    return _fit_points(x, n_cum, window, n_modes, points, len(r))
+
+
+def fit_ir_from_hist(hist, window=WINDOW) -> IRFit:
+    """The grid fit from a global-bin histogram: identical to `fit_ir_exponent` on the raw
+    rates. n_modes here counts the modes between the first and last grid edge of the window."""
+    idx = grid_indices(window)
+    cum = cumulative_at_edges(hist)
+    n_modes = int(cum[idx[-1]] - cum[idx[0]]) if len(idx) else 0
+    return _fit_points(EDGES[idx], cum[idx].astype(np.float64), window, n_modes, "grid",
+                       int(np.asarray(hist).sum()))
+
+
+def _fit_points(x, n_cum, window, n_modes, points, n_total):
+    ok = n_cum > 0
+    s, a, r2, se = _regress(np.log10(x[ok]), np.log10(n_cum[ok]))
+    return IRFit(s=s, beta=s - 1, r2=r2, n_modes=n_modes, window=tuple(window), intercept=a,
+                 stderr=se, x=x, n_cum=n_cum, points=points, n_total=n_total)
+
+
+# ----------------------------------------------------------------------------- bootstrap
+@dataclass
+class BootstrapIR:
+    """Percentile bootstrap CI of β from resampling whole blocks with replacement."""
+    fit: IRFit
+    lo: float
+    hi: float
+    level: float
+    n_boot: int
+    n_blocks: int
+    betas: np.ndarray = field(repr=False)
+
+    @property
+    def beta(self):
+        return self.fit.beta
+
+    @property
+    def se(self):
+        return float(np.nanstd(self.betas))
+
+    def covers(self, beta):
+        return self.lo <= beta <= self.hi
+
+    def plot(self, ax=None):
+        ax = axes_or_new(ax)
+        ax.hist(self.betas[np.isfinite(self.betas)], bins=40, color="0.6")
+        for v, ls in ((self.lo, "--"), (self.hi, "--"), (self.beta, "-")):
+            ax.axvline(v, color="C3", ls=ls)
+        ax.set_xlabel("β (bootstrap replicates)")
+        ax.set_ylabel("replicates")
+        ax.set_title(f"{self.level:.0%} CI [{self.lo:+.3f}, {self.hi:+.3f}], {self.n_blocks} blocks")
+        return ax
+
+
+def bootstrap_ir_exponent(rates_by_block, window=WINDOW, n_boot=1000, level=0.9, seed=0):
+    """Resample whole blocks (e.g. one token's eig(J_tt)): the d eigenvalues of one matrix are
+    correlated, so resampling single eigenvalues would understate the spread."""
+    blocks = [_clean(b) for b in rates_by_block]
+    x = EDGES[grid_indices(window)]
+    cum = np.stack([np.searchsorted(b, x, "left") for b in blocks])      # (n_blocks, n_pts)
+    fit = fit_ir_exponent(np.concatenate(blocks), window)
+    return _bootstrap(cum, x, fit, n_boot, level, seed)
+
+
+def bootstrap_ir_from_hists(block_hists, window=WINDOW, n_boot=1000, level=0.9, seed=0):
+    """Same as `bootstrap_ir_exponent` from (n_blocks, col) global-bin histograms."""
+    h = np.asarray(block_hists, np.int64)
+    idx = grid_indices(window)
+    cum = cumulative_at_edges(h)[:, idx]
+    return _bootstrap(cum, EDGES[idx], fit_ir_from_hist(h.sum(0), window), n_boot, level, seed)
+
+
+def _bootstrap(cum, x, fit, n_boot, level, seed):
+    rng = np.random.default_rng(seed)
+    nb = cum.shape[0]
+    draws = rng.integers(0, nb, size=(n_boot, nb))
+    weights = np.zeros((n_boot, nb))
+    np.add.at(weights, (np.arange(n_boot)[:, None], draws), 1.0)
+    n_cum = weights @ cum                                               # (n_boot, n_pts)
+    betas = _slopes(np.log10(x), n_cum) - 1
+    q = (1 - level) / 2
+    lo, hi = np.nanquantile(betas, [q, 1 - q])
+    return BootstrapIR(fit=fit, lo=float(lo), hi=float(hi), level=level, n_boot=n_boot,
+                       n_blocks=nb, betas=betas)
+
+
+def _slopes(logx, n_cum):
+    """Row-wise least-squares slopes of log10 n_cum on logx, skipping zero counts."""
+    w = (n_cum > 0).astype(np.float64)
+    y = np.log10(np.where(n_cum > 0, n_cum, 1.0))
+    sw = w.sum(1)
+    mx = (w * logx).sum(1) / np.maximum(sw, 1)
+    my = (w * y).sum(1) / np.maximum(sw, 1)
+    dx = logx - mx[:, None]
+    sxx = (w * dx * dx).sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sw >= 3, (w * dx * (y - my[:, None])).sum(1) / sxx, np.nan)
+
+
+# ----------------------------------------------------------------------------- MLE
+@dataclass
+class MLEFit:
+    """Maximum likelihood β of the bounded power law p(λ) ∝ λ^β on [lo, hi]."""
+    beta: float
+    se: float
+    n_modes: int
+    window: tuple
+    loglik: float
+    rates: np.ndarray = field(repr=False)
+
+    def plot(self, ax=None):
+        ax = axes_or_new(ax)
+        lo, hi = self.window
+        edges = np.geomspace(lo, hi, 25)
+        c, _ = np.histogram(self.rates, edges)
+        ax.loglog(np.sqrt(edges[1:] * edges[:-1]), c / np.diff(edges) / max(self.n_modes, 1), "o",
+                  label="in-window rates")
+        xx = np.geomspace(lo, hi, 50)
+        ax.loglog(xx, np.exp(_log_pdf(xx, self.beta, lo, hi)), "-",
+                  label=f"MLE β={self.beta:+.3f}±{self.se:.3f}")
+        ax.set_xlabel("relaxation rate λ (per block)")
+        ax.set_ylabel("p(λ) in window")
+        ax.legend(fontsize=8)
+        return ax
+
+
+def _log_norm(beta, lo, hi):
+    b1 = beta + 1
+    if abs(b1) < 1e-9:
+        return -np.log(np.log(hi / lo))
+    # log((b+1) / (hi^(b+1) − lo^(b+1))), written stably for either sign of b+1
+    return np.log(abs(b1)) - b1 * np.log(hi) - np.log(abs(1 - (lo / hi) ** b1))
+
+
+def _log_pdf(lam, beta, lo, hi):
+    return _log_norm(beta, lo, hi) + beta * np.log(lam)
+
+
+def mle_ir_exponent(rates, window=WINDOW) -> MLEFit:
+    """Cross-check of the cumulative fit that uses no binning and no cumulative correlations."""
+    lo, hi = window
+    r = _clean(rates)
+    r = r[(r >= lo) & (r <= hi)]
+    n, slog = len(r), np.log(r).sum()
+
+    def nll(b):
+        return -(n * _log_norm(b, lo, hi) + b * slog)
+
+    res = optimize.minimize_scalar(nll, bounds=(-5, 5), method="bounded",
+                                   options={"xatol": 1e-8})
+    h = 1e-4   # observed information by central differences
+    info = (nll(res.x + h) - 2 * nll(res.x) + nll(res.x - h)) / h ** 2
+    return MLEFit(beta=float(res.x), se=float(1 / np.sqrt(info)) if info > 0 else np.nan,
+                  n_modes=n, window=tuple(window), loglik=float(-res.fun), rates=r)

@@ -1,0 +1,265 @@
+"""Spectral observables of one store: densities on the global bins, complex spectra, K(t).
+
+Densities are normalised per mode: ρ(λ) = counts / (N · Δλ), N = modes inside the bins, so
+∫ρ dλ = 1 (as the paper's ρ_block, ρ_int, ρ_eff). Prefix lengths L select tokens t < L of
+one long sweep: by the causal block-triangular structure, eig of the length-L sequence
+Jacobian is exactly the union of eig(J_tt) for t < L.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.special import exp1
+
+from ._plot import axes_or_new, sweep_colors
+from .rates import EDGES, N_BINS, classify, histogram, marginal_threshold
+
+LAMBDA = "relaxation rate λ (per block, Δs = 1)"
+
+
+@dataclass
+class Spectrum:
+    """A rate (or Δ) distribution on the global log bins. `counts` has under/overflow columns."""
+    counts: np.ndarray
+    label: str = ""
+    xlabel: str = LAMBDA
+    special: dict = field(default_factory=dict)   # marginal/unstable/zero/nonfinite/tokens
+
+    @property
+    def in_range(self) -> np.ndarray:
+        return np.asarray(self.counts[1:N_BINS + 1], np.float64)
+
+    @property
+    def n_modes(self) -> int:
+        return int(self.in_range.sum())
+
+    @property
+    def density(self) -> np.ndarray:
+        """(N_BINS,) ρ(λ) per bin, normalised to unit integral over the bins."""
+        return self.in_range / max(self.n_modes, 1) / np.diff(EDGES)
+
+    @property
+    def centers(self) -> np.ndarray:
+        return np.sqrt(EDGES[1:] * EDGES[:-1])
+
+    def support(self):
+        nz = np.nonzero(self.in_range)[0]
+        return (EDGES[nz[0]], EDGES[nz[-1] + 1]) if len(nz) else (np.nan, np.nan)
+
+    def plot(self, ax=None, view="log", color=None, label=None, ylabel="ρ(λ)"):
+        ax = axes_or_new(ax)
+        rho, c = self.density, self.centers
+        ok = rho > 0
+        if view == "log":
+            ax.loglog(c[ok], rho[ok], "-", color=color, lw=1.2, label=label or self.label)
+        else:   # linear view: the bulk of the spectrum, up to its 99th percentile
+            cum = np.cumsum(self.in_range) / max(self.n_modes, 1)
+            hi = EDGES[min(np.searchsorted(cum, 0.99) + 1, N_BINS)]
+            lin_edges = np.linspace(0, hi, 60)
+            ax.stairs(_rebin_linear(self, lin_edges), lin_edges, color=color,
+                      label=label or self.label, fill=color is None, alpha=0.8)
+        ax.set_xlabel(self.xlabel)
+        ax.set_ylabel(ylabel)
+        return ax
+
+
+def _rebin_linear(sp: Spectrum, lin_edges):
+    """Density on linear bins from the log-bin counts (counts split by overlap length)."""
+    lo, hi = EDGES[:-1], EDGES[1:]
+    out = np.zeros(len(lin_edges) - 1)
+    for j, (a, b) in enumerate(zip(lin_edges[:-1], lin_edges[1:])):
+        overlap = np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0, None) / (hi - lo)
+        out[j] = (sp.in_range * overlap).sum()
+    return out / max(sp.n_modes, 1) / np.diff(lin_edges)
+
+
+@dataclass
+class SpectrumFamily:
+    """Spectra of one sweep (sequence length, depth) overlaid in viridis order."""
+    spectra: list
+    values: list
+    name: str = "L"
+
+    def plot(self, ax=None, view="log", ylabel="ρ(λ)"):
+        ax = axes_or_new(ax)
+        for sp, v, c in zip(self.spectra, self.values, sweep_colors(len(self.spectra))):
+            sp.plot(ax, view=view, color=c, label=f"{self.name} = {v}", ylabel=ylabel)
+        ax.legend(fontsize=7, ncol=2 if len(self.spectra) > 6 else 1)
+        return ax
+
+
+# ----------------------------------------------------------------------------- collective
+def tdos(agg, layer, L=None, seqs=None) -> Spectrum:
+    """ρ_block(λ) of tokens t < L (all sequences by default), from the aggregate."""
+    sp = Spectrum(agg.hist(layer, L, "block", seqs), label=f"layer {layer}")
+    sp.special = agg.special(layer, L)
+    return sp
+
+
+def tdos_from_rates(rates, label="") -> Spectrum:
+    r = np.asarray(rates, np.float64)
+    return Spectrum(histogram(r[np.isfinite(r) & (r > 0)]), label=label)
+
+
+def tdos_vs_length(agg, layer, lengths) -> SpectrumFamily:
+    return SpectrumFamily([tdos(agg, layer, L) for L in lengths], list(lengths), "L")
+
+
+def tdos_vs_depth(agg, layers, L) -> SpectrumFamily:
+    return SpectrumFamily([tdos(agg, l, L) for l in layers], list(layers), "layer")
+
+
+def block_rates(store, layer, L=None, seqs=None):
+    """Stable collective rates of tokens t < L (raw, from the store) and the class counts."""
+    seqs = range(store.n_seqs) if seqs is None else seqs
+    zeta = np.concatenate([store.eigenvalues(layer, s)[:L] for s in seqs])
+    return classify(zeta, marginal_threshold(store.dtype))
+
+
+@dataclass
+class ComplexSpectrum:
+    """Eigenvalues ζ of J_tt pooled over tokens: plane density, |ζ|, phase θ = arg ζ."""
+    zeta: np.ndarray = field(repr=False)
+    label: str = ""
+
+    def plot(self, ax=None, kind="plane"):
+        ax = axes_or_new(ax)
+        z = self.zeta
+        if kind in ("plane", "zoom"):
+            lim = (-1.6, 1.6, -1.6, 1.6) if kind == "plane" else _zoom_box(z)
+            inside = (z.real > lim[0]) & (z.real < lim[1]) & (z.imag > lim[2]) & (z.imag < lim[3])
+            h = ax.hexbin(z.real[inside], z.imag[inside], gridsize=120, bins="log", cmap="viridis",
+                          mincnt=1, extent=lim)
+            ax.figure.colorbar(h, ax=ax, label="modes per cell")
+            phi = np.linspace(0, 2 * np.pi, 400)
+            ax.plot(np.cos(phi), np.sin(phi), "w--" if kind == "plane" else "k--", lw=0.8)
+            ax.set_xlim(lim[:2]), ax.set_ylim(lim[2:])
+            ax.set_xlabel("Re ζ"), ax.set_ylabel("Im ζ")
+            if kind == "plane":
+                ax.set_aspect("equal")
+        elif kind == "modulus":
+            ax.hist(np.abs(z), bins=120, color="C0", log=True)
+            ax.axvline(1.0, color="k", ls="--", lw=0.8)
+            ax.set_xlabel("|ζ|"), ax.set_ylabel("modes")
+        elif kind == "phase":
+            ax.hist(np.angle(z), bins=120, range=(-np.pi, np.pi), color="C1", log=True)
+            ax.set_xlabel("phase θ = arg ζ (rad)"), ax.set_ylabel("modes")
+        elif kind == "joint":
+            lam = -np.log(np.abs(z[(np.abs(z) > 0) & (np.abs(z) < 1)]).astype(np.float64))
+            th = np.angle(z[(np.abs(z) > 0) & (np.abs(z) < 1)])
+            ok = lam > 0
+            h = ax.hexbin(np.log10(lam[ok]), th[ok], gridsize=80, bins="log", cmap="viridis", mincnt=1)
+            ax.figure.colorbar(h, ax=ax, label="modes per cell")
+            ax.set_xlabel("log10 λ"), ax.set_ylabel("θ (rad)")
+        else:
+            raise ValueError(f"kind must be plane, zoom, modulus, phase or joint, not {kind!r}")
+        return ax
+
+
+def _zoom_box(z):
+    """A window around ζ = 1, where the slow modes live."""
+    return (0.9, 1.02, -0.06, 0.06)
+
+
+def complex_spectrum(store, layer, L=None, seqs=None) -> ComplexSpectrum:
+    seqs = range(store.n_seqs) if seqs is None else seqs
+    z = np.concatenate([store.eigenvalues(layer, s)[:L].ravel() for s in seqs])
+    return ComplexSpectrum(z[np.isfinite(z)], label=f"layer {layer}")
+
+
+# ----------------------------------------------------------------------------- Mamba SSM
+@dataclass
+class ValueHistogram:
+    """A plain histogram of parameter values (e.g. A_log)."""
+    values: np.ndarray = field(repr=False)
+    xlabel: str = ""
+
+    def plot(self, ax=None, bins=60, color="C2"):
+        ax = axes_or_new(ax)
+        ax.hist(self.values, bins=bins, color=color)
+        ax.set_xlabel(self.xlabel), ax.set_ylabel("parameters")
+        return ax
+
+
+def a_log_distribution(store, layer) -> ValueHistogram:
+    return ValueHistogram(store.a_log(layer).ravel(), "A_log  (λ_A = exp A_log)")
+
+
+def intrinsic_spectrum(store, layer) -> Spectrum:
+    """ρ_int(λ_A) of one layer (any model layer: A_log is stored for all)."""
+    return Spectrum(histogram(store.intrinsic_rates(layer)), label=f"layer {layer}",
+                    xlabel="intrinsic rate λ_A = exp(A_log)  (SSM time units)")
+
+
+def intrinsic_by_layer(store, layers=None) -> SpectrumFamily:
+    layers = range(store.n_model_layers) if layers is None else layers
+    return SpectrumFamily([intrinsic_spectrum(store, l) for l in layers], list(layers), "layer")
+
+
+def effective_spectrum(agg, layer, L=None) -> Spectrum:
+    return Spectrum(agg.hist(layer, L, "eff"), label=f"L = {L}",
+                    xlabel="effective rate λ_eff = Δ_t·λ_A  (per token)")
+
+
+def delta_distribution(agg, layer, L=None) -> Spectrum:
+    return Spectrum(agg.hist(layer, L, "delta"), label=f"L = {L}", xlabel="selective step Δ_t")
+
+
+def effective_vs_length(agg, layer, lengths):
+    return (SpectrumFamily([effective_spectrum(agg, layer, L) for L in lengths], list(lengths)),
+            SpectrumFamily([delta_distribution(agg, layer, L) for L in lengths], list(lengths)))
+
+
+# ----------------------------------------------------------------------------- kernels
+@dataclass
+class MemoryKernel:
+    """K(t) = ⟨e^{−λt}⟩ over stable modes (the Laplace transform of ρ)."""
+    t: np.ndarray
+    K: np.ndarray
+    n_modes: int
+    beta: float | None = None      # draw t^-(1+β) beside the t^-1 reference when given
+    label: str = "K(t)"
+
+    def plot(self, ax=None, color="C0"):
+        ax = axes_or_new(ax)
+        ok = self.K > 0
+        ax.loglog(self.t[ok], self.K[ok], "-", color=color, label=self.label)
+        i = np.searchsorted(self.t, np.sqrt(self.t[0] * self.t[-1]))
+        k0, t0 = self.K[i], self.t[i]
+        ax.loglog(self.t, k0 * t0 / self.t, "k--", lw=0.8, label="t⁻¹ reference")
+        if self.beta is not None and np.isfinite(self.beta):
+            ax.loglog(self.t, k0 * (self.t / t0) ** -(1 + self.beta), ":", color="C3",
+                      label=f"t^-(1+β), β = {self.beta:+.3f}")
+        ax.set_ylim(max(self.K[ok].min(), 1e-8) if ok.any() else 1e-8, 1.5)
+        ax.set_xlabel("t (blocks)" if "A" not in self.label else "t (SSM time units)")
+        ax.set_ylabel("K(t)")
+        ax.legend(fontsize=8)
+        return ax
+
+
+def default_times():
+    return np.geomspace(1e-1, 1e8, 120)
+
+
+def memory_kernel(rates, t=None, beta=None, label="K(t)", chunk=200_000) -> MemoryKernel:
+    """Exact mean of exp(−λ t) over the given positive rates."""
+    t = default_times() if t is None else np.asarray(t, np.float64)
+    r = np.asarray(rates, np.float64)
+    r = r[np.isfinite(r) & (r > 0)]
+    K = np.zeros_like(t)
+    for i in range(0, len(r), chunk):
+        K += np.exp(-np.outer(t, r[i:i + chunk])).sum(1)
+    return MemoryKernel(t, K / max(len(r), 1), len(r), beta, label)
+
+
+def memory_kernel_from_hist(sp: Spectrum, t=None, beta=None, label="K(t)") -> MemoryKernel:
+    """K(t) from binned counts, treating the density as log-uniform inside each bin:
+    ⟨e^{−λt}⟩_bin = (E1(a t) − E1(b t)) / ln(b/a)  (exact for that within-bin density)."""
+    t = default_times() if t is None else np.asarray(t, np.float64)
+    a, b = EDGES[:-1], EDGES[1:]
+    w = sp.in_range / max(sp.n_modes, 1)
+    nz = w > 0
+    tt = t[:, None]
+    per_bin = (exp1(a[nz] * tt) - exp1(b[nz] * tt)) / np.log(b[nz] / a[nz])
+    return MemoryKernel(t, per_bin @ w[nz], sp.n_modes, beta, label)

@@ -1,0 +1,181 @@
+"""Read a tdos store (ARCHITECTURE.md layout). The store is the only input of analysis/.
+
+Rows of `eigenvalues`/`delta` are token positions: row t = eig(J_tt). Blocks whose ledger
+cell is not 1 (pending, or flagged for non-finite values) read as NaN rows, so row t is
+always token t and every consumer filters with `np.isfinite`.
+"""
+from __future__ import annotations
+
+import os
+from functools import cached_property
+
+import numpy as np
+import zarr
+
+
+class StoreError(Exception):
+    """A one-line, user-facing reason why a path cannot be read as a tdos store."""
+
+
+LEDGER_PENDING, LEDGER_DONE, LEDGER_FLAGGED = 0, 1, 2
+
+
+def open_store(path, model=None) -> "Store":
+    """Open `path` read-only; `model` picks a group (default: the first model of the store)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise StoreError(f"no store at {path}")
+    try:
+        root = zarr.open_group(path, mode="r")
+        fmt = root.attrs.get("tdos_format")
+    except Exception as exc:  # zarr raises several types for a non-zarr folder
+        raise StoreError(f"{path} is not a zarr store ({type(exc).__name__})") from None
+    if fmt != 1:
+        raise StoreError(f"{path} is not a tdos store (attribute tdos_format={fmt!r}, expected 1)")
+    models = list(root.attrs.get("models", []))
+    if not models:
+        raise StoreError(f"{path} holds no model groups")
+    name = models[0] if model is None else model
+    if name not in models:
+        raise StoreError(f"model {name!r} not in {path}; models: {', '.join(models)}")
+    return Store(path, root, name)
+
+
+class Store:
+    """One model group of a store. See CONTRACT.md for the public reading API."""
+
+    def __init__(self, path, root, name):
+        self.path, self.root, self.name = path, root, name
+        self.group = root[name]
+        self.models = list(root.attrs["models"])
+
+    def model(self, name) -> "Store":
+        return open_store(self.path, name)
+
+    def __repr__(self):
+        c = self.block_counts()
+        return (f"Store({self.path!r}, model={self.name!r}, arch={self.arch}, dtype={self.dtype}, "
+                f"layers={self.layers}, done={c['done']}/{c['planned']})")
+
+    # ------------------------------------------------------------------ metadata
+    @cached_property
+    def identity(self) -> dict:
+        return dict(self.group.attrs.get("model", {}))
+
+    @cached_property
+    def inputs(self) -> dict:
+        return dict(self.group.attrs.get("inputs", {}))
+
+    @property
+    def arch(self) -> str:
+        return self.identity.get("arch", "unknown")
+
+    @property
+    def is_mamba(self) -> bool:
+        return "delta" in self.group and "a_log" in self.group
+
+    @property
+    def dtype(self) -> str:
+        """Compute dtype of the sweep ('float32' | 'float64')."""
+        dt = self.identity.get("dtype")
+        if dt:
+            return dt
+        return "float32" if self.group["eigenvalues"].dtype == np.complex64 else "float64"
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.root.attrs.get("fingerprint", ""))
+
+    @cached_property
+    def layers(self) -> list[int]:
+        """Model layer index of each planned row."""
+        return [int(x) for x in self.group["layer"][:]]
+
+    @cached_property
+    def layer_length(self) -> dict[int, int]:
+        return dict(zip(self.layers, (int(x) for x in self.group["layer_length"][:])))
+
+    @property
+    def n_seqs(self) -> int:
+        return int(self.group["eigenvalues"].shape[1])
+
+    @property
+    def max_length(self) -> int:
+        return int(self.group["eigenvalues"].shape[2])
+
+    @property
+    def d_model(self) -> int:
+        return int(self.group["eigenvalues"].shape[3])
+
+    @property
+    def token_block(self) -> int:
+        return int(self.inputs.get("token_block") or self.group["eigenvalues"].chunks[2])
+
+    def row(self, layer) -> int:
+        try:
+            return self.layers.index(int(layer))
+        except ValueError:
+            raise StoreError(f"layer {layer} not in store (layers: {self.layers})") from None
+
+    # ------------------------------------------------------------------ ledger
+    def ledger(self) -> np.ndarray:
+        """(rows, seq, block) int8 ledger, with blocks beyond each row's planned length set to -1."""
+        led = np.array(self.group["ledger"][:], dtype=np.int8)
+        B = self.token_block
+        for i, layer in enumerate(self.layers):
+            led[i, :, -(-self.layer_length[layer] // B):] = -1
+        return led
+
+    def done_blocks(self) -> list[tuple[int, int, int]]:
+        """(layer, seq, block) of every block whose ledger cell is 1 (done, all finite)."""
+        i, s, b = np.nonzero(self.ledger() == LEDGER_DONE)
+        return [(self.layers[r], int(q), int(c)) for r, q, c in zip(i, s, b)]
+
+    def block_counts(self) -> dict:
+        led = self.ledger()
+        return {"planned": int((led >= 0).sum()), "done": int((led == LEDGER_DONE).sum()),
+                "flagged": int((led == LEDGER_FLAGGED).sum()),
+                "pending": int((led == LEDGER_PENDING).sum())}
+
+    def _row_mask(self, layer, seq) -> np.ndarray:
+        """(L_layer,) bool: token rows that belong to a done, unflagged block."""
+        n, B = self.layer_length[layer], self.token_block
+        done = np.asarray(self.group["ledger"][self.row(layer), seq]) == LEDGER_DONE
+        return np.repeat(done, B)[:n]
+
+    # ------------------------------------------------------------------ data
+    def tokens(self, seq=0) -> np.ndarray:
+        return np.asarray(self.group["tokens"][seq])              # (L_max,) int64
+
+    def eigenvalues(self, layer, seq=0) -> np.ndarray:
+        """(L_layer, d) complex; rows of pending or flagged blocks are NaN."""
+        n = self.layer_length[layer]
+        ev = np.array(self.group["eigenvalues"][self.row(layer), seq, :n])
+        ev[~self._row_mask(layer, seq)] = np.nan
+        return ev
+
+    def delta(self, layer, seq=0) -> np.ndarray:
+        """(L_layer, d_inner) selective step Δ_t (Mamba); NaN rows as in `eigenvalues`."""
+        self._need_mamba("delta")
+        n = self.layer_length[layer]
+        de = np.array(self.group["delta"][self.row(layer), seq, :n])
+        de[~self._row_mask(layer, seq)] = np.nan
+        return de
+
+    def a_log(self, layer) -> np.ndarray:
+        """(d_inner, d_state) A_log of model layer `layer` (any layer of the model, swept or not)."""
+        self._need_mamba("a_log")
+        return np.asarray(self.group["a_log"][int(layer)])
+
+    def intrinsic_rates(self, layer) -> np.ndarray:
+        """λ_A = exp(A_log), all d_inner·d_state modes, float64."""
+        return np.exp(self.a_log(layer).astype(np.float64)).ravel()
+
+    @property
+    def n_model_layers(self) -> int:
+        self._need_mamba("a_log")
+        return int(self.group["a_log"].shape[0])
+
+    def _need_mamba(self, what):
+        if not self.is_mamba:
+            raise StoreError(f"model {self.name!r} ({self.arch}) has no {what}: Mamba-only array")

@@ -1,0 +1,168 @@
+"""Write tdos stores of known content, exactly in the ARCHITECTURE.md zarr v3 layout.
+
+The engine (sweep/store.py) writes the same layout; analysis tests use these stores so the
+truth (eigenvalues, Δ, A_log, the IR exponent of the drawn spectra) is known exactly.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import zarr
+
+NAN_C = complex(np.nan, np.nan)
+
+
+@dataclass
+class SyntheticModel:
+    """One model group. Arrays use store-row order (row i <-> model layer `layers[i]`)."""
+    name: str
+    eigenvalues: np.ndarray                  # (rows, seq, L_max, d) complex
+    layers: list[int]
+    arch: str = "mamba"
+    dtype: str = "float32"
+    token_block: int = 8
+    layer_length: list[int] | None = None    # tokens planned per row (default L_max)
+    tokens: np.ndarray | None = None         # (seq, L_max) int64
+    delta: np.ndarray | None = None          # (rows, seq, L_max, d_inner)   Mamba
+    a_log: np.ndarray | None = None          # (n_model_layers, d_inner, d_state)  Mamba
+    path: str = "synthetic/model"
+    extra_identity: dict = field(default_factory=dict)
+
+    @property
+    def shape(self):
+        return self.eigenvalues.shape
+
+    def n_blocks(self):
+        return -(-self.shape[2] // self.token_block)
+
+    def lengths(self):
+        return self.layer_length or [self.shape[2]] * self.shape[0]
+
+
+def _cdtype(dtype):
+    return np.complex64 if dtype == "float32" else np.complex128
+
+
+def _rdtype(dtype):
+    return np.float32 if dtype == "float32" else np.float64
+
+
+def write_store(path, models: list[SyntheticModel], done=None):
+    """Create the store; write the blocks where `done[name]` (rows, seq, block) is nonzero.
+
+    `done[name]` values are ledger codes (1 done, 2 flagged); default: every planned block done.
+    Blocks not done are left unwritten (fill NaN), as a sweep that has not reached them.
+    """
+    done = done or {}
+    root = zarr.open_group(str(path), mode="w")
+    # the identity part of a real config decides the content; here the content itself does
+    config = {"models": [{"path": m.path, "dtype": m.dtype, "name": m.name, "layers": m.layers,
+                          "content": hashlib.sha256(m.eigenvalues.tobytes()).hexdigest()}
+                         for m in models],
+              "inputs": {"sequences": models[0].shape[1], "length": models[0].shape[2], "seed": 0}}
+    root.attrs.update({
+        "tdos_format": 1, "config": config, "models": [m.name for m in models],
+        "fingerprint": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest(),
+    })
+    for m in models:
+        _create_group(root, m)
+        write_blocks(path, m, done.get(m.name, planned_mask(m)))
+    return path
+
+
+def planned_mask(m: SyntheticModel):
+    """(rows, seq, block) int8: 1 for every block inside the row's planned length."""
+    rows, nseq, _, _ = m.shape
+    mask = np.zeros((rows, nseq, m.n_blocks()), np.int8)
+    for i, n in enumerate(m.lengths()):
+        mask[i, :, : -(-n // m.token_block)] = 1
+    return mask
+
+
+def _create_group(root, m: SyntheticModel):
+    rows, nseq, lmax, d = m.shape
+    B = m.token_block
+    g = root.create_group(m.name)
+    g.attrs.update({
+        "model": {"path": m.path, "revision": None, "arch": m.arch, "dtype": m.dtype,
+                  "weights_sha256": "0" * 64, **m.extra_identity},
+        "inputs": {"sequences": nseq, "length": lmax, "seed": 0, "text": None, "token_block": B},
+    })
+    g.create_array("layer", data=np.asarray(m.layers, np.int64), dimension_names=("layer",))
+    g.create_array("layer_length", data=np.asarray(m.lengths(), np.int64),
+                   dimension_names=("layer",))
+    tokens = m.tokens if m.tokens is not None else np.arange(nseq * lmax).reshape(nseq, lmax)
+    g.create_array("tokens", data=np.asarray(tokens, np.int64), dimension_names=("seq", "token"))
+    g.create_array("eigenvalues", shape=(rows, nseq, lmax, d), chunks=(1, 1, B, d),
+                   dtype=_cdtype(m.dtype), fill_value=NAN_C,
+                   dimension_names=("layer", "seq", "token", "mode"))
+    g.create_array("ledger", shape=(rows, nseq, m.n_blocks()), chunks=(1, 1, 1), dtype=np.int8,
+                   fill_value=0, dimension_names=("layer", "seq", "block"))
+    if m.delta is not None:
+        di = m.delta.shape[-1]
+        g.create_array("delta", shape=(rows, nseq, lmax, di), chunks=(1, 1, B, di),
+                       dtype=_rdtype(m.dtype), fill_value=np.nan,
+                       dimension_names=("layer", "seq", "token", "channel"))
+        g.create_array("a_log", data=np.asarray(m.a_log, _rdtype(m.dtype)),
+                       chunks=(1,) + m.a_log.shape[1:],
+                       dimension_names=("model_layer", "channel", "state"))
+
+
+def write_blocks(path, m: SyntheticModel, mask):
+    """Write each block's chunks then its ledger cell (the engine's order) where mask > 0."""
+    g = zarr.open_group(str(path), mode="r+")[m.name]
+    B = m.token_block
+    lengths = m.lengths()
+    for i, s, b in zip(*np.nonzero(mask)):
+        t0, t1 = b * B, min((b + 1) * B, m.shape[2])
+        ev = np.array(m.eigenvalues[i, s, t0:t1], dtype=_cdtype(m.dtype))
+        ev[max(lengths[i] - t0, 0):] = NAN_C          # rows beyond the planned length: unwritten
+        if mask[i, s, b] == 2:
+            ev[0, 0] = complex(np.inf, 0.0)             # a flagged block holds non-finite values
+        g["eigenvalues"][i, s, t0:t1] = ev
+        if m.delta is not None:
+            g["delta"][i, s, t0:t1] = m.delta[i, s, t0:t1]
+        g["ledger"][i, s, b] = mask[i, s, b]
+
+
+# ----------------------------------------------------------------------------- spectra
+def power_law_rates(rng, n, beta, lam_max):
+    """n rates with density ∝ λ^β on (0, lam_max]: N(<λ) = n (λ/lam_max)^(β+1) exactly."""
+    return lam_max * rng.random(n) ** (1.0 / (beta + 1.0))
+
+
+def token_spectrum(rng, d, beta, n_ir, dtype="float32", lam_max=0.1, n_unstable=1, zero=False):
+    """One token's d eigenvalues ζ: n_ir power-law IR modes (density ∝ λ^β below lam_max),
+    one marginal ζ≈1 (the norm's scale direction), n_unstable |ζ|>1, optional ζ=0, and a UV
+    bulk (log-normal λ around 1, outside the fit window)."""
+    n_uv = d - n_ir - 1 - n_unstable - int(zero)
+    lam = np.concatenate([power_law_rates(rng, n_ir, beta, lam_max),
+                          np.exp(rng.normal(0.5, 0.8, n_uv)).clip(lam_max * 1.01)])
+    theta = np.concatenate([rng.normal(0, 0.2, n_ir), rng.uniform(-np.pi, np.pi, n_uv)])
+    zeta = np.exp(-lam + 1j * theta)
+    marginal = np.exp(1j * rng.normal(0, 1e-6, 1)) * (1 + rng.normal(0, 1e-11, 1))
+    unstable = np.exp(rng.uniform(0.01, 0.3, n_unstable) + 1j * rng.uniform(-3, 3, n_unstable))
+    parts = [zeta, marginal, unstable] + ([np.zeros(1)] if zero else [])
+    return np.concatenate(parts).astype(_cdtype(dtype))
+
+
+def synthetic_model(name="mamba-syn", arch="mamba", beta=-0.2, rows=2, nseq=2, lmax=64, d=48,
+                    n_ir=24, layers=None, token_block=8, dtype="float32", seed=0,
+                    n_model_layers=6, d_inner=16, d_state=4, layer_length=None):
+    """A Mamba-like (arch='mamba': Δ and A_log too) or Transformer-like model of known β."""
+    rng = np.random.default_rng(seed)
+    ev = np.stack([np.stack([np.stack([
+        token_spectrum(rng, d, beta, n_ir, dtype, zero=(t % 16 == 5))
+        for t in range(lmax)]) for _ in range(nseq)]) for _ in range(rows)])
+    layers = layers if layers is not None else list(range(0, 2 * rows, 2))
+    kw = {}
+    if arch == "mamba":
+        # log10 λ_A spread over -5…4 (the paper's intrinsic range); Δ log-normal like softplus outputs
+        a_log = np.log(10.0 ** rng.uniform(-5, 4, (n_model_layers, d_inner, d_state)))
+        delta = np.exp(rng.normal(-3.0, 1.5, (rows, nseq, lmax, d_inner)))
+        kw = {"a_log": a_log, "delta": delta}
+    return SyntheticModel(name=name, eigenvalues=ev, layers=layers, arch=arch, dtype=dtype,
+                          token_block=token_block, layer_length=layer_length, **kw)
