@@ -1,0 +1,155 @@
+"""The zarr v3 store: layout of ARCHITECTURE.md, fingerprint refusal that writes nothing,
+block writes confined to their own chunks, the ledger, and the plan read from it."""
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from sweep import store as st
+from sweep.config import config_from_dict
+from sweep.plan import ALogTask, BlockTask, plan
+from sweep.run import prepare_store
+
+
+def _cfg(ck, tmp_path, **inputs):
+    return config_from_dict({
+        "models": [{"path": str(ck["gpt2"])}, {"path": str(ck["llama"]), "layers": {1: 6}}],
+        "inputs": {"sequences": 2, "length": 8, "seed": 0, **inputs},
+        "layers": [1, 0], "store": str(tmp_path / "run.zarr"), "compute": {"token_block": 4}})
+
+
+def _snapshot(path) -> dict:
+    """{relative file: (sha256, mtime_ns)} of every file under path."""
+    out = {}
+    for d, _, files in os.walk(path):
+        for f in files:
+            p = os.path.join(d, f)
+            out[os.path.relpath(p, path)] = (hashlib.sha256(open(p, "rb").read()).hexdigest(),
+                                             os.stat(p).st_mtime_ns)
+    return out
+
+
+def _chunk_files(path, array) -> set[str]:
+    root = os.path.join(path, array, "c")
+    return {os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs}
+
+
+def test_layout(tiny_checkpoints, tmp_path):
+    cfg = _cfg(tiny_checkpoints, tmp_path)
+    root = prepare_store(cfg)
+    assert root.attrs["tdos_format"] == 1 and root.attrs["models"] == ["gpt2", "llama"]
+    assert len(root.attrs["fingerprint"]) == 64
+    assert root.attrs["config"]["inputs"] == {"sequences": 2, "length": 8, "seed": 0, "text": None}
+    g = root["gpt2"]
+    assert g.attrs["model"]["dtype"] == "float32" and g.attrs["model"]["arch"] == "gpt2"
+    assert g.attrs["inputs"] == {"sequences": 2, "length": 8, "seed": 0, "text": None, "token_block": 4}
+    e = g["eigenvalues"]
+    assert (e.shape, e.chunks, e.dtype) == ((2, 2, 8, 32), (1, 1, 4, 32), np.complex64)
+    assert e.metadata.dimension_names == ("layer", "seq", "token", "mode")
+    assert np.isnan(e[...]).all()
+    led = g["ledger"]
+    assert (led.shape, led.chunks, led.dtype) == ((2, 2, 2), (1, 1, 1), np.int8)
+    assert list(g["layer"][...]) == [0, 1] and list(g["layer_length"][...]) == [8, 8]
+    tokens = g["tokens"][...]
+    assert tokens.shape == (2, 8) and tokens.dtype == np.int64
+    np.testing.assert_array_equal(tokens, np.random.default_rng(0).integers(0, 64, size=(2, 8)))
+    assert "a_log" not in g and "delta" not in g
+    lg = root["llama"]
+    assert list(lg["layer"][...]) == [1] and list(lg["layer_length"][...]) == [6]
+    ds = xr.open_zarr(cfg.store, group="gpt2", consolidated=False)
+    assert ds["eigenvalues"].dims == ("layer", "seq", "token", "mode")
+    assert ds["ledger"].dims == ("layer", "seq", "block") and ds["tokens"].dims == ("seq", "token")
+
+
+def test_changed_config_is_refused_and_store_untouched(tiny_checkpoints, tmp_path):
+    cfg = _cfg(tiny_checkpoints, tmp_path)
+    prepare_store(cfg)
+    before = _snapshot(cfg.store)
+    changed = _cfg(tiny_checkpoints, tmp_path, length=6, seed=3)
+    with pytest.raises(st.StoreMismatch) as err:
+        prepare_store(changed)
+    assert str(err.value) == (f"store: {cfg.store} was made from a different config (inputs.length: "
+                              f"8 -> 6; inputs.seed: 0 -> 3); use a new --store path or the "
+                              f"original config")
+    assert _snapshot(cfg.store) == before
+    prepare_store(cfg)                   # the same config reopens it, still untouched
+    assert _snapshot(cfg.store) == before
+
+
+def test_non_store_directory_is_refused(tiny_checkpoints, tmp_path):
+    (tmp_path / "run.zarr").mkdir()
+    (tmp_path / "run.zarr" / "notes.txt").write_text("mine")
+    with pytest.raises(st.StoreMismatch, match="exists and is not a tdos store; choose another path"):
+        prepare_store(_cfg(tiny_checkpoints, tmp_path))
+    assert os.listdir(tmp_path / "run.zarr") == ["notes.txt"]
+
+
+def _mamba_group(tmp_path):
+    root = zarr.open_group(str(tmp_path / "m.zarr"), mode="w")
+    g = st.create_group(root, "m", identity={"arch": "mamba"}, dtype="float64",
+                        inputs={"sequences": 2, "length": 10, "seed": 0, "text": None,
+                                "token_block": 4},
+                        layer_lengths=((0, 10), (2, 5)), token_block=4,
+                        tokens=np.zeros((2, 10), np.int64), d_model=3, a_log_shape=(3, 6, 2))
+    return str(tmp_path / "m.zarr"), g
+
+
+def test_write_block_touches_only_its_chunks(tmp_path):
+    path, g = _mamba_group(tmp_path)
+    assert g["eigenvalues"].dtype == np.complex128 and g["delta"].chunks == (1, 1, 4, 6)
+    eig = (np.arange(12) + 1j).reshape(4, 3)               # (T, d)
+    delta = np.full((4, 6), 0.5)                           # (T, d_inner)
+    assert st.write_block(g, 1, 0, 1, 4, eig, delta) == st.DONE
+    gp = os.path.join(path, "m")
+    assert _chunk_files(gp, "eigenvalues") == {"1/0/1/0"}
+    assert _chunk_files(gp, "delta") == {"1/0/1/0"}
+    assert _chunk_files(gp, "ledger") == {"1/0/1"}
+    once = _snapshot(gp)
+    assert st.write_block(g, 1, 0, 1, 4, eig, delta) == st.DONE     # idempotent rewrite
+    assert {k: v[0] for k, v in _snapshot(gp).items()} == {k: v[0] for k, v in once.items()}
+    e = g["eigenvalues"][...]
+    np.testing.assert_array_equal(e[1, 0, 4:8], eig)
+    assert np.isnan(e).sum() == e.size - eig.size
+    np.testing.assert_array_equal(g["ledger"][...].ravel(), [0] * 7 + [1] + [0] * 4)
+
+
+def test_non_finite_block_is_flagged(tmp_path):
+    _, g = _mamba_group(tmp_path)
+    eig = np.ones((2, 3), complex)
+    eig[1, 2] = np.inf
+    assert st.write_block(g, 0, 1, 2, 8, eig, np.ones((2, 6))) == st.FLAGGED
+    assert g["ledger"][0, 1, 2] == st.FLAGGED
+
+
+def test_a_log_bookkeeping(tmp_path):
+    _, g = _mamba_group(tmp_path)
+    assert st.missing_a_log(g) == [0, 1, 2]
+    st.write_a_log(g, 1, np.zeros((6, 2)))
+    assert st.missing_a_log(g) == [0, 2]
+
+
+def test_planned_mask_follows_layer_length(tmp_path):
+    _, g = _mamba_group(tmp_path)
+    mask = st.planned_mask(g)                               # (R, S, nb) = (2, 2, 3)
+    np.testing.assert_array_equal(mask[:, 0], [[1, 1, 1], [1, 1, 0]])
+
+
+def test_plan_lists_only_unfinished_blocks_layer_ascending(tiny_checkpoints, tmp_path):
+    cfg = _cfg(tiny_checkpoints, tmp_path)
+    root = prepare_store(cfg)
+    tasks = plan(cfg, root)
+    assert not any(isinstance(t, ALogTask) for t in tasks)
+    gpt2 = [(t.seq, t.layer, t.block, t.t0, t.t1) for t in tasks if t.model.group == "gpt2"]
+    assert gpt2 == [(s, layer, b, 4 * b, 4 * b + 4) for s in (0, 1) for layer in (0, 1) for b in (0, 1)]
+    llama = [(t.seq, t.layer, t.block, t.t0, t.t1, t.n_ctx) for t in tasks if t.model.group == "llama"]
+    assert llama == [(0, 1, 0, 0, 4, 6), (0, 1, 1, 4, 6, 6), (1, 1, 0, 0, 4, 6), (1, 1, 1, 4, 6, 6)]
+    root["gpt2"]["ledger"][1, 0, 1] = st.DONE
+    root["gpt2"]["ledger"][0, 1, 0] = st.FLAGGED
+    again = {(t.layer, t.seq, t.block) for t in plan(cfg, root) if t.model.group == "gpt2"}
+    assert len(again) == 6 and (1, 0, 1) not in again and (0, 1, 0) not in again
+    assert all(isinstance(t, BlockTask) for t in tasks)
