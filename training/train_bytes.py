@@ -1,0 +1,353 @@
+"""Train a small byte-level causal LM (Mamba or GPT-NeoX) on the Python standard library.
+
+The demo needs *trained* weights: random ones show little structure in their relaxation
+spectra. The corpus is the running interpreter's own stdlib source, which every machine
+with Python has, so the run is reproducible offline. Bytes are tokens (vocab 256); no
+tokenizer is needed, and NUL (0) separates files since it never occurs in source text.
+
+    python training/train_bytes.py --arch mamba --out checkpoints/tiny-mamba-bytes \
+        --steps 1200 --minutes 15 --seed 0
+
+Writes config.json + model.safetensors (float32) and a README.md model card into --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+SEPARATOR = 0  # NUL: file separator and pad/bos/eos id
+VAL_EVERY = 20  # every 20th file of the sorted list is held out
+# Test suites are dropped: distro Pythons often ship without them, and their fixtures
+# (binary blobs in string literals) are not representative source text.
+EXCLUDED_DIRS = {"site-packages", "dist-packages", "test", "tests", "idle_test"}
+
+
+@dataclass
+class TrainConfig:
+    arch: str = "mamba"  # mamba | gpt_neox
+    out: str = "checkpoints/tiny-mamba-bytes"
+    d_model: int = 0  # 0: the per-arch default that roughly matches parameter counts
+    n_layers: int = 4
+    steps: int = 1200
+    minutes: float = 15.0  # wall-clock guard; the run stops early (and says so) if hit
+    batch: int = 16
+    seq_len: int = 256
+    lr: float = 3e-3
+    warmup: int = 100
+    weight_decay: float = 0.1
+    seed: int = 0
+    eval_windows: int = 128
+    log_every: int = 50
+
+    def __post_init__(self):
+        if self.arch not in ("mamba", "gpt_neox"):
+            raise ValueError(f"arch: expected mamba or gpt_neox, got {self.arch!r}")
+        if self.d_model == 0:
+            self.d_model = {"mamba": 192, "gpt_neox": 144}[self.arch]
+        if self.steps <= self.warmup:
+            raise ValueError(f"steps: must exceed warmup ({self.warmup}), got {self.steps}")
+
+
+# ---------------------------------------------------------------- corpus
+
+def stdlib_root() -> Path:
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def stdlib_files(root: Path) -> list[Path]:
+    """Sorted stdlib *.py files, so the split and byte order are deterministic."""
+    files = sorted(root.rglob("*.py"))
+    return [p for p in files if not EXCLUDED_DIRS & set(p.relative_to(root).parts[:-1])]
+
+
+def split_files(files: list[Path]) -> tuple[list[Path], list[Path]]:
+    """(train, held-out): every VAL_EVERY-th file is held out, whole files only."""
+    val = files[VAL_EVERY - 1 :: VAL_EVERY]
+    held = set(val)
+    return [p for p in files if p not in held], val
+
+
+def read_bytes(files: list[Path]) -> torch.Tensor:
+    """Concatenated file bytes, each file followed by SEPARATOR.  # (N,) uint8"""
+    blob = b"".join(p.read_bytes() + bytes([SEPARATOR]) for p in files)
+    return torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+
+
+def load_corpus() -> tuple[torch.Tensor, torch.Tensor, dict]:
+    train_files, val_files = split_files(stdlib_files(stdlib_root()))
+    train, val = read_bytes(train_files), read_bytes(val_files)
+    meta = {
+        "python": platform.python_version(),
+        "train_files": len(train_files),
+        "val_files": len(val_files),
+        "train_bytes": train.numel(),
+        "val_bytes": val.numel(),
+    }
+    return train, val, meta
+
+
+def unigram_nats(train: torch.Tensor, val: torch.Tensor) -> float:
+    """Cross-entropy of held-out bytes under the training byte frequencies (nats/byte).
+
+    Add-half smoothing keeps a byte unseen in training from giving an infinite loss.
+    """
+    counts = torch.bincount(train.long(), minlength=256).double() + 0.5
+    logp = counts.log() - counts.sum().log()
+    return float(-logp[val.long()].mean())
+
+
+# ---------------------------------------------------------------- model
+
+def build_config(cfg: TrainConfig):
+    from transformers import GPTNeoXConfig, MambaConfig
+
+    ids = dict(vocab_size=256, pad_token_id=SEPARATOR, bos_token_id=SEPARATOR,
+               eos_token_id=SEPARATOR)
+    if cfg.arch == "mamba":
+        return MambaConfig(hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
+                           state_size=16, expand=2, conv_kernel=4, **ids)
+    return GPTNeoXConfig(hidden_size=cfg.d_model, num_hidden_layers=cfg.n_layers,
+                         num_attention_heads=4, intermediate_size=4 * cfg.d_model,
+                         max_position_embeddings=1024, hidden_dropout=0.0,
+                         attention_dropout=0.0, tie_word_embeddings=False, **ids)
+
+
+def build_model(cfg: TrainConfig):
+    from transformers import AutoModelForCausalLM
+
+    if cfg.arch == "mamba":
+        use_train_scan()
+    torch.manual_seed(cfg.seed)
+    return AutoModelForCausalLM.from_config(build_config(cfg), dtype=torch.float32)
+
+
+def selective_scan_train(hidden_states, dt, A, B, C, D=None, z=None, delta_bias=None,
+                         delta_softplus=False, return_last_state=False, **kwargs):
+    """transformers' reference Mamba scan with an O(L) backward.
+
+    The reference indexes `x[:, :, t]` inside its loop; each such select's backward
+    materialises a zero tensor of the full (b, d, L, N) size, so training costs O(L^2)
+    memory traffic (100 s per step at L=128 on one core). Unbinding once gives the same
+    recurrence with a linear backward. Shapes as the reference:
+    hidden_states, dt, z (b, d, L); A (d, N); B, C (b, N, L) -> (b, d, L)
+    """
+    if delta_bias is not None:
+        dt = dt + delta_bias[..., None]
+    if delta_softplus:
+        dt = F.softplus(dt)
+    decay = torch.exp(A[None, :, None, :] * dt[..., None])  # (b, d, L, N)
+    drive = (dt * hidden_states)[..., None] * B.transpose(1, 2)[:, None]  # (b, d, L, N)
+    state, states = torch.zeros_like(decay[:, :, 0]), []  # (b, d, N)
+    for a_t, u_t in zip(decay.unbind(2), drive.unbind(2)):
+        state = a_t * state + u_t
+        states.append(state)
+    y = torch.einsum("bdln,bnl->bdl", torch.stack(states, 2), C)  # (b, d, L)
+    if D is not None:
+        y = y + hidden_states * D[None, :, None]
+    if z is not None:
+        y = y * F.silu(z)
+    return (y, state) if return_last_state else y
+
+
+def use_train_scan() -> None:
+    """Swap in selective_scan_train after checking it against the reference it replaces.
+
+    The saved weights are plain transformers weights; the check guarantees the
+    function they were trained under is the one every loader will run.
+    """
+    from transformers.models.mamba import modeling_mamba
+
+    gen = torch.Generator().manual_seed(0)
+    b, d, L, N = 2, 8, 12, 4
+    args = (torch.randn(b, d, L, generator=gen), torch.randn(b, d, L, generator=gen),
+            -torch.rand(d, N, generator=gen), torch.randn(b, N, L, generator=gen),
+            torch.randn(b, N, L, generator=gen))
+    kw = dict(D=torch.randn(d, generator=gen), z=torch.randn(b, d, L, generator=gen),
+              delta_bias=torch.randn(d, generator=gen), delta_softplus=True)
+    ref = modeling_mamba.mamba_selective_scan(*args, **kw)
+    torch.testing.assert_close(selective_scan_train(*args, **kw), ref, rtol=1e-5, atol=1e-5)
+    modeling_mamba.mamba_selective_scan = selective_scan_train
+
+
+def n_params(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+# ---------------------------------------------------------------- optimisation
+
+def sample_batch(data: torch.Tensor, batch: int, seq_len: int, gen: torch.Generator):
+    """Random windows of seq_len+1 bytes.  # (batch, seq_len+1) int64"""
+    starts = torch.randint(0, data.numel() - seq_len - 1, (batch,), generator=gen)
+    return torch.stack([data[s : s + seq_len + 1] for s in starts.tolist()]).long()
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup, then cosine to 10% of the peak: a short run still ends cool."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / (cfg.steps - cfg.warmup)
+    return cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
+
+
+def make_optimizer(model, cfg: TrainConfig) -> torch.optim.AdamW:
+    # Decay only matrices: norms, biases, A_log and D are scales, not capacity.
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    keep = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay},
+              {"params": keep, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95))
+
+
+def lm_loss(model, windows: torch.Tensor) -> torch.Tensor:
+    """Mean next-byte cross-entropy in nats.  windows: (B, T+1)"""
+    logits = model(input_ids=windows[:, :-1]).logits  # (B, T, 256)
+    return F.cross_entropy(logits.reshape(-1, 256), windows[:, 1:].reshape(-1))
+
+
+@torch.no_grad()
+def evaluate(model, data: torch.Tensor, cfg: TrainConfig) -> float:
+    """Held-out nats/byte on eval_windows evenly spaced, fixed windows."""
+    model.eval()
+    span = cfg.seq_len + 1
+    starts = torch.linspace(0, data.numel() - span, cfg.eval_windows).long().tolist()
+    losses = [lm_loss(model, torch.stack([data[s : s + span] for s in starts[i : i + 16]]).long())
+              for i in range(0, len(starts), 16)]
+    model.train()
+    return float(torch.stack(losses).mean())
+
+
+def train(model, train_data: torch.Tensor, cfg: TrainConfig) -> dict:
+    """Run up to cfg.steps AdamW steps, stopping early at cfg.minutes of wall time."""
+    gen = torch.Generator().manual_seed(cfg.seed)
+    opt = make_optimizer(model, cfg)
+    t0, recent = time.time(), []
+    model.train()
+    for step in range(cfg.steps):
+        if time.time() - t0 > 60 * cfg.minutes:
+            print(f"time box hit at step {step}", flush=True)
+            break
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        loss = lm_loss(model, sample_batch(train_data, cfg.batch, cfg.seq_len, gen))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        recent.append(loss.item())
+        if (step + 1) % cfg.log_every == 0:
+            rate = (step + 1) / (time.time() - t0)
+            print(f"step {step + 1} loss {sum(recent[-cfg.log_every:]) / cfg.log_every:.4f} "
+                  f"({rate:.2f} steps/s)", flush=True)
+    steps_done = len(recent)
+    tail = recent[-min(100, steps_done):]
+    return {"steps_done": steps_done, "wall_s": time.time() - t0,
+            "train_nats": sum(tail) / len(tail)}
+
+
+# ---------------------------------------------------------------- output
+
+def command_line(cfg: TrainConfig) -> str:
+    return (f"python training/train_bytes.py --arch {cfg.arch} --out {cfg.out} "
+            f"--steps {cfg.steps} --minutes {cfg.minutes:g} --seed {cfg.seed} "
+            f"--d-model {cfg.d_model} --batch {cfg.batch} --seq-len {cfg.seq_len} "
+            f"--lr {cfg.lr:g}")
+
+
+def bits(nats: float) -> float:
+    return nats / math.log(2)
+
+
+def model_card(cfg: TrainConfig, meta: dict, result: dict, n: int) -> str:
+    rows = [("train (mean of last 100 steps)", result["train_nats"]),
+            ("held-out", result["val_nats"]), ("unigram baseline on held-out", result["unigram_nats"])]
+    table = "\n".join(f"| {name} | {x:.4f} | {bits(x):.4f} |" for name, x in rows)
+    stopped = "" if result["steps_done"] == cfg.steps else (
+        f" **Stopped by the {cfg.minutes:g}-minute time box at step {result['steps_done']}.**")
+    return f"""# tiny-{cfg.arch.replace('_', '-')}-bytes
+
+A byte-level causal language model ({cfg.arch}, {n:,} parameters, float32) trained for the
+tdos demo: small enough to sweep on a laptop CPU, trained enough that its per-token
+Jacobian spectra are not those of random weights. Not for any other use.
+
+## Data
+Python {meta['python']} standard library source: every `*.py` under the interpreter's
+`sysconfig.get_paths()["stdlib"]`, sorted by path, excluding directories named
+{', '.join(sorted(EXCLUDED_DIRS))}. Files are concatenated, each followed by a NUL byte (id 0).
+Every {VAL_EVERY}th file of the sorted list is held out.
+Train: {meta['train_files']} files, {meta['train_bytes']:,} bytes.
+Held out: {meta['val_files']} files, {meta['val_bytes']:,} bytes.
+
+## Model
+`{cfg.arch}` via transformers, {cfg.n_layers} layers, d_model {cfg.d_model}, vocab 256 (bytes;
+pad = bos = eos = 0, no tokenizer). {arch_details(cfg)}
+
+## Training
+AdamW (betas 0.9/0.95, weight decay {cfg.weight_decay} on matrices only), peak lr {cfg.lr:g},
+linear warmup {cfg.warmup} steps then cosine to 10% of peak, grad-norm clip 1.0.
+{result['steps_done']} steps of batch {cfg.batch} x seq len {cfg.seq_len} random windows
+(seed {cfg.seed}), 1 CPU thread, {result['wall_s'] / 60:.1f} minutes wall.{stopped}
+
+## Loss
+Held-out loss: mean over {cfg.eval_windows} fixed, evenly spaced {cfg.seq_len}-byte windows,
+each scored from an empty context. Unigram baseline: cross-entropy of all held-out bytes under
+the training byte frequencies (add-0.5 smoothing).
+
+| | nats/byte | bits/byte |
+|---|---|---|
+{table}
+
+## Reproduce
+```
+torch {torch.__version__}, Python {meta['python']}
+{command_line(cfg)}
+```
+"""
+
+
+def arch_details(cfg: TrainConfig) -> str:
+    if cfg.arch == "mamba":
+        return "Mamba-1 blocks: state 16, expand 2, conv 4, tied embeddings."
+    return (f"GPT-NeoX blocks: 4 heads, rotary on 25% of each head (Pythia's default), MLP {4 * cfg.d_model}, "
+            "parallel residual, max_position_embeddings 1024, untied embeddings.")
+
+
+def save(model, cfg: TrainConfig, meta: dict, result: dict) -> None:
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    (out / "README.md").write_text(model_card(cfg, meta, result, n_params(model)))
+
+
+def parse_args(argv: list[str]) -> TrainConfig:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for field in fields(TrainConfig):  # class defaults, before __post_init__ fills d_model
+        parser.add_argument("--" + field.name.replace("_", "-"), type=type(field.default),
+                            default=field.default)
+    return TrainConfig(**vars(parser.parse_args(argv)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_args(sys.argv[1:] if argv is None else argv)
+    torch.set_num_threads(1)  # the machine is shared; one core per run
+    train_data, val_data, meta = load_corpus()
+    model = build_model(cfg)
+    print(f"{cfg.arch}: {n_params(model):,} params; {meta}", flush=True)
+    result = train(model, train_data, cfg)
+    result["val_nats"] = evaluate(model, val_data, cfg)
+    result["unigram_nats"] = unigram_nats(train_data, val_data)
+    print({k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}, flush=True)
+    save(model, cfg, meta, result)
+
+
+if __name__ == "__main__":
+    main()
