@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 
 
 def new_figure(w=6.0, h=4.0, **kw) -> Figure:
+    kw.setdefault("layout", "constrained")
     fig = Figure(figsize=(w, h), **kw)
     FigureCanvasAgg(fig)
     return fig
@@ -23,10 +24,9 @@ def sweep_colors(n):
 
 
 def panel_label(ax, letter):
-    ax.text(0.02, 0.97, f"({letter})", transform=ax.transAxes, va="top", ha="left",
-            fontweight="bold")
+    ax.set_title(f"({letter})", loc="left", fontweight="bold", fontsize=10)
 
 
 def save(fig, path, dpi=120):
-    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    fig.savefig(path, dpi=dpi)
     return path

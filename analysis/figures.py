@@ -27,7 +27,6 @@ def fig1_collective(cs, sp, kernel, title):
     for ax, letter in zip(axs.flat, "abcdefgh"):
         panel_label(ax, letter)
     fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 
@@ -41,7 +40,6 @@ def fig2_intrinsic(alog, sp_int, kernel_a, title):
     for ax, letter in zip((a, b, c), "abc"):
         panel_label(ax, letter)
     fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 
@@ -53,7 +51,6 @@ def fig_family(family, title, ylabel="ρ(λ)", window=None, view="log"):
     if window:
         _window_lines(ax, window)
     ax.set_title(title)
-    fig.tight_layout()
     return fig
 
 
@@ -65,7 +62,6 @@ def fig4_effective(eff_family, delta_family, title):
     delta_family.plot(b, ylabel="p(Δ)")
     panel_label(a, "a"), panel_label(b, "b")
     fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 
@@ -74,7 +70,6 @@ def fig7_cumulative(table, title):
     ax = fig.add_subplot()
     table.plot_cumulative(ax)
     ax.set_title(title)
-    fig.tight_layout()
     return fig
 
 
@@ -84,7 +79,6 @@ def fig_beta(table, title, reference=None):
     ax = fig.add_subplot()
     table.plot(ax, reference=reference)
     ax.set_title(title)
-    fig.tight_layout()
     return fig
 
 
@@ -95,7 +89,6 @@ def fig_self_averaging(selfavg, smallest, title):
     smallest.plot(b)
     panel_label(a, "a"), panel_label(b, "b")
     fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 
@@ -106,7 +99,6 @@ def fig_single(result, title, w=7, h=5, **kw):
     result.plot(ax, **kw)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
     return fig
 
 
@@ -117,5 +109,4 @@ def fig_models_beta(tables, title):
     for i, (name, table) in enumerate(tables.items()):
         table.plot(ax, label=name, color=f"C{i}")
     ax.set_title(title)
-    fig.tight_layout()
     return fig

@@ -157,10 +157,9 @@ def bootstrap_ir_from_hists(block_hists, window=WINDOW, n_boot=1000, level=0.9, 
 def _bootstrap(cum, x, fit, n_boot, level, seed):
     rng = np.random.default_rng(seed)
     nb = cum.shape[0]
-    draws = rng.integers(0, nb, size=(n_boot, nb))
-    weights = np.zeros((n_boot, nb))
-    np.add.at(weights, (np.arange(n_boot)[:, None], draws), 1.0)
-    n_cum = weights @ cum                                               # (n_boot, n_pts)
+    draws = rng.integers(0, nb, size=(n_boot, nb)) + nb * np.arange(n_boot)[:, None]
+    weights = np.bincount(draws.ravel(), minlength=n_boot * nb).reshape(n_boot, nb)
+    n_cum = (weights @ cum).astype(np.float64)                                              # (n_boot, n_pts)
     betas = _slopes(np.log10(x), n_cum) - 1
     q = (1 - level) / 2
     lo, hi = np.nanquantile(betas, [q, 1 - q])

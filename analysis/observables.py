@@ -52,7 +52,7 @@ class Spectrum:
         rho, c = self.density, self.centers
         ok = rho > 0
         if view == "log":
-            ax.loglog(c[ok], rho[ok], "-", color=color, lw=1.2, label=label or self.label)
+            ax.loglog(c[ok], rho[ok], ".-", ms=3, color=color, lw=1.0, label=label or self.label)
         else:   # linear view: the bulk of the spectrum, up to its 99th percentile
             cum = np.cumsum(self.in_range) / max(self.n_modes, 1)
             hi = EDGES[min(np.searchsorted(cum, 0.99) + 1, N_BINS)]
@@ -227,10 +227,10 @@ class MemoryKernel:
         ax.loglog(self.t[ok], self.K[ok], "-", color=color, label=self.label)
         i = np.searchsorted(self.t, np.sqrt(self.t[0] * self.t[-1]))
         k0, t0 = self.K[i], self.t[i]
-        ax.loglog(self.t, k0 * t0 / self.t, "k--", lw=0.8, label="t⁻¹ reference")
+        ax.loglog(self.t, k0 * t0 / self.t, "k--", lw=0.8, label=r"$t^{-1}$ reference")
         if self.beta is not None and np.isfinite(self.beta):
             ax.loglog(self.t, k0 * (self.t / t0) ** -(1 + self.beta), ":", color="C3",
-                      label=f"t^-(1+β), β = {self.beta:+.3f}")
+                      label=rf"$t^{{-(1+\beta)}}$, β = {self.beta:+.3f}")
         ax.set_ylim(max(self.K[ok].min(), 1e-8) if ok.any() else 1e-8, 1.5)
         ax.set_xlabel("t (blocks)" if "A" not in self.label else "t (SSM time units)")
         ax.set_ylabel("K(t)")

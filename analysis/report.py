@@ -109,13 +109,13 @@ def _model_figures(st, agg, res, out, window):
     sp = tdos(agg, layer, L)
     fit = res.table.fits.get(L) or next(iter(res.depth.fits.values()))
     beta = next((r.beta for r in res.table.rows if r.L == L), np.nan)
-    kernel = memory_kernel_from_hist(sp, beta=beta, label="K(t) = ⟨e^{−λt}⟩")
+    kernel = memory_kernel_from_hist(sp, beta=beta, label=r"$K(t)=\langle e^{-\lambda t}\rangle$")
     put(F.fig1_collective(complex_spectrum(st, layer, L), sp, kernel, f"{tag}, L = {L}"),
         "fig1_collective_spectrum.png")
     if st.is_mamba:
         lam_a = st.intrinsic_rates(layer)
         put(F.fig2_intrinsic(a_log_distribution(st, layer), intrinsic_spectrum(st, layer),
-                             memory_kernel(lam_a, t=np.geomspace(1e-6, 1e7, 120), label="K_A(t)"),
+                             memory_kernel(lam_a, t=np.geomspace(1e-6, 1e7, 120), label=r"$K_A(t)$"),
                              f"{st.name}: intrinsic SSM spectrum, layer {layer}"),
             "fig2_intrinsic.png")
         put(F.fig_family(intrinsic_by_layer(st), f"{st.name}: ρ_int across all "
@@ -133,7 +133,7 @@ def _model_figures(st, agg, res, out, window):
     put(F.fig_beta(res.table, f"{tag}: infrared exponent vs L", ref), "fig8_beta_vs_length.png")
     put(F.fig_beta(res.depth, f"{st.name}: β across depth, L = {L}"), "beta_vs_depth.png")
     sa = self_averaging(agg, layer)
-    small = smallest_rate_vs_length(agg, layer, lengths, st.d_model, fit.beta)
+    small = smallest_rate_vs_length(agg, layer, lengths, st.d_model * st.n_seqs, fit.beta)
     put(F.fig_self_averaging(sa, small, f"{tag}: self-averaging (App. B)"), "self_averaging.png")
     res.extra["self_averaging"] = {"T": sa.T.tolist(), **{k: v.tolist() for k, v in sa.rel_var.items()}}
     res.extra["smallest_rate"] = {"L": small.L.tolist(), "lambda_min": small.lam_min.tolist()}

@@ -93,8 +93,8 @@ class SmallestRate:
         ax.loglog(self.Ld, self.lam_min, "o-", label="smallest stable rate")
         if np.isfinite(self.beta) and self.beta > -1:
             ref = self.lam_min[-1] * (self.Ld / self.Ld[-1]) ** (-1 / (1 + self.beta))
-            ax.loglog(self.Ld, ref, "k--", lw=0.8, label=f"(L·d)^(−1/(1+β)), β = {self.beta:+.3f}")
-        ax.set_xlabel("modes sampled L·d (per sequence)")
+            ax.loglog(self.Ld, ref, "k--", lw=0.8, label=rf"$(L d)^{{-1/(1+\beta)}}$, β = {self.beta:+.3f}")
+        ax.set_xlabel("modes sampled L·d (all sequences)")
         ax.set_ylabel("smallest resolved λ")
         ax.set_title(f"infrared resolution, layer {self.layer}")
         ax.legend(fontsize=8)
@@ -102,6 +102,8 @@ class SmallestRate:
 
 
 def smallest_rate_vs_length(agg, layer, lengths, d, beta) -> SmallestRate:
+    """Exact smallest stable rate among tokens t < L; `d` = modes per token position
+    (d_model × number of sequences when all sequences are pooled)."""
     L = np.asarray(lengths)
     lam = np.array([agg.min_rate(layer, int(x)) for x in L])
     return SmallestRate(L, L * d, lam, beta, layer)
