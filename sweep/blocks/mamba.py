@@ -1,0 +1,223 @@
+"""Mamba-1 residual block: dtype-true math, one-token step, and the structured J_tt.
+
+One block maps the residual stream h (L, d) to h + out_proj(mixer(RMSNorm(h))). Per token:
+
+    u   = w ⊙ h / r,  r = sqrt(mean(h²) + eps)              RMSNorm           (d,)
+    x,z = W_in u                                             in_proj           (d_inner,) each
+    c   = b_conv + Σ_k w_conv[:, k] ⊙ x_{t-K+1+k}            causal depthwise conv
+    ξ   = silu(c);  (ρ, B, C) = W_x ξ                        x_proj: (R,), (N,), (N,)
+    Δ   = softplus(W_dt ρ + b_dt)                            selective step    (d_inner,)
+    s_t = exp(Δ A) ⊙ s_{t-1} + (Δ ξ) ⊗ B,  A = -exp(A_log)   SSM state         (d_inner, N)
+    y   = s_t C + D ⊙ ξ;   o = y ⊙ silu(z)
+    h'  = h + W_out o
+
+Stock transformers computes the norm, the residual and parts of the scan in fp32 even in a
+float64 model; everything here stays in the parameters' dtype, so fp64 runs really are fp64.
+
+With the conv window and s_{t-1} held fixed (the prefix), differentiating the lines above
+gives J_tt = I + W_out [diag(a) W_x' + diag(b) W_z' + low rank] J_norm, the low-rank part
+coming through Δ (rank R), B (rank 1 after contracting with C) and C (rank N): see
+`_jac_factors`. `jacobians` builds that from a few matrix products per token;
+`jacobians_ref` (BlockOps) differentiates `step` with torch.func.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from sweep.blocks.base import BlockOps
+
+_SOFTPLUS_THRESHOLD = 20.0   # F.softplus default: identity above it, derivative exactly 1
+
+
+def _silu_grad(v: torch.Tensor) -> torch.Tensor:
+    sig = torch.sigmoid(v)
+    return sig * (1 + v * (1 - sig))
+
+
+class MambaOps(BlockOps):
+    """Exact dynamics of Mamba block `layer` of a transformers MambaForCausalLM/MambaModel."""
+
+    arch = "mamba"
+
+    def __init__(self, hf_model, layer: int):
+        backbone = getattr(hf_model, "backbone", hf_model)
+        blk = backbone.layers[layer]
+        mix = blk.mixer
+        p = lambda t: None if t is None else t.detach()   # noqa: E731  (parameters, no autograd)
+        self.layer = layer
+        self.d_model = mix.hidden_size
+        self.d_inner, self.d_state = mix.intermediate_size, mix.ssm_state_size
+        self.dt_rank, self.d_conv = mix.time_step_rank, mix.conv_kernel_size
+        self.eps = blk.norm.variance_epsilon
+        self.norm_w = p(blk.norm.weight)                           # (d,)
+        self.w_in, self.b_in = p(mix.in_proj.weight), p(mix.in_proj.bias)  # (2 d_inner, d)
+        self.w_conv = p(mix.conv1d.weight)[:, 0, :]                # (d_inner, K)
+        self.b_conv = p(mix.conv1d.bias) if mix.use_conv_bias else torch.zeros_like(self.w_conv[:, 0])
+        self.w_x = p(mix.x_proj.weight)                            # (R + 2N, d_inner)
+        self.w_dt, self.b_dt = p(mix.dt_proj.weight), p(mix.dt_proj.bias)  # (d_inner, R), (d_inner,)
+        self.A_log, self.D = p(mix.A_log), p(mix.D)                # (d_inner, N), (d_inner,)
+        self.w_out, self.b_out = p(mix.out_proj.weight), p(mix.out_proj.bias)  # (d, d_inner)
+        # in_proj with the norm weight folded into its columns: the J_norm factor is then
+        # diag-free, (I - h hᵀ/(d r²)) / r, applied once to the (d, d) result
+        self.w_xin = self.w_in[: self.d_inner] * self.norm_w       # (d_inner, d)
+        self.w_zin = self.w_in[self.d_inner:] * self.norm_w        # (d_inner, d)
+
+    # ------------------------------------------------------------------ shared pieces
+
+    @property
+    def A(self) -> torch.Tensor:
+        return -torch.exp(self.A_log)                              # (d_inner, N)
+
+    def _norm(self, h):
+        """(..., d) -> u (..., d), r (..., 1)."""
+        r = torch.sqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.norm_w * (h / r), r
+
+    def _in_proj(self, u):
+        """(..., d) -> x, z (..., d_inner) each."""
+        xz = F.linear(u, self.w_in, self.b_in)
+        return xz[..., : self.d_inner], xz[..., self.d_inner:]
+
+    def _selective(self, xi):
+        """(..., d_inner) -> dt_pre (..., d_inner), B (..., N), C (..., N)."""
+        R, N = self.dt_rank, self.d_state
+        proj = xi @ self.w_x.T                                     # (..., R + 2N)
+        rho, B, C = proj[..., :R], proj[..., R: R + N], proj[..., R + N:]
+        return F.linear(rho, self.w_dt, self.b_dt), B, C
+
+    def _out(self, h, y, z):
+        """residual + out_proj(y ⊙ silu(z)): (..., d), (..., d_inner) x2 -> (..., d)."""
+        return h + F.linear(y * F.silu(z), self.w_out, self.b_out)
+
+    def _sequence(self, h):
+        """(L, d) -> dict of per-position inputs to the scan, and the padded pre-conv x."""
+        u, _ = self._norm(h)
+        x, z = self._in_proj(u)                                    # (L, d_inner)
+        K = self.d_conv
+        xpad = torch.cat([x.new_zeros(K - 1, self.d_inner), x])    # (L + K - 1, d_inner)
+        c = (xpad.unfold(0, K, 1) * self.w_conv).sum(-1) + self.b_conv  # (L, d_inner)
+        xi = F.silu(c)
+        dt_pre, B, C = self._selective(xi)
+        return dict(xpad=xpad, z=z, xi=xi, dt=F.softplus(dt_pre), B=B, C=C)
+
+    def _scan(self, seq, keep_from: int):
+        """Selective scan over the whole sequence -> y (L, d_inner), S (L - keep_from + 1, d_inner, N).
+
+        S[j] = s_{keep_from - 1 + j} (S[0] = 0 when keep_from = 0): only the states a
+        token block needs are kept, never the full (L, d_inner, N) history.
+        """
+        A, L = self.A, seq["xi"].shape[0]
+        s = seq["xi"].new_zeros(self.d_inner, self.d_state)       # s_{-1}
+        ys, kept = [], [s] if keep_from == 0 else []
+        for t in range(L):
+            dt = seq["dt"][t]                                      # (d_inner,)
+            s = torch.exp(dt[:, None] * A) * s + (dt * seq["xi"][t])[:, None] * seq["B"][t]
+            ys.append(s @ seq["C"][t] + self.D * seq["xi"][t])
+            if t >= keep_from - 1:
+                kept.append(s)
+        return torch.stack(ys), torch.stack(kept)
+
+    def _token(self, h, conv, s_prev):
+        """One token (or a batch of them) with its prefix -> every intermediate of the step.
+
+        h (..., d); conv (..., d_inner, K-1) the previous pre-conv x; s_prev (..., d_inner, N).
+        """
+        u, r = self._norm(h)
+        x, z = self._in_proj(u)
+        c = self.b_conv + (conv * self.w_conv[:, :-1]).sum(-1) + self.w_conv[:, -1] * x
+        xi = F.silu(c)
+        dt_pre, B, C = self._selective(xi)
+        dt = F.softplus(dt_pre)
+        s = torch.exp(dt[..., None] * self.A) * s_prev + (dt * xi)[..., None] * B[..., None, :]
+        y = (s * C[..., None, :]).sum(-1) + self.D * xi
+        return dict(r=r, z=z, c=c, xi=xi, dt_pre=dt_pre, dt=dt, B=B, C=C, s=s, y=y)
+
+    # ------------------------------------------------------------------ BlockOps
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """(L, d) -> (L, d): h_{l+1} for the whole causal sequence."""
+        seq = self._sequence(h)
+        y, _ = self._scan(seq, keep_from=h.shape[0])
+        return self._out(h, y, seq["z"])
+
+    def prefix(self, h: torch.Tensor, t0: int, t1: int) -> dict:
+        """(L, d) -> {"conv": (T, d_inner, K-1) previous pre-conv x, "ssm": (T, d_inner, N) s_{t-1}}.
+
+        One scan over h[:t1]; T = t1 - t0.
+        """
+        seq = self._sequence(h[:t1])
+        _, S = self._scan(seq, keep_from=t0)
+        conv = seq["xpad"].unfold(0, self.d_conv - 1, 1)[t0:t1]   # (T, d_inner, K-1)
+        return {"conv": conv, "ssm": S[:-1]}
+
+    def step(self, h_t: torch.Tensor, prefix_t: dict) -> torch.Tensor:
+        """(d,), one token's prefix -> (d,): h_{l+1,t} with the conv window and s_{t-1} fixed."""
+        v = self._token(h_t, prefix_t["conv"], prefix_t["ssm"])
+        return self._out(h_t, v["y"], v["z"])
+
+    def delta(self, h: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
+        """(L, d) -> (t1-t0, d_inner): Δ_t = softplus(dt_proj(ρ_t) + b); needs only the conv window."""
+        lo = max(0, t0 - self.d_conv + 1)     # earlier positions never reach tokens >= t0
+        return self._sequence(h[lo:t1])["dt"][t0 - lo:]
+
+    def a_log(self) -> torch.Tensor:
+        """(d_inner, N): A_log, A = -exp(A_log)."""
+        return self.A_log
+
+    # ------------------------------------------------------------------ fast J_tt
+
+    def _jac_factors(self, v, s_prev):
+        """Per-token factors of J_tt - I = W_out [diag(a) W_x' + diag(b) W_z' + U Vᵀ diag(g) W_x'] J_norm'.
+
+        v: `_token` of the block's tokens (T, ...); s_prev (T, d_inner, N). Returns
+        a, b, g (T, d_inner); U (T, d_inner, k); Vt (T, k, d_inner), k = R + 1 + N.
+        Derivation (ξ' = dξ, with g = silu'(c) ⊙ w_conv[:, -1] so that ξ' = g ⊙ W_x' u'):
+          y' = (D + Δ (B·C)) ⊙ ξ' + p ⊙ (W_dt ρ') + Δ ξ (C·B') + s_t C',
+          p  = softplus'(Δ_pre) ⊙ (Σ_n e^{ΔA} A s_{t-1} C + ξ (B·C)),
+          o' = silu(z) ⊙ y' + y ⊙ silu'(z) ⊙ z'.
+        """
+        R, N = self.dt_rank, self.d_state
+        A, sz = self.A, F.silu(v["z"])                                         # (T, d_inner)
+        g = _silu_grad(v["c"]) * self.w_conv[:, -1]                            # (T, d_inner)
+        bc = (v["B"] * v["C"]).sum(-1, keepdim=True)                           # (T, 1)
+        dsp = torch.where(v["dt_pre"] > _SOFTPLUS_THRESHOLD, torch.ones_like(v["dt_pre"]),
+                          torch.sigmoid(v["dt_pre"]))
+        decay = (torch.exp(v["dt"][..., None] * A) * A * s_prev) @ v["C"][..., None]  # (T, d_inner, 1)
+        p = dsp * (decay[..., 0] + v["xi"] * bc)                               # (T, d_inner)
+        a = sz * (self.D + v["dt"] * bc) * g
+        b = v["y"] * _silu_grad(v["z"])
+        U = torch.cat([p[..., None] * self.w_dt, (v["dt"] * v["xi"])[..., None], v["s"]], -1)
+        T = U.shape[0]
+        w_b, w_c = self.w_x[R: R + N], self.w_x[R + N:]                        # (N, d_inner)
+        Vt = torch.cat([self.w_x[:R].expand(T, R, -1), (v["C"] @ w_b)[:, None, :],
+                        w_c.expand(T, N, -1)], 1)                              # (T, k, d_inner)
+        return a, b, g, sz[..., None] * U, Vt
+
+    def jacobians(self, h: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
+        """(L, d) -> (t1-t0, d, d): structured J_tt; one (d, d_inner)@(d_inner, d) GEMM per token.
+
+        Per-token buffers are reused (no fresh multi-MB temporaries per token: at d = 1024
+        their page faults used to cost more than the arithmetic).
+        """
+        pre = self.prefix(h, t0, t1)
+        hb = h[t0:t1]                                                          # (T, d)
+        v = self._token(hb, pre["conv"], pre["ssm"])
+        a, b, g, U, Vt = self._jac_factors(v, pre["ssm"])
+        T, d = hb.shape
+        left = self.w_out @ U                                                  # (T, d, k)
+        right = ((Vt * g[:, None, :]).reshape(-1, self.d_inner) @ self.w_xin).view(T, -1, d)  # (T, k, d)
+        r = v["r"][:, 0]                                                       # (T,)
+        J = h.new_empty(T, d, d)
+        buf = h.new_empty(self.d_inner, d)
+        for t in range(T):
+            torch.mul(self.w_xin, a[t, :, None], out=buf)
+            buf.addcmul_(self.w_zin, b[t, :, None])                            # (d_inner, d)
+            Jt = torch.matmul(self.w_out, buf, out=J[t])                       # (d, d)
+            Jt.addmm_(left[t], right[t])                                       # P_t
+            # J_norm' = (I - h hᵀ/(d r²)) / r  (norm weight already folded into W_x', W_z')
+            Ph = Jt @ hb[t]                                                    # (d,)
+            rt = float(r[t])
+            Jt.mul_(1 / rt).addr_(Ph, hb[t], alpha=-1 / (d * rt**3))
+            Jt.diagonal().add_(1)
+        return J

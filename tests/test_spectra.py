@@ -1,0 +1,28 @@
+"""sweep.spectra: batched eig with NaN rows for non-finite matrices, and λ = -ln|ζ|."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from sweep.spectra import eigvals, rates
+
+
+def test_eigvals_batched_matches_numpy_and_flags_nonfinite():
+    J = torch.randn(4, 6, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    J[2, 1, 3] = float("nan")
+    z = eigvals(J)
+    assert z.shape == (4, 6) and z.dtype == torch.complex128
+    assert torch.isnan(z[2]).all() and not torch.isnan(z[[0, 1, 3]]).any()
+    for t in (0, 1, 3):
+        ref = np.linalg.eigvals(J[t].numpy())
+        assert np.allclose(np.sort_complex(z[t].numpy()), np.sort_complex(ref), atol=1e-12)
+    assert eigvals(J.float()).dtype == torch.complex64
+
+
+def test_rates_keep_only_stable_nonzero_modes():
+    z = np.array([0.5, -0.25, 2.0, 0.0, 1.0, 0.6j, complex("nan")])
+    np.testing.assert_allclose(np.sort(rates(z)), np.sort([math.log(2), math.log(4), -math.log(0.6)]))
+    zt = torch.tensor(z)
+    torch.testing.assert_close(torch.sort(rates(zt)).values, torch.tensor(np.sort(rates(z))))
