@@ -1,0 +1,110 @@
+"""End to end: a three-model sweep (HF Mamba, GPT-2, mamba_ssm-format Mamba) on two real
+worker processes lands in the store with the values a direct computation gives."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+from distributed import Client, LocalCluster
+
+from analysis import open_store
+from sweep.cli import main
+from sweep.config import config_from_dict
+from sweep.model import load_model
+from sweep.run import run_sweep
+from sweep.spectra import eigvals
+
+L, B, SEQS = 8, 4, 2
+TOL = {"float32": dict(rtol=1e-4, atol=1e-5), "float64": dict(rtol=1e-10, atol=1e-12)}
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, scheduler_port=0,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def swept(tiny_checkpoints, tmp_path_factory, client):
+    store = tmp_path_factory.mktemp("e2e") / "run.zarr"
+    cfg = config_from_dict({
+        "models": [{"path": str(tiny_checkpoints["mamba"]), "dtype": "float64"},
+                   {"path": str(tiny_checkpoints["gpt2"])},
+                   {"path": str(tiny_checkpoints["mamba_ssm"]), "layers": {0: L, 2: 6}}],
+        "inputs": {"sequences": SEQS, "length": L, "seed": 3},
+        "layers": [0, 1], "store": str(store), "compute": {"token_block": B, "live_every": 0}})
+    return cfg, run_sweep(cfg, client=client, progress=False)
+
+
+def test_sweep_completes(swept, client):
+    cfg, result = swept
+    # blocks per sequence: 2 layers x 2 blocks for each model (mamba_ssm layer 2: 6 tokens)
+    assert (result.exit_code, result.errors, result.interrupted) == (0, [], False)
+    assert result.planned == result.total == result.done == SEQS * 3 * 2 * 2
+    blocks = [(r["model"], r["layer"], r["seq"], r["block"]) for r in result.results if "block" in r]
+    assert len(blocks) == len(set(blocks)) == result.planned
+    a_log = sorted(r["model"] for r in result.results if "a_log_layers" in r)
+    assert a_log == ["mamba-float64", "mamba_ssm"]
+    assert {r["pid"] for r in result.results} <= set(client.run(os.getpid).values())
+    assert all(set(r["seconds"]) == {"hidden", "jacobian", "eig", "write"}
+               for r in result.results if "block" in r)
+
+
+@pytest.mark.parametrize("name,arch", [("mamba-float64", "mamba"), ("gpt2", "gpt2"),
+                                       ("mamba_ssm", "mamba_ssm")])
+def test_values_equal_direct_computation(swept, tiny_checkpoints, name, arch):
+    cfg, _ = swept
+    spec = next(m for m in cfg.models if m.name == name)
+    st = open_store(cfg.store, model=name)
+    model = load_model(tiny_checkpoints[arch], dtype=spec.dtype)
+    tol = TOL[spec.dtype]
+    n_ctx = max(n for _, n in spec.layer_lengths)
+    assert st.layers == [layer for layer, _ in spec.layer_lengths]
+    for layer, n in spec.layer_lengths:
+        block = model.block(layer)
+        for seq in range(SEQS):
+            tokens = torch.from_numpy(np.asarray(st.tokens(seq)))
+            assert tokens.shape == (L,)
+            h = model.hidden_states(tokens[:n_ctx], layer)                # (n_ctx, d)
+            want = eigvals(block.jacobians(h, 0, n)).numpy()               # (n, d)
+            got = st.eigenvalues(layer, seq)
+            assert got.shape == (n, model.d_model)
+            np.testing.assert_allclose(got, want, **tol)
+            if model.arch == "mamba":
+                np.testing.assert_allclose(st.delta(layer, seq), block.delta(h, 0, n).numpy(), **tol)
+    if model.arch == "mamba":
+        for layer in range(model.n_layers):         # A_log of every layer, swept or not
+            want = torch.exp(model.block(layer).a_log()).numpy().ravel()
+            np.testing.assert_allclose(st.intrinsic_rates(layer), want, **tol)
+
+
+def test_xarray_sees_named_dimensions(swept):
+    cfg, _ = swept
+    ds = xr.open_zarr(cfg.store, group="mamba-float64", consolidated=False)
+    assert ds["eigenvalues"].dims == ("layer", "seq", "token", "mode")
+    assert ds["eigenvalues"].dtype == np.complex128
+    assert ds["delta"].dims == ("layer", "seq", "token", "channel")
+    assert ds["a_log"].dims == ("model_layer", "channel", "state")
+    assert dict(ds.sizes) == {"layer": 2, "seq": SEQS, "token": L, "mode": 16, "channel": 32,
+                              "block": 2, "model_layer": 3, "state": 4}
+
+
+def test_rerun_plans_nothing_and_status_reports_done(swept, client, capsys):
+    cfg, _ = swept
+    again = run_sweep(cfg, client=client, progress=False, resume=True)
+    assert (again.exit_code, again.planned, again.results) == (0, 0, [])
+    capsys.readouterr()
+    assert main(["status", cfg.store]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["model", "layer", "done", "flagged", "total", "tokens", "dtype"]
+    rows = [line.split() for line in lines[1:]]
+    assert rows == [["mamba-float64", "0", "4", "0", "4", "8", "float64"],
+                    ["mamba-float64", "1", "4", "0", "4", "8", "float64"],
+                    ["gpt2", "0", "4", "0", "4", "8", "float32"],
+                    ["gpt2", "1", "4", "0", "4", "8", "float32"],
+                    ["mamba_ssm", "0", "4", "0", "4", "8", "float32"],
+                    ["mamba_ssm", "2", "4", "0", "4", "6", "float32"]]
