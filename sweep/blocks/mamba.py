@@ -30,6 +30,11 @@ from sweep.blocks.base import BlockOps
 _SOFTPLUS_THRESHOLD = 20.0   # F.softplus default: identity above it, derivative exactly 1
 
 
+def _param(t):
+    """A module parameter as a plain tensor (None stays None): the block math is never trained."""
+    return None if t is None else t.detach()
+
+
 def _silu_grad(v: torch.Tensor) -> torch.Tensor:
     sig = torch.sigmoid(v)
     return sig * (1 + v * (1 - sig))
@@ -44,20 +49,19 @@ class MambaOps(BlockOps):
         backbone = getattr(hf_model, "backbone", hf_model)
         blk = backbone.layers[layer]
         mix = blk.mixer
-        p = lambda t: None if t is None else t.detach()   # noqa: E731  (parameters, no autograd)
         self.layer = layer
         self.d_model = mix.hidden_size
         self.d_inner, self.d_state = mix.intermediate_size, mix.ssm_state_size
         self.dt_rank, self.d_conv = mix.time_step_rank, mix.conv_kernel_size
         self.eps = blk.norm.variance_epsilon
-        self.norm_w = p(blk.norm.weight)                           # (d,)
-        self.w_in, self.b_in = p(mix.in_proj.weight), p(mix.in_proj.bias)  # (2 d_inner, d)
-        self.w_conv = p(mix.conv1d.weight)[:, 0, :]                # (d_inner, K)
-        self.b_conv = p(mix.conv1d.bias) if mix.use_conv_bias else torch.zeros_like(self.w_conv[:, 0])
-        self.w_x = p(mix.x_proj.weight)                            # (R + 2N, d_inner)
-        self.w_dt, self.b_dt = p(mix.dt_proj.weight), p(mix.dt_proj.bias)  # (d_inner, R), (d_inner,)
-        self.A_log, self.D = p(mix.A_log), p(mix.D)                # (d_inner, N), (d_inner,)
-        self.w_out, self.b_out = p(mix.out_proj.weight), p(mix.out_proj.bias)  # (d, d_inner)
+        self.norm_w = _param(blk.norm.weight)  # (d,)
+        self.w_in, self.b_in = _param(mix.in_proj.weight), _param(mix.in_proj.bias)  # (2 d_inner, d)
+        self.w_conv = _param(mix.conv1d.weight)[:, 0, :]  # (d_inner, K)
+        self.b_conv = _param(mix.conv1d.bias) if mix.use_conv_bias else torch.zeros_like(self.w_conv[:, 0])
+        self.w_x = _param(mix.x_proj.weight)  # (R + 2N, d_inner)
+        self.w_dt, self.b_dt = _param(mix.dt_proj.weight), _param(mix.dt_proj.bias)  # (d_inner, R), (d_inner,)
+        self.A_log, self.D = _param(mix.A_log), _param(mix.D)                # (d_inner, N), (d_inner,)
+        self.w_out, self.b_out = _param(mix.out_proj.weight), _param(mix.out_proj.bias)  # (d, d_inner)
         # in_proj with the norm weight folded into its columns: the J_norm factor is then
         # diag-free, (I - h hᵀ/(d r²)) / r, applied once to the (d, d) result
         self.w_xin = self.w_in[: self.d_inner] * self.norm_w       # (d_inner, d)
@@ -205,19 +209,19 @@ class MambaOps(BlockOps):
         v = self._token(hb, pre["conv"], pre["ssm"])
         a, b, g, U, Vt = self._jac_factors(v, pre["ssm"])
         T, d = hb.shape
-        left = self.w_out @ U                                                  # (T, d, k)
+        inv_r = 1 / v["r"]                                                     # (T, 1)
+        # the 1/r of J_norm' = (I - h hᵀ/(d r²)) / r goes into the per-token factors
+        a, b = a * inv_r, b * inv_r
+        left = (self.w_out @ U) * inv_r[:, :, None]                            # (T, d, k)
         right = ((Vt * g[:, None, :]).reshape(-1, self.d_inner) @ self.w_xin).view(T, -1, d)  # (T, k, d)
-        r = v["r"][:, 0]                                                       # (T,)
         J = h.new_empty(T, d, d)
         buf = h.new_empty(self.d_inner, d)
         for t in range(T):
             torch.mul(self.w_xin, a[t, :, None], out=buf)
             buf.addcmul_(self.w_zin, b[t, :, None])                            # (d_inner, d)
             Jt = torch.matmul(self.w_out, buf, out=J[t])                       # (d, d)
-            Jt.addmm_(left[t], right[t])                                       # P_t
-            # J_norm' = (I - h hᵀ/(d r²)) / r  (norm weight already folded into W_x', W_z')
-            Ph = Jt @ hb[t]                                                    # (d,)
-            rt = float(r[t])
-            Jt.mul_(1 / rt).addr_(Ph, hb[t], alpha=-1 / (d * rt**3))
+            Jt.addmm_(left[t], right[t])                                       # P_t / r_t
+            # (I - h hᵀ/(d r²)) on the right; the norm weight is folded into W_x', W_z'
+            Jt.addr_(Jt @ hb[t], hb[t], alpha=-float(inv_r[t]) ** 2 / d)
             Jt.diagonal().add_(1)
         return J
