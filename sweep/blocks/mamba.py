@@ -60,7 +60,7 @@ class MambaOps(BlockOps):
         self.b_conv = _param(mix.conv1d.bias) if mix.use_conv_bias else torch.zeros_like(self.w_conv[:, 0])
         self.w_x = _param(mix.x_proj.weight)  # (R + 2N, d_inner)
         self.w_dt, self.b_dt = _param(mix.dt_proj.weight), _param(mix.dt_proj.bias)  # (d_inner, R), (d_inner,)
-        self.A_log, self.D = _param(mix.A_log), _param(mix.D)                # (d_inner, N), (d_inner,)
+        self.A_log, self.D = _param(mix.A_log), _param(mix.D)  # (d_inner, N), (d_inner,)
         self.w_out, self.b_out = _param(mix.out_proj.weight), _param(mix.out_proj.bias)  # (d, d_inner)
         # in_proj with the norm weight folded into its columns: the J_norm factor is then
         # diag-free, (I - h hᵀ/(d r²)) / r, applied once to the (d, d) result
