@@ -159,7 +159,7 @@ def _bootstrap(cum, x, fit, n_boot, level, seed):
     nb = cum.shape[0]
     draws = rng.integers(0, nb, size=(n_boot, nb)) + nb * np.arange(n_boot)[:, None]
     weights = np.bincount(draws.ravel(), minlength=n_boot * nb).reshape(n_boot, nb)
-    n_cum = (weights @ cum).astype(np.float64)                                              # (n_boot, n_pts)
+    n_cum = (weights @ cum).astype(np.float64)                   # (n_boot, n_pts)
     betas = _slopes(np.log10(x), n_cum) - 1
     q = (1 - level) / 2
     lo, hi = np.nanquantile(betas, [q, 1 - q])
