@@ -1,0 +1,139 @@
+"""Faults: a worker killed with SIGKILL mid-sweep, and the whole `tdos sweep` interrupted
+with SIGINT then rerun. Both end with every block computed once into the store and the
+same eigenvalues as an uninterrupted run."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+import zarr
+from distributed import Client, LocalCluster
+
+from sweep.config import config_from_dict
+from sweep.run import prepare_store, run_sweep
+
+REPO = Path(__file__).resolve().parents[1]
+NAME = "mamba"
+# 3 layers x 4 sequences x 16 one-token blocks: enough tasks that a run is caught midway
+TOTAL = 3 * 4 * 16
+
+
+def _doc(ck, store) -> dict:
+    return {"model": {"path": str(ck["mamba"])}, "inputs": {"sequences": 4, "length": 16, "seed": 1},
+            "layers": "all", "store": str(store), "compute": {"token_block": 1, "live_every": 0}}
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, scheduler_port=0,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_checkpoints, tmp_path_factory, client):
+    """Arrays of an uninterrupted run of the same config."""
+    cfg = config_from_dict(_doc(tiny_checkpoints, tmp_path_factory.mktemp("ref") / "run.zarr"))
+    result = run_sweep(cfg, client=client, progress=False)
+    assert result.exit_code == 0 and result.done == TOTAL
+    return _arrays(cfg.store)
+
+
+def _arrays(store) -> dict:
+    g = zarr.open_group(str(store), path=NAME, mode="r")
+    return {k: g[k][...] for k in ("eigenvalues", "delta", "a_log", "tokens")}
+
+
+def _ledger(store) -> np.ndarray:
+    return zarr.open_group(str(store), path=NAME, mode="r")["ledger"][...]      # (R, S, nb)
+
+
+def _wait_for_blocks(store, n: int, timeout: float = 120) -> int:
+    """Poll the ledger until at least n blocks are done; returns how many were."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if (Path(store) / NAME / "ledger" / "zarr.json").is_file():
+            done = int(np.count_nonzero(_ledger(store)))
+            if done >= n:
+                return done
+        time.sleep(0.02)
+    raise AssertionError(f"fewer than {n} blocks landed in {timeout}s")
+
+
+def _wait_workers_idle(client, settle: float = 0.5) -> None:
+    """Tasks of a departed client may still be running on a worker: wait them out."""
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        busy = client.run(lambda dask_worker: len(dask_worker.active_threads))
+        if not any(busy.values()):
+            time.sleep(settle)
+            if not any(client.run(lambda dask_worker: len(dask_worker.active_threads)).values()):
+                return
+        time.sleep(0.1)
+    raise AssertionError("workers still busy after 60s")
+
+
+def _block_counts(result) -> Counter:
+    return Counter((r["layer"], r["seq"], r["block"]) for r in result.results if "block" in r)
+
+
+def _assert_equal_to_reference(store, reference) -> None:
+    got = _arrays(store)
+    for k, want in reference.items():
+        np.testing.assert_array_equal(got[k], want, err_msg=k)
+
+
+def test_killed_worker_tasks_rerun(tiny_checkpoints, tmp_path, client, reference):
+    cfg = config_from_dict(_doc(tiny_checkpoints, tmp_path / "run.zarr"))
+    prepare_store(cfg)
+    victim = sorted(client.run(os.getpid).items())[0][1]
+    out = {}
+    sweep = threading.Thread(target=lambda: out.update(result=run_sweep(cfg, client=client, progress=False)))
+    sweep.start()
+    done_at_kill = _wait_for_blocks(cfg.store, 8)
+    os.kill(victim, signal.SIGKILL)
+    sweep.join(timeout=300)
+    result = out["result"]
+    assert done_at_kill < TOTAL                     # the kill landed mid-sweep
+    assert (result.exit_code, result.errors, result.done) == (0, [], TOTAL)
+    counts = _block_counts(result)
+    assert len(counts) == TOTAL and set(counts.values()) == {1}
+    assert victim not in client.run(os.getpid).values()
+    assert (_ledger(cfg.store) == 1).all()
+    _assert_equal_to_reference(cfg.store, reference)
+
+
+def test_interrupted_run_resumes_only_unfinished(tiny_checkpoints, tmp_path, client, reference):
+    cfg_path = tmp_path / "sweep.yaml"
+    cfg_path.write_text(yaml.safe_dump(_doc(tiny_checkpoints, tmp_path / "run.zarr")))
+    cfg = config_from_dict(_doc(tiny_checkpoints, tmp_path / "run.zarr"))
+    log = open(tmp_path / "sweep.log", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "sweep", "sweep", str(cfg_path),
+                             "--scheduler", client.scheduler.address],
+                            cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait_for_blocks(cfg.store, 5)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) == 130
+    finally:
+        proc.kill()
+    log.seek(0)
+    assert "sweep interrupted: " in log.read()
+    _wait_workers_idle(client)
+    before = _ledger(cfg.store)
+    assert 0 < np.count_nonzero(before) < TOTAL
+    result = run_sweep(cfg, client=client, progress=False, resume=True)
+    assert (result.exit_code, result.errors, result.planned) == (0, [], TOTAL - np.count_nonzero(before))
+    counts = _block_counts(result)
+    assert set(counts.values()) == {1}
+    assert sorted(counts) == sorted(zip(*map(list, np.nonzero(before == 0))))
+    _assert_equal_to_reference(cfg.store, reference)
