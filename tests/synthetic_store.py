@@ -143,7 +143,9 @@ def token_spectrum(rng, d, beta, n_ir, dtype="float32", lam_max=0.1, n_unstable=
                           np.exp(rng.normal(0.5, 0.8, n_uv)).clip(lam_max * 1.01)])
     theta = np.concatenate([rng.normal(0, 0.2, n_ir), rng.uniform(-np.pi, np.pi, n_uv)])
     zeta = np.exp(-lam + 1j * theta)
-    marginal = np.exp(1j * rng.normal(0, 1e-6, 1)) * (1 + rng.normal(0, 1e-11, 1))
+    # ζ = 1 up to the eigensolver's rounding (~eps·||J||): complex64 rounds |ζ| to 1 ± 1e-12
+    eps = {"float32": 1e-11, "float64": 1e-14}[dtype]
+    marginal = np.exp(1j * rng.normal(0, 1e-6, 1)) * (1 + rng.normal(0, eps, 1))
     unstable = np.exp(rng.uniform(0.01, 0.3, n_unstable) + 1j * rng.uniform(-3, 3, n_unstable))
     parts = [zeta, marginal, unstable] + ([np.zeros(1)] if zero else [])
     return np.concatenate(parts).astype(_cdtype(dtype))

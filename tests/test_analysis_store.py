@@ -1,0 +1,94 @@
+"""Reading the store, incremental aggregation (== one from-scratch pass), mode classes."""
+import numpy as np
+import pytest
+import zarr
+
+from analysis import StoreError, aggregate, classify, fit_ir_exponent, fit_ir_from_hist, open_store
+from analysis.aggregate import Aggregate
+from analysis.rates import histogram
+from synthetic_store import planned_mask, synthetic_model, write_blocks, write_store
+
+
+@pytest.fixture(scope="module")
+def model():
+    # row 1 plans only 20 of 32 tokens (per-layer length; the last block is partial)
+    return synthetic_model(rows=2, lmax=32, d=24, n_ir=12, layer_length=[32, 20], seed=5)
+
+
+def test_open_store_errors_are_one_line(tmp_path):
+    with pytest.raises(StoreError, match="no store at"):
+        open_store(tmp_path / "missing.zarr")
+    zarr.open_group(str(tmp_path / "foreign.zarr"), mode="w").attrs["x"] = 1
+    with pytest.raises(StoreError, match="not a tdos store"):
+        open_store(tmp_path / "foreign.zarr")
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(StoreError) as e:
+        open_store(tmp_path / "plain")
+    assert "\n" not in str(e.value)
+
+
+def test_store_reads_what_was_written(tmp_path, model):
+    mask = planned_mask(model)
+    mask[0, 1, 2] = 0          # pending
+    mask[0, 0, 1] = 2          # flagged: non-finite values, excluded but counted
+    write_store(tmp_path / "s.zarr", [model], done={model.name: mask})
+    st = open_store(tmp_path / "s.zarr")
+    assert st.layers == [0, 2] and st.n_seqs == 2 and st.dtype == "float32" and st.arch == "mamba"
+    assert st.block_counts() == {"planned": 14, "done": 12, "flagged": 1, "pending": 1}
+    assert (0, 0, 1) not in st.done_blocks() and (2, 1, 2) in st.done_blocks()
+    ev = st.eigenvalues(2, seq=1)
+    assert ev.shape == (20, 24)                                  # beyond planned length: dropped
+    np.testing.assert_array_equal(ev, model.eigenvalues[1, 1, :20])
+    ev0 = st.eigenvalues(0, seq=0)
+    assert np.isnan(ev0[8:16]).all() and np.isfinite(ev0[:8]).all()   # flagged block
+    assert np.isnan(st.eigenvalues(0, seq=1)[16:24]).all()           # pending block
+    np.testing.assert_allclose(st.delta(0, 0)[:8], model.delta[0, 0, :8], rtol=1e-6)
+    np.testing.assert_allclose(st.intrinsic_rates(4), np.exp(model.a_log[4]).ravel(), rtol=1e-6)
+    np.testing.assert_array_equal(st.tokens(1), np.arange(32, 64))   # synthetic default ids
+
+
+def test_partial_then_complete_aggregation_equals_one_pass(tmp_path, model):
+    first = planned_mask(model)
+    first[:, :, ::2] = 0                                     # half the ledger
+    path = tmp_path / "run.zarr"
+    write_store(path, [model], done={model.name: first})
+    aggregate(path)
+    write_blocks(path, model, planned_mask(model) * (first == 0))    # the sweep finishes
+    inc = aggregate(path)
+    ref = aggregate(path, path=str(tmp_path / "scratch.agg"))
+    for name in ("hist_block", "hist_eff", "hist_delta", "special", "min_rate", "ledger"):
+        np.testing.assert_array_equal(inc.g[name][:], ref.g[name][:], err_msg=name)
+    # and the aggregate equals the raw rates of every stored token
+    st = open_store(path)
+    for layer in st.layers:
+        cls = classify(np.concatenate([st.eigenvalues(layer, s) for s in range(2)]), 1e-9)
+        np.testing.assert_array_equal(inc.hist(layer), histogram(cls.stable))
+        assert fit_ir_from_hist(inc.hist(layer)).s == fit_ir_exponent(cls.stable).s
+
+
+def test_update_reads_only_new_blocks(tmp_path, model):
+    from analysis.aggregate import agg_path, update_model
+    path = tmp_path / "run.zarr"
+    first = planned_mask(model)
+    first[1] = 0
+    write_store(path, [model], done={model.name: first})
+    aggregate(path)
+    root = zarr.open_group(agg_path(path), mode="r+")
+    assert update_model(open_store(path), root) == 0          # nothing new
+    write_blocks(path, model, planned_mask(model) * (first == 0))
+    assert update_model(open_store(path), root) == 2 * 3      # row 1: 2 seqs x 3 blocks
+
+
+def test_marginal_unstable_zero_modes_are_counted_apart(tmp_path, model):
+    write_store(tmp_path / "run.zarr", [model])
+    agg = aggregate(tmp_path / "run.zarr")
+    sp = agg.special(0)
+    n_tok = 2 * 32
+    # token_spectrum: one ζ≈1 (|λ| < 1e-9 after complex64 rounding) and one |ζ|>1 per token,
+    # ζ = 0 at t % 16 == 5
+    assert sp == {"marginal": n_tok, "unstable": n_tok, "zero": 4, "nonfinite": 0, "tokens": n_tok}
+    assert agg.hist(0).sum() == n_tok * 24 - 2 * n_tok - 4
+    assert agg.min_rate(0) > 1e-9
+    lam = -np.log(np.abs(model.eigenvalues[0].astype(np.complex128)))
+    assert (np.abs(lam) < 1e-9).sum() == n_tok               # the truth the threshold must find
+    assert Aggregate(agg.path).threshold == 1e-9
