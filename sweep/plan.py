@@ -26,6 +26,7 @@ class ModelRef:
     dtype: str
     revision: str | None
     device: str
+    fingerprint: str  # of the store's config: workers' cached array handles are keyed by it
 
 
 @dataclass(frozen=True)
@@ -56,10 +57,11 @@ Task = BlockTask | ALogTask
 def plan(cfg: SweepConfig, root: zarr.Group) -> list[Task]:
     """Only what the store lacks: ledger cells at 0, A_log layers still NaN."""
     tasks: list[Task] = []
+    fp = root.attrs["fingerprint"]
     for m in cfg.models:
         g = root[m.name]
         ref = ModelRef(store=cfg.store, group=m.name, path=m.path, dtype=m.dtype,
-                       revision=m.revision, device=cfg.compute.device)
+                       revision=m.revision, device=cfg.compute.device, fingerprint=fp)
         todo = (g["ledger"][...] == PENDING) & planned_mask(g)        # (R, S, nb)
         lengths = g["layer_length"][...]                             # (R,)
         layers = g["layer"][...]                                     # (R,)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -129,7 +130,7 @@ def open_group(store: str, name: str, mode: str = "r+") -> zarr.Group:
     return zarr.open_group(str(store), path=name, mode=mode)
 
 
-def write_block(g: zarr.Group, row: int, seq: int, block: int, t0: int,
+def write_block(g: zarr.Group | Mapping[str, zarr.Array], row: int, seq: int, block: int, t0: int,
                 eig: np.ndarray, delta: np.ndarray | None) -> int:
     """Write one block's chunks, then its ledger cell; returns DONE or FLAGGED (non-finite).
 
@@ -146,7 +147,7 @@ def write_block(g: zarr.Group, row: int, seq: int, block: int, t0: int,
     return status
 
 
-def write_a_log(g: zarr.Group, layer: int, a_log: np.ndarray) -> None:
+def write_a_log(g: zarr.Group | Mapping[str, zarr.Array], layer: int, a_log: np.ndarray) -> None:
     """a_log (d_inner, d_state) of model layer `layer`."""
     g["a_log"][layer] = a_log
 

@@ -17,9 +17,11 @@ from sweep import store
 from sweep.plan import ALogTask, BlockTask, ModelRef
 
 HIDDEN_CACHE = 4           # (model, sequence) hidden states kept per worker: (n_ctx, d) each
+ARRAY_CACHE = 8            # open store groups kept per worker (metadata is read once)
 
 _models: dict[tuple, object] = {}
 _hidden: OrderedDict[tuple, tuple[int, torch.Tensor]] = OrderedDict()
+_arrays: OrderedDict[tuple, dict] = OrderedDict()
 
 
 def run_task(task: BlockTask | ALogTask) -> dict:
@@ -27,8 +29,9 @@ def run_task(task: BlockTask | ALogTask) -> dict:
     if isinstance(task, ALogTask):
         return _run_a_log(task)
     clock = time.perf_counter
-    t = clock()
+    t_start = clock()
     model = _model(task.model)
+    t = clock()
     h = hidden_states(model, task)                             # (n_ctx, d)
     t_hidden = clock()
     block = model.block(task.layer)
@@ -39,24 +42,22 @@ def run_task(task: BlockTask | ALogTask) -> dict:
 
     eig = eigvals(jac.detach()).cpu().numpy()                  # (T, d) complex
     t_eig = clock()
-    g = store.open_group(task.model.store, task.model.group)
     d = None if delta is None else delta.detach().cpu().numpy()
-    status = store.write_block(g, task.row, task.seq, task.block, task.t0, eig, d)
+    status = store.write_block(arrays(task.model), task.row, task.seq, task.block, task.t0, eig, d)
     t_write = clock()
     return {"model": task.model.group, "layer": task.layer, "seq": task.seq,
             "block": task.block, "status": "done" if status == store.DONE else "flagged",
             "pid": os.getpid(),
-            "seconds": {"hidden": t_hidden - t, "jacobian": t_jac - t_hidden,
+            "seconds": {"load": t - t_start, "hidden": t_hidden - t, "jacobian": t_jac - t_hidden,
                         "eig": t_eig - t_jac, "write": t_write - t_eig}}
 
 
 def _run_a_log(task: ALogTask) -> dict:
     t = time.perf_counter()
     model = _model(task.model)
-    g = store.open_group(task.model.store, task.model.group)
     for layer in task.layers:
         a = model.block(layer).a_log()                         # (d_inner, d_state)
-        store.write_a_log(g, layer, a.detach().cpu().numpy())
+        store.write_a_log(arrays(task.model), layer, a.detach().cpu().numpy())
     return {"model": task.model.group, "a_log_layers": list(task.layers), "status": "done",
             "pid": os.getpid(), "seconds": {"write": time.perf_counter() - t}}
 
@@ -74,6 +75,17 @@ def _model(ref: ModelRef):
     return _models[key]
 
 
+def arrays(ref: ModelRef) -> dict:
+    """{name: zarr.Array} of the task's model group, opened once per worker and config."""
+    key = (ref.store, ref.group, ref.fingerprint)
+    if key not in _arrays:
+        g = store.open_group(ref.store, ref.group)
+        _arrays[key] = {name: g[name] for name in g.array_keys()}
+        while len(_arrays) > ARRAY_CACHE:
+            _arrays.popitem(last=False)
+    return _arrays[key]
+
+
 def hidden_states(model, task: BlockTask) -> torch.Tensor:
     """(n_ctx, d): residual stream entering task.layer for the task's sequence, advanced
     from the deepest cached layer of that sequence when it is not deeper than needed."""
@@ -81,8 +93,7 @@ def hidden_states(model, task: BlockTask) -> torch.Tensor:
            task.model.dtype, task.seq)
     layer, h = _hidden.get(key, (None, None))
     if layer is None or layer > task.layer:
-        g = store.open_group(task.model.store, task.model.group, mode="r")
-        tokens = np.asarray(g["tokens"][task.seq, : task.n_ctx])       # (n_ctx,)
+        tokens = np.asarray(arrays(task.model)["tokens"][task.seq, : task.n_ctx])   # (n_ctx,)
         layer, h = 0, model.embed(torch.from_numpy(tokens))
     with torch.no_grad():
         while layer < task.layer:

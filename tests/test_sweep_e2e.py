@@ -50,7 +50,7 @@ def test_sweep_completes(swept, client):
     a_log = sorted(r["model"] for r in result.results if "a_log_layers" in r)
     assert a_log == ["mamba-float64", "mamba_ssm"]
     assert {r["pid"] for r in result.results} <= set(client.run(os.getpid).values())
-    assert all(set(r["seconds"]) == {"hidden", "jacobian", "eig", "write"}
+    assert all(set(r["seconds"]) == {"load", "hidden", "jacobian", "eig", "write"}
                for r in result.results if "block" in r)
 
 
