@@ -107,6 +107,6 @@ def fig_models_beta(tables, title):
     fig = new_figure(7.5, 4.8)
     ax = fig.add_subplot()
     for i, (name, table) in enumerate(tables.items()):
-        table.plot(ax, label=name, color=f"C{i}")
+        table.plot(ax, label=name, color=f"C{i}", xshift=1.04 ** i, marker="osD^v<>"[i % 7])
     ax.set_title(title)
     return fig

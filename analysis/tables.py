@@ -78,11 +78,12 @@ class IRTable:
                 + (f" {paper:+.3f} |" if paper is not None else (" – |" if ref else "")))
         return "\n".join(lines)
 
-    def plot(self, ax=None, reference=None, label="this run", color="C0"):
+    def plot(self, ax=None, reference=None, label="this run", color="C0", xshift=1.0, marker="o"):
+        """β with CI error bars; `xshift` multiplies the x positions (side-by-side models)."""
         ax = axes_or_new(ax)
-        k, b = self.column("key"), self.column("beta")
+        k, b = self.column("key") * xshift, self.column("beta")
         err = np.abs(np.vstack([b - self.column("ci_lo"), self.column("ci_hi") - b]))
-        ax.errorbar(k, b, yerr=err, fmt="o-", color=color, capsize=3,
+        ax.errorbar(k, b, yerr=err, fmt=marker + "-", color=color, capsize=3,
                     label=f"{label} ({self.level:.0%} block-bootstrap CI)")
         if reference:
             rk = sorted(reference)
