@@ -36,7 +36,7 @@ def swept(tiny_checkpoints, tmp_path_factory, client):
                    {"path": str(tiny_checkpoints["gpt2"])},
                    {"path": str(tiny_checkpoints["mamba_ssm"]), "layers": {0: L, 2: 6}}],
         "inputs": {"sequences": SEQS, "length": L, "seed": 3},
-        "layers": [0, 1], "store": str(store), "compute": {"token_block": B, "live_every": 0}})
+        "layers": [0, 1], "store": str(store), "compute": {"token_block": B, "live_every": 2}})
     return cfg, run_sweep(cfg, client=client, progress=False)
 
 
@@ -50,6 +50,7 @@ def test_sweep_completes(swept, client):
     a_log = sorted(r["model"] for r in result.results if "a_log_layers" in r)
     assert a_log == ["mamba-float64", "mamba_ssm"]
     assert {r["pid"] for r in result.results} <= set(client.run(os.getpid).values())
+    assert os.path.isfile(cfg.store + ".live.png")       # analysis.live drew the final state
     assert all(set(r["seconds"]) == {"load", "hidden", "jacobian", "eig", "write"}
                for r in result.results if "block" in r)
 
