@@ -153,3 +153,31 @@ def test_plan_lists_only_unfinished_blocks_layer_ascending(tiny_checkpoints, tmp
     again = {(t.layer, t.seq, t.block) for t in plan(cfg, root) if t.model.group == "gpt2"}
     assert len(again) == 6 and (1, 0, 1) not in again and (0, 1, 0) not in again
     assert all(isinstance(t, BlockTask) for t in tasks)
+
+
+def _with_tokenizer(ck, tmp_path):
+    """A copy of the tiny GPT-2 with a word-level tokenizer of its 64-token vocabulary."""
+    import shutil
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    d = tmp_path / "gpt2-tok"
+    shutil.copytree(ck["gpt2"], d)
+    vocab = {f"w{i}": i for i in range(63)} | {"[UNK]": 63}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]").save_pretrained(d)
+    return d
+
+
+def test_text_inputs_are_consecutive_windows(tiny_checkpoints, tmp_path):
+    d = _with_tokenizer(tiny_checkpoints, tmp_path)
+    ids = [(7 * i) % 70 for i in range(40)]           # ids >= 63 are unknown words -> [UNK]
+    (tmp_path / "corpus.txt").write_text(" ".join(f"w{i}" for i in ids))
+    cfg = config_from_dict({"model": {"path": str(d)}, "inputs": {"sequences": 3, "length": 8,
+                                                                 "text": "corpus.txt"},
+                            "layers": [0], "store": str(tmp_path / "t.zarr")}, base_dir=tmp_path)
+    tokens = prepare_store(cfg)["gpt2-tok"]["tokens"][...]
+    want = np.minimum(ids[:24], 63).reshape(3, 8)
+    np.testing.assert_array_equal(tokens, want)
