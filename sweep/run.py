@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
