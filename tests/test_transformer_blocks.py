@@ -8,7 +8,8 @@ attention with the mask from `create_causal_mask`, and rotary tables as
 
   forward  == HF layer forward                    (fp64 1e-10, fp32 rounding)
   step     == forward row t                       (fp64 1e-12, fp32 rounding)
-  J_tt     == diagonal blocks of the sequence Jacobian of the HF layer (fp64 1e-8),
+  J_tt     == diagonal blocks of the sequence Jacobian of the HF layer (fp64 1e-8), for
+              both the analytic fast path `jacobians` and the jacrev reference,
               the blocks above the diagonal are exactly zero, and the union of eig(J_tt)
               is the spectrum of the full (L*d, L*d) sequence Jacobian (1e-8).
 
@@ -117,7 +118,7 @@ def build(case, dtype):
         kw = {"attention_mask": mask, "position_ids": pos}
         if hasattr(base, "rotary_emb"):
             kw["position_embeddings"] = (base.rotary_emb(x, pos) if dtype == torch.float32
-                                         else tuple(t[None] for t in ops._tables(pos[0], dtype)))
+                                         else tuple(t[None] for t in ops.rope_tables(pos[0], dtype)))
         return hf_layer(x, **kw)[0]
 
     return ops, hf_fn, model.config.hidden_size
@@ -199,7 +200,7 @@ def test_rotary_tables_match_hf(case):
         model = make().to(dtype)
         base, _ = _decoder(model)
         pos = torch.arange(3 * L)
-        ours = ops_cls(model, layer)._tables(pos, dtype)  # (3L, rot) x2
+        ours = ops_cls(model, layer).rope_tables(pos, dtype)  # (3L, rot) x2
         ref = base.rotary_emb(torch.zeros(1, 1, 4, dtype=dtype), pos[None])  # (1, 3L, rot) x2
         for a, b in zip(ours, ref):
             assert a.dtype == dtype and a.shape == b[0].shape

@@ -19,7 +19,7 @@ float32; its rotary tables are always built in float32).
 from __future__ import annotations
 
 import torch
-from torch.func import jacfwd, vmap
+from torch.func import jvp, vjp, vmap
 
 from sweep.blocks.base import BlockOps
 
@@ -92,7 +92,8 @@ class AttentionBlockOps(BlockOps):
 
     Subclasses set `d_model`, `n_heads`, `n_kv_heads`, `head_dim`, `scale`, `parallel`,
     `rotary` ((inv_freq, scaling) or None) and implement norm1, norm2, qkv, out, mlp, each
-    written for any leading dims (..., d).
+    written for any leading dims (..., d); for the analytic Jacobian also qkv_weights,
+    out_weight and mlp_jac.
     """
 
     n_heads: int
@@ -101,7 +102,7 @@ class AttentionBlockOps(BlockOps):
     scale: float
     parallel: bool = False
     rotary: tuple | None = None  # (inv_freq (rot/2,), attention_scaling)
-    # tokens per vmap chunk of the jacfwd: bounds the (chunk, d, ..., 4d) temporaries
+    # tokens per vmap chunk of the analytic Jacobian: bounds the (chunk, d_ff, d) temporaries
     jac_chunk: int = 4
 
     def norm1(self, h):  # (..., d) -> (..., d)
@@ -119,7 +120,16 @@ class AttentionBlockOps(BlockOps):
     def mlp(self, x):  # (..., d) -> (..., d)
         raise NotImplementedError
 
-    def _tables(self, pos: torch.Tensor, dtype) -> tuple:
+    def qkv_weights(self):  # -> dq/dx (H, hd, d), dk/dx (Hkv, hd, d), dv/dx (Hkv, hd, d)
+        raise NotImplementedError
+
+    def out_weight(self):  # -> d out / d o  (d, H*hd)
+        raise NotImplementedError
+
+    def mlp_jac(self, x):  # (d,) -> (d, d): d mlp(x) / dx
+        raise NotImplementedError
+
+    def rope_tables(self, pos: torch.Tensor, dtype) -> tuple:
         """pos (L,) -> cos, sin (L, rot), or empty (L, 0) tables without rotary."""
         if self.rotary is None:
             empty = torch.zeros(pos.shape[0], 0, dtype=dtype, device=pos.device)
@@ -137,7 +147,7 @@ class AttentionBlockOps(BlockOps):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """(L, d) -> (L, d)"""
         q, k, v = self.qkv(self.norm1(h))  # (L, H, hd), (L, Hkv, hd) x2
-        cos, sin = self._tables(torch.arange(h.shape[0], device=h.device), h.dtype)  # (L, rot)
+        cos, sin = self.rope_tables(torch.arange(h.shape[0], device=h.device), h.dtype)  # (L, rot)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         return self._residual(h, self.out(causal_attention(q, k, v, self.scale)))
 
@@ -150,7 +160,7 @@ class AttentionBlockOps(BlockOps):
         T = t1 - t0
         _, k, v = self.qkv(self.norm1(h[:t1]))  # (t1, Hkv, hd) x2
         pos = torch.arange(t1, device=h.device)
-        cos, sin = self._tables(pos, h.dtype)  # (t1, rot)
+        cos, sin = self.rope_tables(pos, h.dtype)  # (t1, rot)
         k = apply_rotary(k, cos, sin)
         mask = pos[None, :] < pos[t0:t1, None]  # (T, t1) prefix position j < t
         return {
@@ -169,11 +179,90 @@ class AttentionBlockOps(BlockOps):
         return self._residual(h_t, self.out(o))
 
     def jacobians(self, h: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
-        """(L, d) -> (t1-t0, d, d): forward-mode J_tt of the one-token step.
+        """(L, d) -> (t1-t0, d, d): J_tt from the analytic one-token Jacobian, vmapped.
 
-        jacfwd pushes the d unit tangents through the step as one batched forward pass,
-        which beats jacrev's saved-activation backward here (inputs and outputs are both d).
+        Explicit products instead of autodiff through the step: torch.func's batched
+        tangents pay for copies of the (d, t1, heads, hd) prefix products and for the
+        identity times every weight matrix; here the only O(d^3) work is the MLP
+        Jacobian (d x d_ff x d) and two (d x d) products.
         """
         pre = self.prefix(h, t0, t1)
-        jac = vmap(jacfwd(self.step, argnums=0), in_dims=(0, 0), chunk_size=self.jac_chunk)
-        return jac(h[t0:t1], pre)
+        return vmap(self.jac_step, in_dims=(0, 0), chunk_size=self.jac_chunk)(h[t0:t1], pre)
+
+    def jac_step(self, h_t: torch.Tensor, pre: dict) -> torch.Tensor:
+        """h_t (d,), one token's prefix state -> (d, d): d step(h_t, pre) / d h_t."""
+        x = self.norm1(h_t)  # (d,)
+        o, d_o = self._attention_jac(x, pre)  # (H*hd,), (d_in, H*hd): row i = d o / d x_i
+        attn = self.out_weight() @ d_o.T  # (d, d): d attn_out / d x
+        attn = _rows_through(self.norm1, h_t, attn)  # (d, d): d attn_out / d h
+        eye = torch.eye(self.d_model, dtype=h_t.dtype, device=h_t.device)
+        if self.parallel:
+            return eye + attn + _rows_through(self.norm2, h_t, self.mlp_jac(self.norm2(h_t)))
+        a = h_t + self.out(o)  # (d,) residual stream after attention
+        j_a = eye + attn  # (d, d): d a / d h
+        return j_a + self.mlp_jac(self.norm2(a)) @ _cols_through(self.norm2, a, j_a)
+
+    def _attention_jac(self, x: torch.Tensor, pre: dict) -> tuple:
+        """x = norm1(h_t) (d,) -> o (H*hd,), d o / d x as (d_in, H*hd).
+
+        With p = softmax over [prefix ; own] and o = sum_j p_j v_j (per query head),
+            do = scale * sum_j p_j (v_j - o) k_j^T dq + scale * p_own (v - o) q^T dk + p_own dv,
+        q, k rotated (rotary is linear in q, k, so it rotates their Jacobians alike).
+        """
+        d = x.shape[0]
+        q, k, v = self.qkv(x)  # (H, hd), (Hkv, hd), (Hkv, hd)
+        wq, wk, wv = self.qkv_weights()  # (H, hd, d), (Hkv, hd, d) x2
+        cos, sin = pre["cos"], pre["sin"]  # (rot,)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        jq = apply_rotary(wq.permute(2, 0, 1), cos, sin)  # (d, H, hd): row i = d q / d x_i
+        jk = apply_rotary(wk.permute(2, 0, 1), cos, sin)  # (d, Hkv, hd)
+        jv = wv.permute(2, 0, 1)  # (d, Hkv, hd)
+        g, hd = k.shape
+        qg = q.reshape(g, -1, hd)  # (Hkv, R, hd)
+        keys = torch.cat((pre["k"].transpose(0, 1), k[:, None]), dim=1)  # (Hkv, t1+1, hd): [prefix ; own]
+        vals = torch.cat((pre["v"].transpose(0, 1), v[:, None]), dim=1)  # (Hkv, t1+1, hd)
+        s = torch.einsum("grd,gtd->grt", qg, keys) * self.scale  # (Hkv, R, t1+1)
+        live = torch.cat((pre["mask"], pre["mask"].new_ones(1)))  # (t1+1,)
+        s = torch.where(live, s, torch.tensor(float("-inf"), dtype=s.dtype, device=s.device))
+        p = torch.softmax(s, dim=-1)  # (Hkv, R, t1+1)
+        o = torch.einsum("grt,gtd->grd", p, vals)  # (Hkv, R, hd)
+        # centred values: the softmax Jacobian in the stable (v_j - o) form, no cancellation
+        pvc = p[..., None] * (vals[:, None] - o[:, :, None])  # (Hkv, R, t1+1, hd)
+        m_q = self.scale * pvc.transpose(-1, -2) @ keys[:, None]  # (Hkv, R, hd, hd): do/dq
+        m_k = self.scale * pvc[:, :, -1, :, None] * qg[:, :, None, :]  # (Hkv, R, hd, hd): do/dk own
+        d_o = (torch.einsum("gref,igrf->igre", m_q, jq.reshape(d, g, -1, hd))
+               + torch.einsum("gref,igf->igre", m_k, jk)
+               + p[None, :, :, -1, None] * jv[:, :, None, :])  # (d, Hkv, R, hd)
+        return o.reshape(-1), d_o.reshape(d, -1)
+
+
+def _rows_through(norm, h, m):
+    """m (n, d) -> m @ (d norm / d h) at h (d,), row by row (vjp): O(n d), not O(n d^2)."""
+    _, pull = vjp(norm, h)
+    return vmap(lambda row: pull(row)[0])(m)
+
+
+def _cols_through(norm, h, m):
+    """m (d, n) -> (d norm / d h) @ m at h (d,), column by column (jvp)."""
+    push = lambda col: jvp(norm, (h,), (col,))[1]  # noqa: E731
+    return vmap(push, in_dims=1, out_dims=1)(m)
+
+
+def act_grad(act, u):
+    """Elementwise derivative act'(u), u (n,) -> (n,), by one jvp with a ones tangent."""
+    return jvp(act, (u,), (torch.ones_like(u),))[1]
+
+
+def mlp_jac_gelu(x, fc_in: tuple, fc_out: tuple, act):
+    """act(W1 x + b1) -> W2 (.) + b2:  x (d,) -> (d, d) = W2 diag(act'(u)) W1."""
+    w1, b1 = fc_in  # (d_ff, d), (d_ff,) | None
+    u = torch.nn.functional.linear(x, w1, b1)  # (d_ff,)
+    return fc_out[0] @ (act_grad(act, u)[:, None] * w1)
+
+
+def mlp_jac_glu(x, gate: tuple, up: tuple, down: tuple, act):
+    """Wd (act(Wg x + bg) * (Wu x + bu)) + bd:  x (d,) -> (d, d)."""
+    g = torch.nn.functional.linear(x, *gate)  # (d_ff,)
+    u = torch.nn.functional.linear(x, *up)  # (d_ff,)
+    inner = (act_grad(act, g) * u)[:, None] * gate[0] + act(g)[:, None] * up[0]  # (d_ff, d)
+    return down[0] @ inner

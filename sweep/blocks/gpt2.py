@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from transformers.activations import ACT2FN
 
-from sweep.blocks.attention import AttentionBlockOps
+from sweep.blocks.attention import AttentionBlockOps, mlp_jac_gelu
 
 
 class GPT2Ops(AttentionBlockOps):
@@ -36,14 +36,11 @@ class GPT2Ops(AttentionBlockOps):
         self.eps = cfg.layer_norm_epsilon
         self.ln1 = (blk.ln_1.weight.detach(), blk.ln_1.bias.detach())  # (d,), (d,)
         self.ln2 = (blk.ln_2.weight.detach(), blk.ln_2.bias.detach())
-        self.w_qkv = blk.attn.c_attn.weight.detach()  # (d, 3d)
-        self.b_qkv = blk.attn.c_attn.bias.detach()  # (3d,)
-        self.w_o = blk.attn.c_proj.weight.detach()  # (d, d)
-        self.b_o = blk.attn.c_proj.bias.detach()
-        self.w_fc = blk.mlp.c_fc.weight.detach()  # (d, d_ff)
-        self.b_fc = blk.mlp.c_fc.bias.detach()
-        self.w_proj = blk.mlp.c_proj.weight.detach()  # (d_ff, d)
-        self.b_proj = blk.mlp.c_proj.bias.detach()
+        # Conv1D stores (in, out); transposed views give the nn.Linear (out, in) convention
+        self.qkv_lin = _conv1d(blk.attn.c_attn)  # (3d, d): rows [q | k | v], heads contiguous
+        self.out_lin = _conv1d(blk.attn.c_proj)  # (d, d)
+        self.fc_in = _conv1d(blk.mlp.c_fc)  # (d_ff, d)
+        self.fc_out = _conv1d(blk.mlp.c_proj)  # (d, d_ff)
         self.act = ACT2FN[cfg.activation_function]  # gelu_new: tanh form, dtype-preserving
 
     def norm1(self, h):  # (..., d) -> (..., d)
@@ -53,11 +50,25 @@ class GPT2Ops(AttentionBlockOps):
         return F.layer_norm(h, (self.d_model,), *self.ln2, eps=self.eps)
 
     def qkv(self, x):  # (..., d) -> 3 x (..., H, hd)
-        qkv = x @ self.w_qkv + self.b_qkv  # (..., 3d): [q | k | v], heads contiguous in each
+        qkv = F.linear(x, *self.qkv_lin)  # (..., 3d)
         return tuple(z.unflatten(-1, (self.n_heads, self.head_dim)) for z in qkv.chunk(3, dim=-1))
 
     def out(self, o):  # (..., d) -> (..., d)
-        return o @ self.w_o + self.b_o
+        return F.linear(o, *self.out_lin)
 
     def mlp(self, x):  # (..., d) -> (..., d)
-        return self.act(x @ self.w_fc + self.b_fc) @ self.w_proj + self.b_proj
+        return F.linear(self.act(F.linear(x, *self.fc_in)), *self.fc_out)
+
+    def qkv_weights(self):  # -> 3 x (H, hd, d)
+        return tuple(w.unflatten(0, (self.n_heads, self.head_dim)) for w in self.qkv_lin[0].chunk(3, dim=0))
+
+    def out_weight(self):  # -> (d, d)
+        return self.out_lin[0]
+
+    def mlp_jac(self, x):  # (d,) -> (d, d)
+        return mlp_jac_gelu(x, self.fc_in, self.fc_out, self.act)
+
+
+def _conv1d(conv) -> tuple:
+    """transformers Conv1D (y = x @ W + b, W (in, out)) -> (weight (out, in) view, bias (out,))."""
+    return conv.weight.detach().T, conv.bias.detach()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from transformers.activations import ACT2FN
 
-from sweep.blocks.attention import AttentionBlockOps
+from sweep.blocks.attention import AttentionBlockOps, mlp_jac_gelu
 
 
 def rotary_params(rotary_emb) -> tuple:
@@ -61,6 +61,15 @@ class GPTNeoXOps(AttentionBlockOps):
 
     def mlp(self, x):  # (..., d) -> (..., d)
         return F.linear(self.act(F.linear(x, *self.fc_in)), *self.fc_out)
+
+    def qkv_weights(self):  # -> 3 x (H, hd, d)
+        return self.qkv_lin[0].unflatten(0, (self.n_heads, 3 * self.head_dim)).chunk(3, dim=1)
+
+    def out_weight(self):  # -> (d, d)
+        return self.out_lin[0]
+
+    def mlp_jac(self, x):  # (d,) -> (d, d)
+        return mlp_jac_gelu(x, self.fc_in, self.fc_out, self.act)
 
 
 def _linear(lin) -> tuple:

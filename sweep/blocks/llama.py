@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from transformers.activations import ACT2FN
 
-from sweep.blocks.attention import AttentionBlockOps
+from sweep.blocks.attention import AttentionBlockOps, mlp_jac_glu
 from sweep.blocks.gpt_neox import _linear, rotary_params
 
 
@@ -58,6 +58,17 @@ class LlamaOps(AttentionBlockOps):
 
     def mlp(self, x):  # (..., d) -> (..., d)
         return F.linear(self.act(F.linear(x, *self.gate)) * F.linear(x, *self.up), *self.down)
+
+    def qkv_weights(self):  # -> (H, hd, d), (Hkv, hd, d), (Hkv, hd, d)
+        q = self.q_lin[0].unflatten(0, (self.n_heads, self.head_dim))
+        k = self.k_lin[0].unflatten(0, (self.n_kv_heads, self.head_dim))
+        return q, k, self.v_lin[0].unflatten(0, (self.n_kv_heads, self.head_dim))
+
+    def out_weight(self):  # -> (d, H*hd)
+        return self.o_lin[0]
+
+    def mlp_jac(self, x):  # (d,) -> (d, d)
+        return mlp_jac_glu(x, self.gate, self.up, self.down, self.act)
 
 
 def _rms_norm(h, weight, eps):
