@@ -50,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_sweep)
     t = sub.add_parser("status", help="blocks done per model and layer")
     t.add_argument("store")
+    t.add_argument("--spectra", action="store_true",
+                   help="also a spectral summary per layer (reads the eigenvalues)")
     t.set_defaults(func=_status)
     sub.add_parser("analyze", help="analysis report (see `tdos analyze --help`)")
     sub.add_parser("cluster", help="`tdos cluster up ...`: start a cluster and print its address")
@@ -69,7 +71,16 @@ def _sweep(args) -> int:
     except KeyboardInterrupt:
         print("tdos: interrupted; rerun with --resume to finish", file=sys.stderr)
         return 130
+    if result.exit_code == 0:
+        _print_summary(cfg.store)
     return result.exit_code
+
+
+def _print_summary(store: str) -> None:
+    from sweep.summary import format_summary, summary_rows
+
+    print(f"\nstore: {store}   (tdos analyze {store} --out DIR for figures and fits)")
+    print(format_summary(summary_rows(store)))
 
 
 def _status(args) -> int:
@@ -84,6 +95,8 @@ def _status(args) -> int:
     for r in rows:
         print(f"{r['model']:<28} {_s(r['layer']):>5} {r['done']:>6} {r['flagged']:>7} "
               f"{_s(r['total']):>6} {_s(r['tokens']):>6}  {_s(r['dtype'])}")
+    if args.spectra:
+        _print_summary(args.store)
     return 0
 
 

@@ -90,6 +90,7 @@ def _create_group(root, m: SyntheticModel):
         "model": {"path": m.path, "revision": None, "arch": m.arch, "dtype": m.dtype,
                   "weights_sha256": "0" * 64, **m.extra_identity},
         "inputs": {"sequences": nseq, "length": lmax, "seed": 0, "text": None, "token_block": B},
+        "complete": True,  # the engine sets it once every array of the group exists
     })
     g.create_array("layer", data=np.asarray(m.layers, np.int64), dimension_names=("layer",))
     g.create_array("layer_length", data=np.asarray(m.lengths(), np.int64),

@@ -75,3 +75,15 @@ def test_beats_unigram_on_heldout_stdlib(name, arch, n_layers, d_model, heldout)
     assert model_bits < unigram_bits - MARGIN_BITS, (
         f"{name}: {model_bits:.3f} bits/byte on held-out stdlib, unigram {unigram_bits:.3f}"
     )
+
+
+@pytest.mark.parametrize("name", [s[0] for s in SHIPPED])
+def test_tokenizer_is_bytes(name):
+    """The shipped tokenizer is found by the sweep's text path and maps text to its UTF-8 bytes."""
+    from sweep.checkpoint import load_tokenizer
+
+    tok = load_tokenizer(str(ROOT / "checkpoints" / name), None)
+    text = "def f(x):\n    return x ** 2  # é ∂\t\x00\x7f"
+    ids = tok(text)["input_ids"]
+    assert ids == list(text.encode("utf-8"))
+    assert tok.decode(ids) == text

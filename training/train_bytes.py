@@ -2,8 +2,10 @@
 
 The demo needs *trained* weights: random ones show little structure in their relaxation
 spectra. The corpus is the running interpreter's own stdlib source, which every machine
-with Python has, so the run is reproducible offline. Bytes are tokens (vocab 256); no
-tokenizer is needed, and NUL (0) separates files since it never occurs in source text.
+with Python has, so the run is reproducible offline. Bytes are tokens (vocab 256), and NUL
+(0) separates files since it never occurs in source text. A byte-level tokenizer (id = byte
+value) is saved beside the weights so that text inputs go through the ordinary
+AutoTokenizer path like any other checkpoint's.
 
     python training/train_bytes.py --arch mamba --out checkpoints/tiny-mamba-bytes \
         --steps 80 --warmup 10 --minutes 25 --seed 0 --d-model 128 --batch 16 --seq-len 128
@@ -323,10 +325,40 @@ def arch_details(cfg: TrainConfig) -> str:
             "parallel residual, max_position_embeddings 1024, untied embeddings.")
 
 
+def save_byte_tokenizer(out: Path) -> None:
+    """tokenizer.json + tokenizer_config.json mapping each byte to the id equal to its value.
+
+    The GPT-2 byte-to-unicode table gives every byte a printable character; a BPE with
+    those 256 characters as its vocabulary and no merges is then exactly bytes -> ids."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    # no special tokens: they would get ids >= 256; config.json already names 0 for pad/bos/eos
+    tok = Tokenizer(models.BPE(vocab=_bytes_to_unicode(), merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(out)
+
+
+def _bytes_to_unicode() -> dict[str, int]:
+    """The GPT-2 table: printable characters for all 256 bytes, as {character: byte}."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) \
+        + list(range(ord("®"), ord("ÿ") + 1))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars
+
+
 def save(model, cfg: TrainConfig, meta: dict, result: dict) -> None:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
+    save_byte_tokenizer(out)
     (out / "README.md").write_text(model_card(cfg, meta, result, n_params(model)))
 
 
