@@ -8,7 +8,7 @@ value) is saved beside the weights so that text inputs go through the ordinary
 AutoTokenizer path like any other checkpoint's.
 
     python training/train_bytes.py --arch mamba --out checkpoints/tiny-mamba-bytes \
-        --steps 80 --warmup 10 --minutes 25 --seed 0 --d-model 128 --batch 16 --seq-len 128
+        --steps 300 --warmup 20 --minutes 19 --seed 0 --d-model 128 --batch 16 --seq-len 128
 
 (the shipped checkpoints' exact commands are in their README.md and docs/readme-demo-models.md)
 
@@ -45,6 +45,7 @@ class TrainConfig:
     n_layers: int = 4
     steps: int = 1200
     minutes: float = 15.0  # wall-clock guard; the run stops early (and says so) if hit
+    stop_after: int = 0  # >0: stop after this many steps of the `steps` schedule (replays a time-boxed run exactly)
     batch: int = 16
     seq_len: int = 256
     lr: float = 3e-3
@@ -237,7 +238,7 @@ def train(model, train_data: torch.Tensor, cfg: TrainConfig) -> dict:
     opt = make_optimizer(model, cfg)
     t0, recent = time.time(), []
     model.train()
-    for step in range(cfg.steps):
+    for step in range(min(cfg.steps, cfg.stop_after or cfg.steps)):
         if time.time() - t0 > 60 * cfg.minutes:
             print(f"time box hit at step {step}", flush=True)
             break
@@ -260,8 +261,10 @@ def train(model, train_data: torch.Tensor, cfg: TrainConfig) -> dict:
 
 # ---------------------------------------------------------------- output
 
-def command_line(cfg: TrainConfig) -> str:
-    return (f"python training/train_bytes.py --arch {cfg.arch} --out {cfg.out} "
+def command_line(cfg: TrainConfig, steps_done: int) -> str:
+    """The command that replays this run step for step, whatever the wall clock allows."""
+    stop = f" --stop-after {steps_done}" if steps_done < cfg.steps else ""
+    return (f"python training/train_bytes.py --arch {cfg.arch} --out {cfg.out}{stop} "
             f"--steps {cfg.steps} --warmup {cfg.warmup} --minutes {cfg.minutes:g} --seed {cfg.seed} "
             f"--d-model {cfg.d_model} --batch {cfg.batch} --seq-len {cfg.seq_len} "
             f"--lr {cfg.lr:g}")
@@ -276,7 +279,8 @@ def model_card(cfg: TrainConfig, meta: dict, result: dict, n: int) -> str:
             ("held-out", result["val_nats"]), ("unigram baseline on held-out", result["unigram_nats"])]
     table = "\n".join(f"| {name} | {x:.4f} | {bits(x):.4f} |" for name, x in rows)
     stopped = "" if result["steps_done"] == cfg.steps else (
-        f" **Stopped by the {cfg.minutes:g}-minute time box at step {result['steps_done']}.**")
+        f" **Stopped by the {cfg.minutes:g}-minute time box at step {result['steps_done']} of the "
+        f"{cfg.steps}-step schedule;** `--stop-after` below replays exactly those steps.")
     return f"""# tiny-{cfg.arch.replace('_', '-')}-bytes
 
 A byte-level causal language model ({cfg.arch}, {n:,} parameters, float32) trained for the
@@ -293,7 +297,7 @@ Held out: {meta['val_files']} files, {meta['val_bytes']:,} bytes.
 
 ## Model
 `{cfg.arch}` via transformers, {cfg.n_layers} layers, d_model {cfg.d_model}, vocab 256 (bytes;
-pad = bos = eos = 0, no tokenizer). {arch_details(cfg)}
+pad = bos = eos = 0; tokenizer.json maps each byte to its value). {arch_details(cfg)}
 
 ## Training
 AdamW (betas 0.9/0.95, weight decay {cfg.weight_decay} on matrices only), peak lr {cfg.lr:g},
@@ -313,7 +317,7 @@ the training byte frequencies (add-0.5 smoothing).
 ## Reproduce
 ```
 torch {torch.__version__}, Python {meta['python']}
-{command_line(cfg)}
+{command_line(cfg, result['steps_done'])}
 ```
 """
 
