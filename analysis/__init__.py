@@ -7,7 +7,7 @@ from .observables import (ComplexSpectrum, MemoryKernel, Spectrum, SpectrumFamil
                           effective_spectrum, effective_vs_length, intrinsic_by_layer,
                           intrinsic_spectrum, memory_kernel, memory_kernel_from_hist, tdos,
                           tdos_from_rates, tdos_vs_depth, tdos_vs_length)
-from .rates import classify, marginal_threshold, rates_of
+from .rates import classify, classify_rows, marginal_threshold, rates_of
 from .selfavg import compare_precision, self_averaging, smallest_rate_vs_length
 from .store import Store, StoreError, open_store
 from .tables import IRTable, beta_vs_depth, beta_vs_length
@@ -19,7 +19,7 @@ __all__ = [
     "block_rates", "complex_spectrum", "delta_distribution", "effective_spectrum",
     "effective_vs_length", "intrinsic_by_layer", "intrinsic_spectrum", "memory_kernel",
     "memory_kernel_from_hist", "tdos", "tdos_from_rates", "tdos_vs_depth", "tdos_vs_length",
-    "classify", "marginal_threshold", "rates_of", "compare_precision", "self_averaging",
+    "classify", "classify_rows", "marginal_threshold", "rates_of", "compare_precision", "self_averaging",
     "smallest_rate_vs_length", "Store", "StoreError", "open_store", "IRTable", "beta_vs_depth",
     "beta_vs_length",
 ]

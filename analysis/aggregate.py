@@ -3,7 +3,7 @@
 Kept beside the store in `<store>.agg` (zarr v3; analysis never writes into the store):
 
     <model>/hist_block  (layer, seq, token, col) uint32  stable collective rates λ = −ln|ζ|
-           /special     (layer, seq, token, class) uint32  marginal, unstable, zero, nonfinite
+           /special     (layer, seq, token, class) uint32  marginal, unstable, zero, nonfinite, scale
            /min_rate    (layer, seq, token) float64  smallest stable rate of the token (exact)
            /hist_eff    (layer, seq, token, col) uint32  Δ_t·λ_A, all d_inner·d_state modes (Mamba)
            /hist_delta  (layer, seq, token, col) uint32  Δ_t, all d_inner channels (Mamba)
@@ -21,10 +21,10 @@ from functools import lru_cache
 import numpy as np
 import zarr
 
-from .rates import CLASSES, N_COLS, histogram_rows, marginal_threshold, rates_of
+from .rates import CLASSES, N_COLS, SCALE_RESIDUAL_MAX, classify_rows, histogram_rows, marginal_threshold
 from .store import LEDGER_DONE, LEDGER_FLAGGED, Store, open_store
 
-AGG_FORMAT = 1
+AGG_FORMAT = 2              # 2: the "scale" class (older aggregates are rebuilt)
 HISTS_MAMBA = ("hist_eff", "hist_delta")
 
 
@@ -68,7 +68,9 @@ def _create_model(root, st: Store):
     rows, nseq, lmax, B = len(st.layers), st.n_seqs, st.max_length, st.token_block
     g = root.create_group(st.name)
     g.attrs.update({"threshold": marginal_threshold(st.dtype), "dtype": st.dtype,
-                    "arch": st.arch, "layers": st.layers, "classes": list(CLASSES)})
+                    "arch": st.arch, "layers": st.layers, "classes": list(CLASSES),
+                    "scale_by_eigenvector": st.has_scale,
+                    "scale_residual_max": SCALE_RESIDUAL_MAX})
     names = ("hist_block",) + (HISTS_MAMBA if st.is_mamba else ())
     for name in names:
         g.create_array(name, shape=(rows, nseq, lmax, N_COLS), chunks=(1, 1, B, N_COLS),
@@ -112,9 +114,10 @@ def _aggregate_block(st: Store, g, i, s, b, thr, lam_a, flagged):
     t0, t1 = b * B, min((b + 1) * B, st.layer_length[st.layers[i]])
     zeta = np.asarray(st.group["eigenvalues"][i, s, t0:t1])           # (T, d)
     T = t1 - t0
+    rho, resid = _scale_chunk(st, i, s, t0, t1)                       # (T,), (T,)
     if flagged:
         zeta = np.full_like(zeta, np.nan)
-    stable, special = _classify_rows(zeta, thr)
+    stable, special = classify_rows(zeta, thr, rho, resid)
     g["hist_block"][i, s, t0:t1] = histogram_rows(stable)
     g["special"][i, s, t0:t1] = special
     with np.errstate(all="ignore"):
@@ -129,16 +132,12 @@ def _aggregate_block(st: Store, g, i, s, b, thr, lam_a, flagged):
         g["hist_delta"][i, s, t0:t1] = histogram_rows(delta)
 
 
-def _classify_rows(zeta, thr):
-    """(T, d) ζ → (T, d) stable rates (NaN elsewhere), (T, 4) class counts (CLASSES order)."""
-    finite = np.isfinite(zeta)
-    lam = np.where(finite, rates_of(np.where(finite, zeta, 1.0)), np.nan)
-    zero = finite & np.isinf(lam)
-    marginal = finite & (np.abs(lam) < thr)
-    unstable = finite & (lam <= -thr)
-    stable = np.where(finite & ~zero & ~marginal & ~unstable, lam, np.nan)
-    special = np.stack([marginal.sum(1), unstable.sum(1), zero.sum(1), (~finite).sum(1)], 1)
-    return stable, special.astype(np.uint32)
+def _scale_chunk(st: Store, i, s, t0, t1):
+    """ρ (T,), r (T,) of one block; NaN (no scale mode, value rule only) in older stores."""
+    if not st.has_scale:
+        return np.full(t1 - t0, np.nan), np.full(t1 - t0, np.nan)
+    return (np.asarray(st.group["scale_rayleigh"][i, s, t0:t1], np.float64),
+            np.asarray(st.group["scale_residual"][i, s, t0:t1], np.float64))
 
 
 class Aggregate:
@@ -162,6 +161,11 @@ class Aggregate:
     @property
     def threshold(self) -> float:
         return float(self.g.attrs["threshold"])
+
+    @property
+    def scale_by_eigenvector(self) -> bool:
+        """Whether the scale mode was identified by ρ_t, r_t (False: older store, value rule)."""
+        return bool(self.g.attrs.get("scale_by_eigenvector", False))
 
     @property
     def is_mamba(self) -> bool:

@@ -21,7 +21,8 @@ def fig1_collective(cs, sp, kernel, title):
     sp.plot(axs.flat[6], view="log", color="C0", label="ρ_block")
     _window_lines(axs.flat[6])
     s = sp.special
-    axs.flat[6].set_title(f"{sp.n_modes:,} stable; marginal {s.get('marginal', 0):,}, "
+    axs.flat[6].set_title(f"{sp.n_modes:,} stable; scale {s.get('scale', 0):,}, "
+                          f"marginal {s.get('marginal', 0):,}, "
                           f"unstable {s.get('unstable', 0):,}, zero {s.get('zero', 0):,}", fontsize=9)
     kernel.plot(axs.flat[7])
     for ax, letter in zip(axs.flat, "abcdefgh"):

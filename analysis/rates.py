@@ -17,20 +17,32 @@ N_BINS = len(EDGES) - 1
 # Histogram columns: 0 = below EDGES[0], 1..N_BINS = [EDGES[k-1], EDGES[k]), N_BINS+1 = >= EDGES[-1].
 N_COLS = N_BINS + 2
 
-# Mode classes counted beside the stable-rate histogram.
-CLASSES = ("marginal", "unstable", "zero", "nonfinite")
+# Mode classes counted beside the stable-rate histogram. "scale" is appended last so the
+# column index of the older four is unchanged.
+CLASSES = ("marginal", "unstable", "zero", "nonfinite", "scale")
 
-# |λ| below this is "numerically marginal": |ζ| = 1 up to rounding. Every J_tt of a block that
-# starts with RMSNorm/LayerNorm has an exact ζ = 1 along the scale direction h (the norm is
-# scale invariant, so J h = h). fp32: stored in complex64, that eigenvalue comes back as
-# |ζ| = 1 ± δ with δ ≈ 1e-12…1e-9 (float32 spacing at 1 is 6e-8; a deviation below ~2% of
-# it was not resolved by an fp32 Jacobian, it is rounding of |ζ| = 1). fp64: the solver
-# places it within ~eps64·κ·||J|| ≈ 1e-15…1e-12 of 1. Physical slow modes in the paper reach
-# ≈1e-7 (fp32) and ≈1e-8 (fp64), so both thresholds sit two decades below the physical
-# tail, at least two decades above the rounding, and six below the fit window (1e-4).
-# The report prints marginal modes per token: ≈1 for norm-led blocks confirms the threshold
-# catches exactly the scale direction (more: it eats real slow modes; fewer: it leaks).
+# |λ| below this is "numerically marginal": |ζ| = 1 up to rounding (a mode the solver put on
+# the unit circle to within ~2% of float32 spacing at 1, or eps64·κ·||J|| in fp64). Physical
+# slow modes in the paper reach ≈1e-7 (fp32) and ≈1e-8 (fp64), so both thresholds sit two
+# decades below the physical tail and six below the fit window (1e-4).
+# This rule does NOT catch the norm's scale mode: a block entered through one norm
+# (h + mixer(norm h)) has J h = h + O(eps/ms(h)), an eigenvalue at |ζ| = 1 ± 1e-7…1e-2
+# (demo Mamba), either side of the circle: as deep-IR or fit-window "stable" modes and as
+# "unstable" ones. That mode is found by its eigenvector
+# (the "scale" class below) wherever the store holds ρ_t, r_t.
 MARGINAL_THRESHOLD = {"float32": 1e-9, "float64": 1e-10}
+
+# The scale mode: per token, the eigenvalue nearest ρ_t = h_tᵀJh_t/h_tᵀh_t whenever the
+# relative residual r_t = ‖Jh_t − ρ_t h_t‖/‖h_t‖ is at most this. ρ_t is then an exact
+# eigenvalue of J + E with ‖E‖ = r_t, so Bauer–Fike puts an eigenvalue of J within κ(V)·r_t
+# of ρ_t, and for eigenvalue gaps of order 1, sin∠(h_t, eigenvector) ≲ r_t: h_t lies within
+# ~3° of an eigen-direction. Measured r_t: norm-led blocks (Mamba, parallel-residual NeoX;
+# the trained demo models and the random test ones) 2e-7…1.3e-2, the eps term growing as
+# ms(h) shrinks; sequential blocks (GPT-2, LLaMA test models) 0.12…0.44; and the NeoX demo's
+# layer 0, whose embeddings have ms(h) ≈ 1e-3 so that eps = 1e-5 breaks the norm's scale
+# invariance, 0.25…1.1 (no scale mode there). 0.05 sits near the geometric middle of the
+# gap 1.3e-2…0.12: a factor ≥ 2.4 from both sides.
+SCALE_RESIDUAL_MAX = 0.05
 
 
 def marginal_threshold(dtype: str) -> float:
@@ -49,29 +61,66 @@ def rates_of(zeta) -> np.ndarray:
 
 @dataclass
 class ModeClasses:
-    """Stable rates (λ ≥ threshold, |ζ|>0) and counts of everything else."""
-    stable: np.ndarray          # float64 rates of stable, non-marginal modes
+    """Stable rates (λ ≥ threshold, |ζ|>0, not the scale mode) and counts of everything else."""
+    stable: np.ndarray          # float64 rates of stable, non-marginal, non-scale modes
     marginal: int
     unstable: int
     zero: int
     nonfinite: int
+    scale: int = 0
 
     def counts(self) -> np.ndarray:
-        return np.array([self.marginal, self.unstable, self.zero, self.nonfinite], np.int64)
+        return np.array([getattr(self, c) for c in CLASSES], np.int64)
 
 
-def classify(zeta, threshold) -> ModeClasses:
-    """Split eigenvalues ζ (any shape) into stable rates and counted special classes."""
-    z = np.asarray(zeta).ravel()
+def scale_mask(zeta, rho, resid) -> np.ndarray:
+    """(T, d) bool: per token t the eigenvalue nearest ρ_t, where r_t ≤ SCALE_RESIDUAL_MAX.
+
+    zeta (T, d) complex, rho (T,), resid (T,). NaN ρ/r (unwritten, or a store without the
+    scale arrays) select nothing, so such tokens fall back to the value rule alone.
+    """
+    z = np.asarray(zeta).astype(np.complex128)                            # (T, d)
+    with np.errstate(invalid="ignore"):
+        dist = np.abs(z - np.asarray(rho, np.float64)[:, None])           # (T, d)
+        dist = np.where(np.isfinite(dist), dist, np.inf)
+        found = (np.asarray(resid, np.float64) <= SCALE_RESIDUAL_MAX) & np.isfinite(dist).any(1)
+    mask = np.zeros(z.shape, bool)
+    rows = np.nonzero(found)[0]
+    mask[rows, np.argmin(dist[rows], axis=1)] = True
+    return mask
+
+
+def mode_masks(zeta, threshold, rho=None, resid=None) -> tuple[np.ndarray, dict]:
+    """λ (zeta's shape; NaN where ζ is not finite) and one bool mask per class + "stable".
+
+    With rho/resid, zeta is (T, d) and the scale mode takes precedence over the value
+    classes (its λ may be tiny, negative, or inside the fit window); without, no scale mode.
+    """
+    z = np.asarray(zeta)
     finite = np.isfinite(z)
-    lam = rates_of(z[finite])
-    zero = np.isinf(lam)                       # |ζ| == 0 exactly: λ = +inf
-    lam_f = lam[~zero]
-    marginal = np.abs(lam_f) < threshold
-    unstable = lam_f <= -threshold
-    return ModeClasses(stable=lam_f[~marginal & ~unstable], marginal=int(marginal.sum()),
-                       unstable=int(unstable.sum()), zero=int(zero.sum()),
-                       nonfinite=int((~finite).sum()))
+    lam = np.where(finite, rates_of(np.where(finite, z, 1.0)), np.nan)
+    zero = finite & np.isinf(lam)
+    scale = np.zeros(z.shape, bool) if rho is None else scale_mask(z, rho, resid) & finite & ~zero
+    with np.errstate(invalid="ignore"):
+        marginal = finite & (np.abs(lam) < threshold) & ~scale
+        unstable = finite & (lam <= -threshold) & ~scale
+    stable = finite & ~zero & ~scale & ~marginal & ~unstable
+    return lam, {"marginal": marginal, "unstable": unstable, "zero": zero,
+                 "nonfinite": ~finite, "scale": scale, "stable": stable}
+
+
+def classify(zeta, threshold, rho=None, resid=None) -> ModeClasses:
+    """Split eigenvalues ζ (any shape; (T, d) with rho, resid (T,)) into stable rates and
+    counted special classes."""
+    lam, m = mode_masks(zeta, threshold, rho, resid)
+    return ModeClasses(stable=lam[m["stable"]], **{c: int(m[c].sum()) for c in CLASSES})
+
+
+def classify_rows(zeta, threshold, rho=None, resid=None) -> tuple[np.ndarray, np.ndarray]:
+    """(T, d) ζ → (T, d) stable rates (NaN elsewhere), (T, len(CLASSES)) uint32 class counts."""
+    lam, m = mode_masks(zeta, threshold, rho, resid)
+    special = np.stack([m[c].sum(1) for c in CLASSES], 1).astype(np.uint32)
+    return np.where(m["stable"], lam, np.nan), special
 
 
 def stable_rates(zeta, threshold) -> np.ndarray:

@@ -17,6 +17,7 @@ from .fits import WINDOW
 from .observables import (a_log_distribution, complex_spectrum, effective_vs_length,
                           intrinsic_by_layer, intrinsic_spectrum, memory_kernel,
                           memory_kernel_from_hist, tdos, tdos_vs_depth, tdos_vs_length)
+from .rates import SCALE_RESIDUAL_MAX
 from .selfavg import compare_precision, self_averaging, smallest_rate_vs_length
 from .store import open_store
 from .tables import PAPER_BETA, PAPER_MODES, IRTable, beta_vs_length, default_lengths
@@ -43,6 +44,7 @@ class ModelResult:
     counts: dict
     special: dict
     threshold: float
+    scale_by_eigenvector: bool = False     # scale mode found by ρ_t, r_t (False: older store)
     files: list = field(default_factory=list)
     extra: dict = field(default_factory=dict)
 
@@ -75,7 +77,8 @@ def analyze_model(st, agg, out, window, n_boot, level, seed, progress) -> ModelR
         tables[ly] = beta_vs_length(st, agg, ly, None, window, n_boot, level, seed)
     depth = _depth_table(tables, st, L)
     res = ModelResult(st.name, st.arch, st.dtype, layer, L, tables[layer], depth,
-                      st.block_counts(), agg.special(layer, L), agg.threshold)
+                      st.block_counts(), agg.special(layer, L), agg.threshold,
+                      agg.scale_by_eigenvector)
     res.extra["tables_by_layer"] = {ly: t.to_dicts() for ly, t in tables.items()}
     res.files = _model_figures(st, agg, res, out, window)
     res.table.to_csv(out / "table1.csv")
@@ -188,7 +191,8 @@ def write_json(results, path, store_path, window):
     for name, r in results.items():
         doc["models"][name] = {
             "arch": r.arch, "dtype": r.dtype, "layer": r.layer, "L": r.L,
-            "marginal_threshold": r.threshold, "blocks": r.counts, "modes": r.special,
+            "marginal_threshold": r.threshold, "scale_by_eigenvector": r.scale_by_eigenvector,
+            "scale_residual_max": SCALE_RESIDUAL_MAX, "blocks": r.counts, "modes": r.special,
             "table1": r.table.to_dicts(), "beta_vs_depth": r.depth.to_dicts(), **r.extra}
     path.write_text(json.dumps(_clean(doc), indent=1))
     return path
@@ -211,6 +215,20 @@ FIGURE_CAPTIONS = {
 }
 
 
+def _modes_line(r) -> str:
+    """Counts of the modes kept out of the fits, per token where one per token is expected."""
+    sp, tok = r.special, max(r.special.get("tokens", 1), 1)
+    if r.scale_by_eigenvector:
+        scale = (f"scale mode (eigenvalue nearest ρ_t where r_t ≤ {SCALE_RESIDUAL_MAX:g}) "
+                 f"{sp.get('scale', 0):,} = {sp.get('scale', 0) / tok:.2f} per token (1 for blocks "
+                 f"entered through one norm, ~0 for sequential blocks); ")
+    else:
+        scale = "scale mode not identified (store has no scale_rayleigh/scale_residual); "
+    return (f"{sp.get('tokens', 0)} tokens; {scale}marginal (|λ| < {r.threshold:g}) "
+            f"{sp.get('marginal', 0):,} = {sp.get('marginal', 0) / tok:.2f} per token, "
+            f"unstable {sp.get('unstable', 0):,}, zero {sp.get('zero', 0):,}; all excluded from fits")
+
+
 def write_report(results, path, store_path, window, extra_files, out):
     lo, hi = window
     md = [f"# tdos analysis of `{os.path.abspath(store_path)}`", "",
@@ -220,15 +238,10 @@ def write_report(results, path, store_path, window, extra_files, out):
           f"window, a binning-free cross-check.", ""]
     for name, r in results.items():
         rel = f"{name}/" if len(results) > 1 else ""
-        per_tok = r.special.get("marginal", 0) / max(r.special.get("tokens", 1), 1)
         md += [f"## {name} ({r.arch}, {r.dtype})", "",
                f"- blocks: {r.counts['done']} done, {r.counts['flagged']} flagged (excluded), "
                f"{r.counts['pending']} pending of {r.counts['planned']} planned",
-               f"- representative layer {r.layer}, L = {r.L}: "
-               f"{r.special.get('tokens', 0)} tokens; marginal (|λ| < {r.threshold:g}) "
-               f"{r.special.get('marginal', 0):,} = {per_tok:.2f} per token (1 expected for "
-               f"norm-led blocks: the scale direction), unstable {r.special.get('unstable', 0):,}, "
-               f"zero {r.special.get('zero', 0):,}; all excluded from fits", ""]
+               f"- representative layer {r.layer}, L = {r.L}: {_modes_line(r)}", ""]
         md += [f"### Table I (layer {r.layer})", "", _table_md(r), ""]
         if r.arch == "mamba":
             md += ["Paper (Mamba-370M, layer 24): β = −0.228 (L=8, 2,719 modes) … −0.168 "

@@ -75,6 +75,11 @@ class Store:
         return "delta" in self.group and "a_log" in self.group
 
     @property
+    def has_scale(self) -> bool:
+        """True when the sweep stored ρ_t, r_t (the scale direction); older stores do not."""
+        return "scale_rayleigh" in self.group and "scale_residual" in self.group
+
+    @property
     def dtype(self) -> str:
         """Compute dtype of the sweep ('float32' | 'float64')."""
         dt = self.identity.get("dtype")
@@ -153,6 +158,19 @@ class Store:
         ev = np.array(self.group["eigenvalues"][self.row(layer), seq, :n])
         ev[~self._row_mask(layer, seq)] = np.nan
         return ev
+
+    def scale_direction(self, layer, seq=0) -> tuple[np.ndarray, np.ndarray]:
+        """ρ (L_layer,), r (L_layer,) float64 of J_tt along h_t; NaN rows as in `eigenvalues`,
+        all NaN for a store without the arrays (the classification then uses values only)."""
+        n = self.layer_length[layer]
+        if not self.has_scale:
+            return np.full(n, np.nan), np.full(n, np.nan)
+        out = []
+        for name in ("scale_rayleigh", "scale_residual"):
+            a = np.array(self.group[name][self.row(layer), seq, :n], np.float64)
+            a[~self._row_mask(layer, seq)] = np.nan
+            out.append(a)
+        return out[0], out[1]
 
     def delta(self, layer, seq=0) -> np.ndarray:
         """(L_layer, d_inner) selective step Δ_t (Mamba); NaN rows as in `eigenvalues`."""

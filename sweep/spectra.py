@@ -23,6 +23,23 @@ def eigvals(J: torch.Tensor, device=None) -> torch.Tensor:
     return out.to(src)
 
 
+def scale_direction(J: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """J (T, d, d), h (T, d) the layer's input -> ρ (T,), r (T,) in J's dtype.
+
+    ρ_t = h_tᵀ J h_t / h_tᵀ h_t is the Rayleigh quotient along the scale direction h_t and
+    r_t = ‖J h_t − ρ_t h_t‖ / ‖h_t‖ its relative residual. A block whose mixer sees h only
+    through one scale-invariant norm has J h = h + O(eps/ms(h)): r ≈ 0 and an eigenvalue
+    sits at ρ ≈ 1, a property of the norm rather than of the dynamics. The analysis uses
+    (ρ, r) to find that mode by its eigenvector instead of by how close its value is to 1.
+    """
+    h = h.to(J.dtype)
+    Jh = torch.einsum("tij,tj->ti", J, h)                            # (T, d) one batched matvec
+    hh = (h * h).sum(-1)                                            # (T,)
+    rho = (h * Jh).sum(-1) / hh                                     # (T,)
+    resid = torch.linalg.vector_norm(Jh - rho[:, None] * h, dim=-1) / hh.sqrt()   # (T,)
+    return rho, resid
+
+
 def rates(zeta):
     """complex array-like (...) -> 1-D float: λ = -ln|ζ| for the stable modes 0 < |ζ| < 1.
 

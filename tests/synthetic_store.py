@@ -13,6 +13,7 @@ import numpy as np
 import zarr
 
 NAN_C = complex(np.nan, np.nan)
+SCALE_ARRAYS = ("scale_rayleigh", "scale_residual")
 
 
 @dataclass
@@ -28,6 +29,8 @@ class SyntheticModel:
     tokens: np.ndarray | None = None         # (seq, L_max) int64
     delta: np.ndarray | None = None          # (rows, seq, L_max, d_inner)   Mamba
     a_log: np.ndarray | None = None          # (n_model_layers, d_inner, d_state)  Mamba
+    scale_rayleigh: np.ndarray | None = None  # (rows, seq, L_max) ρ_t; None: an older store
+    scale_residual: np.ndarray | None = None  # (rows, seq, L_max) r_t
     path: str = "synthetic/model"
     extra_identity: dict = field(default_factory=dict)
 
@@ -102,6 +105,10 @@ def _create_group(root, m: SyntheticModel):
                    dimension_names=("layer", "seq", "token", "mode"))
     g.create_array("ledger", shape=(rows, nseq, m.n_blocks()), chunks=(1, 1, 1), dtype=np.int8,
                    fill_value=0, dimension_names=("layer", "seq", "block"))
+    if m.scale_rayleigh is not None:
+        for name in SCALE_ARRAYS:
+            g.create_array(name, shape=(rows, nseq, lmax), chunks=(1, 1, B), dtype=_rdtype(m.dtype),
+                           fill_value=np.nan, dimension_names=("layer", "seq", "token"))
     if m.delta is not None:
         di = m.delta.shape[-1]
         g.create_array("delta", shape=(rows, nseq, lmax, di), chunks=(1, 1, B, di),
@@ -124,6 +131,9 @@ def write_blocks(path, m: SyntheticModel, mask):
         if mask[i, s, b] == 2:
             ev[0, 0] = complex(np.inf, 0.0)             # a flagged block holds non-finite values
         g["eigenvalues"][i, s, t0:t1] = ev
+        if m.scale_rayleigh is not None:
+            for name, values in zip(SCALE_ARRAYS, (m.scale_rayleigh, m.scale_residual)):
+                g[name][i, s, t0:t1] = values[i, s, t0:t1]
         if m.delta is not None:
             g["delta"][i, s, t0:t1] = m.delta[i, s, t0:t1]
         g["ledger"][i, s, b] = mask[i, s, b]

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import zarr
 
-from analysis import StoreError, aggregate, classify, fit_ir_exponent, fit_ir_from_hist, open_store
+from analysis import (StoreError, aggregate, block_rates, classify, fit_ir_exponent, fit_ir_from_hist,
+                      open_store)
 from analysis.aggregate import Aggregate
 from analysis.rates import histogram
 from synthetic_store import planned_mask, synthetic_model, write_blocks, write_store
@@ -86,10 +87,63 @@ def test_marginal_unstable_zero_modes_are_counted_apart(tmp_path, model):
     n_tok = 2 * 32
     # token_spectrum: one ζ≈1 (|λ| < 1e-9 after complex64 rounding) and one |ζ|>1 per token,
     # ζ = 0 at t % 16 == 5
-    assert sp == {"marginal": n_tok, "unstable": n_tok, "zero": 4, "nonfinite": 0, "tokens": n_tok}
+    # no scale arrays in this store: the value rule alone, no "scale" mode
+    assert sp == {"marginal": n_tok, "unstable": n_tok, "zero": 4, "nonfinite": 0, "scale": 0,
+                  "tokens": n_tok}
     assert agg.hist(0).sum() == n_tok * 24 - 2 * n_tok - 4
     assert agg.min_rate(0) > 1e-9
     with np.errstate(divide="ignore"):                        # the ζ = 0 modes
         lam = -np.log(np.abs(model.eigenvalues[0].astype(np.complex128)))
     assert (np.abs(lam) < 1e-9).sum() == n_tok               # the truth the threshold must find
     assert Aggregate(agg.path).threshold == 1e-9
+
+
+def _with_scale_mode(m, lam_scale=3e-4):
+    """m with its ζ≈1 mode moved to ζ = 1 − lam_scale (the norm's eps term: inside the fit
+    window) and ρ_t, r_t stored: r_t = 1e-5 (h_t an eigenvector) except r_t = 0.5 (not one)
+    at t % 8 == 3, and ρ_t unwritten (NaN) at t % 8 == 6."""
+    ev = m.eigenvalues.copy()                                             # (rows, seq, L, d)
+    near = np.argmin(np.abs(ev - 1), axis=-1)[..., None]                  # (rows, seq, L, 1)
+    np.put_along_axis(ev, near, np.complex64(1 - lam_scale), axis=-1)
+    t = np.arange(m.shape[2])
+    rho = np.broadcast_to(np.float32(1 - lam_scale * (1 + 1e-3)), m.shape[:3]).copy()
+    rho[..., t % 8 == 6] = np.nan
+    resid = np.where(t % 8 == 3, 0.5, 1e-5) * np.ones(m.shape[:3], np.float32)
+    m.eigenvalues, m.scale_rayleigh, m.scale_residual = ev, rho, resid
+    return m
+
+
+def test_scale_mode_is_found_by_its_eigenvector_and_kept_out_of_the_rates(tmp_path):
+    m = _with_scale_mode(synthetic_model(rows=2, lmax=32, d=24, n_ir=12, seed=7))
+    path = tmp_path / "run.zarr"
+    first = planned_mask(m)
+    first[:, :, 1::2] = 0
+    write_store(path, [m], done={m.name: first})
+    aggregate(path)
+    write_blocks(path, m, planned_mask(m) * (first == 0))                 # incremental == one pass
+    inc = aggregate(path)
+    ref = aggregate(path, path=str(tmp_path / "scratch.agg"))
+    for name in ("hist_block", "special", "min_rate"):
+        np.testing.assert_array_equal(inc.g[name][:], ref.g[name][:], err_msg=name)
+    n_tok, n_scale = 2 * 32, 2 * 32 * 6 // 8              # t % 8 in {3, 6}: no scale mode
+    sp = inc.special(0)
+    assert inc.scale_by_eigenvector and sp["tokens"] == n_tok
+    assert (sp["scale"], sp["marginal"], sp["unstable"], sp["zero"]) == (n_scale, 0, n_tok, 4)
+    # the raw path (block_rates, used by the fits) agrees with the aggregate bin for bin
+    st = open_store(path)
+    cls = block_rates(st, 0)
+    assert cls.scale == n_scale and np.sum(np.isclose(cls.stable, 3e-4, rtol=1e-3)) == n_tok - n_scale
+    np.testing.assert_array_equal(inc.hist(0), histogram(cls.stable))
+    assert inc.hist(0).sum() == n_tok * 24 - n_tok - 4 - n_scale
+
+
+def test_store_without_scale_arrays_falls_back_to_the_value_rule(tmp_path):
+    m = _with_scale_mode(synthetic_model(rows=1, lmax=16, d=24, n_ir=12, seed=8))
+    m.scale_rayleigh = m.scale_residual = None                           # an older store
+    write_store(tmp_path / "old.zarr", [m])
+    agg = aggregate(tmp_path / "old.zarr")
+    sp = agg.special(0)
+    assert not agg.scale_by_eigenvector and sp["scale"] == 0 and sp["marginal"] == 0
+    # 1 − 3e-4 is no rounding of 1: by value alone it poses as a stable in-window mode
+    assert np.sum(np.isclose(block_rates(open_store(tmp_path / "old.zarr"), 0).stable, 3e-4,
+                             rtol=1e-3)) == 2 * 16
