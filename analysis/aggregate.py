@@ -24,7 +24,8 @@ import zarr
 from .rates import CLASSES, N_COLS, SCALE_RESIDUAL_MAX, classify_rows, histogram_rows, marginal_threshold
 from .store import LEDGER_DONE, LEDGER_FLAGGED, Store, open_store
 
-AGG_FORMAT = 2              # 2: the "scale" class (older aggregates are rebuilt)
+AGG_FORMAT = 3              # 2: the "scale" class; 3: it includes LayerNorm's shift direction
+                            # (older aggregates are rebuilt)
 HISTS_MAMBA = ("hist_eff", "hist_delta")
 
 
@@ -69,7 +70,7 @@ def _create_model(root, st: Store):
     g = root.create_group(st.name)
     g.attrs.update({"threshold": marginal_threshold(st.dtype), "dtype": st.dtype,
                     "arch": st.arch, "layers": st.layers, "classes": list(CLASSES),
-                    "scale_by_eigenvector": st.has_scale,
+                    "scale_by_eigenvector": st.has_scale, "shift_by_eigenvector": st.has_shift,
                     "scale_residual_max": SCALE_RESIDUAL_MAX})
     names = ("hist_block",) + (HISTS_MAMBA if st.is_mamba else ())
     for name in names:
@@ -114,7 +115,7 @@ def _aggregate_block(st: Store, g, i, s, b, thr, lam_a, flagged):
     t0, t1 = b * B, min((b + 1) * B, st.layer_length[st.layers[i]])
     zeta = np.asarray(st.group["eigenvalues"][i, s, t0:t1])           # (T, d)
     T = t1 - t0
-    rho, resid = _scale_chunk(st, i, s, t0, t1)                       # (T,), (T,)
+    rho, resid = _scale_chunk(st, i, s, t0, t1)                       # (T, 2), (T, 2)
     if flagged:
         zeta = np.full_like(zeta, np.nan)
     stable, special = classify_rows(zeta, thr, rho, resid)
@@ -133,11 +134,14 @@ def _aggregate_block(st: Store, g, i, s, b, thr, lam_a, flagged):
 
 
 def _scale_chunk(st: Store, i, s, t0, t1):
-    """ρ (T,), r (T,) of one block; NaN (no scale mode, value rule only) in older stores."""
-    if not st.has_scale:
-        return np.full(t1 - t0, np.nan), np.full(t1 - t0, np.nan)
-    return (np.asarray(st.group["scale_rayleigh"][i, s, t0:t1], np.float64),
-            np.asarray(st.group["scale_residual"][i, s, t0:t1], np.float64))
+    """ρ (T, 2), r (T, 2) of one block, columns scale (h_t) and shift (𝟙/√d); NaN (no such
+    mode, value rule only) where an older store lacks the arrays."""
+    out = []
+    for present, names in ((st.has_scale, ("scale_rayleigh", "scale_residual")),
+                           (st.has_shift, ("shift_rayleigh", "shift_residual"))):
+        out.append([np.asarray(st.group[n][i, s, t0:t1], np.float64) if present
+                    else np.full(t1 - t0, np.nan) for n in names])
+    return np.stack([out[0][0], out[1][0]], 1), np.stack([out[0][1], out[1][1]], 1)
 
 
 class Aggregate:
@@ -166,6 +170,11 @@ class Aggregate:
     def scale_by_eigenvector(self) -> bool:
         """Whether the scale mode was identified by ρ_t, r_t (False: older store, value rule)."""
         return bool(self.g.attrs.get("scale_by_eigenvector", False))
+
+    @property
+    def shift_by_eigenvector(self) -> bool:
+        """Whether LayerNorm's shift direction 𝟙/√d was checked too (False: older store)."""
+        return bool(self.g.attrs.get("shift_by_eigenvector", False))
 
     @property
     def is_mamba(self) -> bool:

@@ -114,9 +114,9 @@ def block_rates(store, layer, L=None, seqs=None):
     """Stable collective rates of tokens t < L (raw, from the store) and the class counts."""
     seqs = range(store.n_seqs) if seqs is None else seqs
     zeta = np.concatenate([store.eigenvalues(layer, s)[:L] for s in seqs])      # (T, d)
-    scale = [store.scale_direction(layer, s) for s in seqs]
-    rho = np.concatenate([r[:L] for r, _ in scale])                              # (T,)
-    resid = np.concatenate([e[:L] for _, e in scale])                            # (T,)
+    dirs = [store.norm_directions(layer, s) for s in seqs]
+    rho = np.concatenate([r[:L] for r, _ in dirs])                               # (T, 2)
+    resid = np.concatenate([e[:L] for _, e in dirs])                             # (T, 2)
     return classify(zeta, marginal_threshold(store.dtype), rho, resid)
 
 

@@ -42,6 +42,15 @@ MARGINAL_THRESHOLD = {"float32": 1e-9, "float64": 1e-10}
 # layer 0, whose embeddings have ms(h) ≈ 1e-3 so that eps = 1e-5 breaks the norm's scale
 # invariance, 0.25…1.1 (no scale mode there). 0.05 sits at the geometric middle of the
 # gap 2.1e-2…0.12: a factor ≥ 2.4 from both sides (a narrow gap; check r_t of new models).
+# "scale" means the norm's invariant directions: the scale direction h_t (RMSNorm and
+# LayerNorm) and, for LayerNorm, also the shift direction u = 𝟙/√d (mean subtraction makes
+# LN(h + c·𝟙) = LN(h) exactly, eps included). Every pre-LN LayerNorm block, parallel
+# (h + attn(LN1 h) + mlp(LN2 h), GPT-NeoX) or sequential (h1 = h + attn(LN1 h),
+# h1 + mlp(LN2 h1), GPT-2: the shift passes through h1 unchanged), therefore has J𝟙 = 𝟙
+# exactly: a ζ = 1 per token (fp32: λ ≈ 6e-8, a fake deep-IR stable mode), the second one
+# for parallel NeoX. The sweep stores ρ, r along u as well; the same threshold applies, and
+# the eigenvalue taken for it is the nearest one not already taken by h_t. RMSNorm blocks
+# (Mamba, LLaMA) have a large r along u.
 SCALE_RESIDUAL_MAX = 0.05
 
 
@@ -74,26 +83,35 @@ class ModeClasses:
 
 
 def scale_mask(zeta, rho, resid) -> np.ndarray:
-    """(T, d) bool: per token t the eigenvalue nearest ρ_t, where r_t ≤ SCALE_RESIDUAL_MAX.
+    """(T, d) bool: per token t and norm-invariant direction k, the eigenvalue nearest ρ_tk
+    among those not yet taken, where r_tk ≤ SCALE_RESIDUAL_MAX.
 
-    zeta (T, d) complex, rho (T,), resid (T,). NaN ρ/r (unwritten, or a store without the
-    scale arrays) select nothing, so such tokens fall back to the value rule alone.
+    zeta (T, d) complex; rho, resid (T,) (the scale direction h_t alone) or (T, K) (K
+    directions in order: column 0 the scale direction h_t, column 1 the shift direction 𝟙/√d
+    of LayerNorm). Directions are matched in column order, each to a distinct eigenvalue, so
+    two exact ζ = 1 (scale and shift of a parallel-residual LayerNorm block) remove two
+    modes. NaN ρ/r (unwritten, or a store without the arrays) select nothing, so such tokens
+    fall back to the value rule alone.
     """
     z = np.asarray(zeta).astype(np.complex128)                            # (T, d)
-    with np.errstate(invalid="ignore"):
-        dist = np.abs(z - np.asarray(rho, np.float64)[:, None])           # (T, d)
-        dist = np.where(np.isfinite(dist), dist, np.inf)
-        found = (np.asarray(resid, np.float64) <= SCALE_RESIDUAL_MAX) & np.isfinite(dist).any(1)
+    rho, resid = (np.asarray(a, np.float64) for a in (rho, resid))
+    rho, resid = (a[:, None] if a.ndim == 1 else a for a in (rho, resid))   # (T, K)
     mask = np.zeros(z.shape, bool)
-    rows = np.nonzero(found)[0]
-    mask[rows, np.argmin(dist[rows], axis=1)] = True
+    for k in range(rho.shape[1]):
+        with np.errstate(invalid="ignore"):
+            dist = np.abs(z - rho[:, k, None])                            # (T, d)
+            dist = np.where(np.isfinite(dist) & ~mask, dist, np.inf)
+            found = (resid[:, k] <= SCALE_RESIDUAL_MAX) & np.isfinite(dist).any(1)
+        rows = np.nonzero(found)[0]
+        mask[rows, np.argmin(dist[rows], axis=1)] = True
     return mask
 
 
 def mode_masks(zeta, threshold, rho=None, resid=None) -> tuple[np.ndarray, dict]:
     """λ (zeta's shape; NaN where ζ is not finite) and one bool mask per class + "stable".
 
-    With rho/resid, zeta is (T, d) and the scale mode takes precedence over the value
+    With rho/resid ((T,) or (T, K), see `scale_mask`), zeta is (T, d) and the scale mode —
+    the norm's invariant directions — takes precedence over the value
     classes (its λ may be tiny, negative, or inside the fit window); without, no scale mode.
     """
     z = np.asarray(zeta)

@@ -80,6 +80,7 @@ def analyze_model(st, agg, out, window, n_boot, level, seed, progress) -> ModelR
                       st.block_counts(), agg.special(layer, L), agg.threshold,
                       agg.scale_by_eigenvector)
     res.extra["tables_by_layer"] = {ly: t.to_dicts() for ly, t in tables.items()}
+    res.extra["shift_by_eigenvector"] = agg.shift_by_eigenvector
     res.files = _model_figures(st, agg, res, out, window)
     res.table.to_csv(out / "table1.csv")
     (out / "table1.md").write_text(_table_md(res) + "\n")
@@ -219,9 +220,12 @@ def _modes_line(r) -> str:
     """Counts of the modes kept out of the fits, per token where one per token is expected."""
     sp, tok = r.special, max(r.special.get("tokens", 1), 1)
     if r.scale_by_eigenvector:
-        scale = (f"scale mode (eigenvalue nearest ρ_t where r_t ≤ {SCALE_RESIDUAL_MAX:g}) "
+        dirs = "h_t and 𝟙/√d" if r.extra.get("shift_by_eigenvector", True) else "h_t only"
+        scale = (f"scale mode (the norm's invariant directions, {dirs}: eigenvalue nearest ρ "
+                 f"where r ≤ {SCALE_RESIDUAL_MAX:g}) "
                  f"{sp.get('scale', 0):,} = {sp.get('scale', 0) / tok:.2f} per token (1 for blocks "
-                 f"entered through one norm, ~0 for sequential blocks); ")
+                 f"entered through one RMSNorm or sequential LayerNorm blocks, 2 for "
+                 f"parallel-residual LayerNorm blocks: scale and shift); ")
     else:
         scale = "scale mode not identified (store has no scale_rayleigh/scale_residual); "
     return (f"{sp.get('tokens', 0)} tokens; {scale}marginal (|λ| < {r.threshold:g}) "

@@ -80,6 +80,11 @@ class Store:
         return "scale_rayleigh" in self.group and "scale_residual" in self.group
 
     @property
+    def has_shift(self) -> bool:
+        """True when the sweep stored ρ, r along 𝟙/√d (LayerNorm's shift direction)."""
+        return "shift_rayleigh" in self.group and "shift_residual" in self.group
+
+    @property
     def dtype(self) -> str:
         """Compute dtype of the sweep ('float32' | 'float64')."""
         dt = self.identity.get("dtype")
@@ -162,11 +167,24 @@ class Store:
     def scale_direction(self, layer, seq=0) -> tuple[np.ndarray, np.ndarray]:
         """ρ (L_layer,), r (L_layer,) float64 of J_tt along h_t; NaN rows as in `eigenvalues`,
         all NaN for a store without the arrays (the classification then uses values only)."""
+        return self._direction(layer, seq, ("scale_rayleigh", "scale_residual"), self.has_scale)
+
+    def shift_direction(self, layer, seq=0) -> tuple[np.ndarray, np.ndarray]:
+        """ρ (L_layer,), r (L_layer,) float64 of J_tt along 𝟙/√d; as `scale_direction`."""
+        return self._direction(layer, seq, ("shift_rayleigh", "shift_residual"), self.has_shift)
+
+    def norm_directions(self, layer, seq=0) -> tuple[np.ndarray, np.ndarray]:
+        """ρ (L_layer, 2), r (L_layer, 2): column 0 along h_t (scale), 1 along 𝟙/√d (shift);
+        what `analysis.rates.mode_masks` takes to find the scale class."""
+        (a, b), (c, e) = self.scale_direction(layer, seq), self.shift_direction(layer, seq)
+        return np.stack([a, c], 1), np.stack([b, e], 1)
+
+    def _direction(self, layer, seq, names, present):
         n = self.layer_length[layer]
-        if not self.has_scale:
+        if not present:
             return np.full(n, np.nan), np.full(n, np.nan)
         out = []
-        for name in ("scale_rayleigh", "scale_residual"):
+        for name in names:
             a = np.array(self.group[name][self.row(layer), seq, :n], np.float64)
             a[~self._row_mask(layer, seq)] = np.nan
             out.append(a)

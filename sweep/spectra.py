@@ -16,6 +16,10 @@ def eigvals(J: torch.Tensor, device=None) -> torch.Tensor:
     if device is not None:
         J = J.to(device)
     ok = torch.isfinite(J).flatten(1).all(1)                        # (T,)
+    if bool(ok.all()):
+        # the usual case: no boolean-index copy of the block (T x 4 MiB of fresh,
+        # page-faulting memory at d = 1024, fp32)
+        return torch.linalg.eigvals(J).to(src)
     cdtype = torch.complex128 if J.dtype == torch.float64 else torch.complex64
     out = torch.full(J.shape[:2], complex("nan"), dtype=cdtype, device=J.device)  # (T, d)
     if ok.any():
@@ -32,6 +36,24 @@ def scale_direction(J: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, tor
     sits at ρ ≈ 1, a property of the norm rather than of the dynamics. The analysis uses
     (ρ, r) to find that mode by its eigenvector instead of by how close its value is to 1.
     """
+    return rayleigh(J, h)
+
+
+def shift_direction(J: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """J (T, d, d) -> ρ (T,), r (T,) along u = 𝟙/√d, LayerNorm's shift direction.
+
+    LayerNorm subtracts the mean, so LN(h + c·𝟙) = LN(h) exactly (eps included): a pre-LN
+    block whose mixers see the stream only through LayerNorms has J 𝟙 = 𝟙 — parallel
+    (GPT-NeoX: a second exact ζ = 1 besides the scale mode) and sequential (GPT-2: the shift
+    passes through h + attn(LN1 h) into LN2 unchanged). RMSNorm blocks have a large r here;
+    the analysis decides by r alone, for every architecture.
+    """
+    u = torch.ones(J.shape[:2], dtype=J.dtype, device=J.device)      # (T, d); ρ, r scale-free
+    return rayleigh(J, u)
+
+
+def rayleigh(J: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """J (T, d, d), h (T, d) -> ρ_t = h_tᵀJh_t/h_tᵀh_t, r_t = ‖Jh_t − ρ_t h_t‖/‖h_t‖ in J's dtype."""
     h = h.to(J.dtype)
     Jh = torch.einsum("tij,tj->ti", J, h)                            # (T, d) one batched matvec
     hh = (h * h).sum(-1)                                            # (T,)

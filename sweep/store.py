@@ -22,6 +22,8 @@ PENDING, DONE, FLAGGED = 0, 1, 2
 _COMPLEX = {"float32": "complex64", "float64": "complex128"}
 # (layer, seq, token) Rayleigh quotient ρ_t and relative residual r_t of J_tt along h_t
 SCALE_ARRAYS = ("scale_rayleigh", "scale_residual")
+# the same along u = 𝟙/√d, LayerNorm's shift direction (computed for every architecture)
+SHIFT_ARRAYS = ("shift_rayleigh", "shift_residual")
 
 
 class StoreMismatch(Exception):
@@ -107,7 +109,7 @@ def create_group(root: zarr.Group, name: str, *, identity: dict, dtype: str, inp
     g.create_array("eigenvalues", shape=(R, S, L, d_model), chunks=(1, 1, B, d_model),
                    dtype=_COMPLEX[dtype], fill_value=complex(nan, nan),
                    dimension_names=("layer", "seq", "token", "mode"))
-    for scale in SCALE_ARRAYS:
+    for scale in SCALE_ARRAYS + SHIFT_ARRAYS:
         g.create_array(scale, shape=(R, S, L), chunks=(1, 1, B), dtype=dtype, fill_value=nan,
                        dimension_names=("layer", "seq", "token"))
     g.create_array("ledger", shape=(R, S, nb), chunks=(1, 1, 1), dtype="int8", fill_value=0,
@@ -137,20 +139,22 @@ def open_group(store: str, name: str, mode: str = "r+") -> zarr.Group:
 
 def write_block(g: zarr.Group | Mapping[str, zarr.Array], row: int, seq: int, block: int, t0: int,
                 eig: np.ndarray, delta: np.ndarray | None,
-                scale: tuple[np.ndarray, np.ndarray] | None = None) -> int:
+                scale: tuple[np.ndarray, np.ndarray] | None = None,
+                shift: tuple[np.ndarray, np.ndarray] | None = None) -> int:
     """Write one block's chunks, then its ledger cell; returns DONE or FLAGGED (non-finite).
 
-    eig (T, d) complex; delta (T, d_inner) or None; scale = (ρ (T,), r (T,)) or None;
-    rows t0..t0+T of the token axis. A group made before the scale arrays existed (a
-    resumed older store) keeps its layout: scale is then not written, and the analysis
-    falls back to classifying ζ ≈ 1 by value.
+    eig (T, d) complex; delta (T, d_inner) or None; scale = (ρ (T,), r (T,)) along h_t or
+    None; shift = the same along 𝟙/√d or None; rows t0..t0+T of the token axis. A group made
+    before the scale (or shift) arrays existed (a resumed older store) keeps its layout: those
+    values are then not written, and the analysis falls back to classifying ζ ≈ 1 by value.
     """
     t1 = t0 + eig.shape[0]
     g["eigenvalues"][row, seq, t0:t1, :] = eig
     # ρ, r do not enter the flag: a NaN there (h_t = 0) only means "no scale mode found"
-    if scale is not None and SCALE_ARRAYS[0] in g:
-        for name, values in zip(SCALE_ARRAYS, scale):
-            g[name][row, seq, t0:t1] = values
+    for names, pair in ((SCALE_ARRAYS, scale), (SHIFT_ARRAYS, shift)):
+        if pair is not None and names[0] in g:
+            for name, values in zip(names, pair):
+                g[name][row, seq, t0:t1] = values
     finite = bool(np.isfinite(eig).all())
     if delta is not None:
         g["delta"][row, seq, t0:t1, :] = delta

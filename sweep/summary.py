@@ -12,12 +12,13 @@ import numpy as np
 import zarr
 
 from analysis.rates import marginal_threshold, mode_masks
-from sweep.store import DONE, SCALE_ARRAYS, group_ready
+from sweep.store import DONE, SCALE_ARRAYS, SHIFT_ARRAYS, group_ready
 
 
 def layer_summary(zeta: np.ndarray, dtype: str, rho: np.ndarray | None = None,
                   resid: np.ndarray | None = None) -> dict:
-    """zeta (T, d) complex, finite rows only; rho, resid (T,) or None -> counts and rate
+    """zeta (T, d) complex, finite rows only; rho, resid (T,) or (T, 2) (scale, shift) or
+    None -> counts and rate
     quantiles of the stable modes. Classes as in the analysis (analysis.rates.mode_masks):
     the norm's scale mode by its eigenvector, |ζ| = 1 up to rounding by value."""
     lam, m = mode_masks(zeta, marginal_threshold(dtype), rho, resid)         # (T, d)
@@ -53,7 +54,8 @@ def summary_rows(path: str) -> list[dict]:
 
 def _done_rows(g: zarr.Group, ledger_row: np.ndarray, r: int):
     """(T, d) eigenvalue rows of every done block of one layer row, all sequences, and
-    ρ (T,), r (T,) beside them (None for a store made before the scale arrays)."""
+    ρ (T, 2), r (T, 2) beside them, columns scale (h_t) and shift (𝟙/√d); NaN columns for
+    a store made before the shift arrays, None before the scale arrays."""
     eig, B = g["eigenvalues"], g["eigenvalues"].chunks[2]
     blocks = list(zip(*np.nonzero(ledger_row == DONE)))
     if not blocks:
@@ -62,8 +64,13 @@ def _done_rows(g: zarr.Group, ledger_row: np.ndarray, r: int):
     keep = np.isfinite(rows).all(axis=1)
     if not all(a in g for a in SCALE_ARRAYS):
         return rows[keep], None, None
-    rho, resid = (np.concatenate([g[a][r, s, b * B:(b + 1) * B] for s, b in blocks])[keep]
-                  for a in SCALE_ARRAYS)
+
+    def col(a):
+        if a not in g:
+            return np.full(int(keep.sum()), np.nan)
+        return np.concatenate([g[a][r, s, b * B:(b + 1) * B] for s, b in blocks])[keep]
+
+    rho, resid = (np.stack([col(a), col(b)], 1) for a, b in zip(SCALE_ARRAYS, SHIFT_ARRAYS))
     return rows[keep], rho, resid
 
 

@@ -38,14 +38,16 @@ def run_task(task: BlockTask | ALogTask) -> dict:
     jac = block.jacobians(h, task.t0, task.t1)                 # (T, d, d)
     delta = block.delta(h, task.t0, task.t1)                   # (T, d_inner) or None
     t_jac = clock()
-    from sweep.spectra import eigvals, scale_direction
+    from sweep.spectra import eigvals, scale_direction, shift_direction
 
     eig = eigvals(jac.detach()).cpu().numpy()                  # (T, d) complex
     rho, resid = scale_direction(jac.detach(), h[task.t0:task.t1])   # (T,), (T,)
+    rho_u, resid_u = shift_direction(jac.detach())                   # (T,), (T,)
     t_eig = clock()
     d = None if delta is None else delta.detach().cpu().numpy()
     status = store.write_block(arrays(task.model), task.row, task.seq, task.block, task.t0, eig, d,
-                               scale=(rho.cpu().numpy(), resid.cpu().numpy()))
+                               scale=(rho.cpu().numpy(), resid.cpu().numpy()),
+                               shift=(rho_u.cpu().numpy(), resid_u.cpu().numpy()))
     t_write = clock()
     return {"model": task.model.group, "layer": task.layer, "seq": task.seq,
             "block": task.block, "status": "done" if status == store.DONE else "flagged",

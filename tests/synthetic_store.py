@@ -14,6 +14,7 @@ import zarr
 
 NAN_C = complex(np.nan, np.nan)
 SCALE_ARRAYS = ("scale_rayleigh", "scale_residual")
+SHIFT_ARRAYS = ("shift_rayleigh", "shift_residual")
 
 
 @dataclass
@@ -31,6 +32,8 @@ class SyntheticModel:
     a_log: np.ndarray | None = None          # (n_model_layers, d_inner, d_state)  Mamba
     scale_rayleigh: np.ndarray | None = None  # (rows, seq, L_max) ρ_t; None: an older store
     scale_residual: np.ndarray | None = None  # (rows, seq, L_max) r_t
+    shift_rayleigh: np.ndarray | None = None  # (rows, seq, L_max) ρ along 𝟙/√d; None: older
+    shift_residual: np.ndarray | None = None  # (rows, seq, L_max) r along 𝟙/√d
     path: str = "synthetic/model"
     extra_identity: dict = field(default_factory=dict)
 
@@ -105,10 +108,11 @@ def _create_group(root, m: SyntheticModel):
                    dimension_names=("layer", "seq", "token", "mode"))
     g.create_array("ledger", shape=(rows, nseq, m.n_blocks()), chunks=(1, 1, 1), dtype=np.int8,
                    fill_value=0, dimension_names=("layer", "seq", "block"))
-    if m.scale_rayleigh is not None:
-        for name in SCALE_ARRAYS:
-            g.create_array(name, shape=(rows, nseq, lmax), chunks=(1, 1, B), dtype=_rdtype(m.dtype),
-                           fill_value=np.nan, dimension_names=("layer", "seq", "token"))
+    names = (SCALE_ARRAYS if m.scale_rayleigh is not None else ()) + \
+        (SHIFT_ARRAYS if m.shift_rayleigh is not None else ())
+    for name in names:
+        g.create_array(name, shape=(rows, nseq, lmax), chunks=(1, 1, B), dtype=_rdtype(m.dtype),
+                       fill_value=np.nan, dimension_names=("layer", "seq", "token"))
     if m.delta is not None:
         di = m.delta.shape[-1]
         g.create_array("delta", shape=(rows, nseq, lmax, di), chunks=(1, 1, B, di),
@@ -131,9 +135,11 @@ def write_blocks(path, m: SyntheticModel, mask):
         if mask[i, s, b] == 2:
             ev[0, 0] = complex(np.inf, 0.0)             # a flagged block holds non-finite values
         g["eigenvalues"][i, s, t0:t1] = ev
-        if m.scale_rayleigh is not None:
-            for name, values in zip(SCALE_ARRAYS, (m.scale_rayleigh, m.scale_residual)):
-                g[name][i, s, t0:t1] = values[i, s, t0:t1]
+        for names, pair in ((SCALE_ARRAYS, (m.scale_rayleigh, m.scale_residual)),
+                            (SHIFT_ARRAYS, (m.shift_rayleigh, m.shift_residual))):
+            if pair[0] is not None:
+                for name, values in zip(names, pair):
+                    g[name][i, s, t0:t1] = values[i, s, t0:t1]
         if m.delta is not None:
             g["delta"][i, s, t0:t1] = m.delta[i, s, t0:t1]
         g["ledger"][i, s, b] = mask[i, s, b]

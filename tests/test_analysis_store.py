@@ -147,3 +147,37 @@ def test_store_without_scale_arrays_falls_back_to_the_value_rule(tmp_path):
     # 1 − 3e-4 is no rounding of 1: by value alone it poses as a stable in-window mode
     assert np.sum(np.isclose(block_rates(open_store(tmp_path / "old.zarr"), 0).stable, 3e-4,
                              rtol=1e-3)) == 2 * 16
+
+
+def test_shift_direction_removes_a_second_mode_exactly_and_incrementally(tmp_path):
+    # a parallel-residual LayerNorm block: besides the scale mode (ζ = 1 − 3e-4 here) an
+    # exact ζ = 1 along 𝟙/√d, stored in fp32 as 1 − 6e-8 (λ ≈ 6e-8: a fake deep-IR mode)
+    m = _with_scale_mode(synthetic_model(rows=2, lmax=32, d=24, n_ir=12, seed=9))
+    ev = m.eigenvalues.copy()                                             # (rows, seq, L, d)
+    far = np.argmax(np.abs(ev - 1) * (np.abs(ev) > 0), axis=-1)[..., None]  # a physical mode
+    np.put_along_axis(ev, far, np.complex64(1 - 6e-8), axis=-1)
+    t = np.arange(m.shape[2])
+    m.eigenvalues = ev
+    m.shift_rayleigh = np.ones(m.shape[:3], np.float32)
+    m.shift_residual = np.where(t % 8 == 5, 0.5, 1e-7) * np.ones(m.shape[:3], np.float32)
+    path = tmp_path / "run.zarr"
+    first = planned_mask(m)
+    first[:, :, ::2] = 0
+    write_store(path, [m], done={m.name: first})
+    aggregate(path)
+    write_blocks(path, m, planned_mask(m) * (first == 0))
+    inc = aggregate(path)
+    ref = aggregate(path, path=str(tmp_path / "scratch.agg"))
+    for name in ("hist_block", "special", "min_rate"):
+        np.testing.assert_array_equal(inc.g[name][:], ref.g[name][:], err_msg=name)
+    n_tok = 2 * 32
+    n_scale = n_tok * 6 // 8 + n_tok * 7 // 8                 # scale: t%8∉{3,6}; shift: t%8≠5
+    sp = inc.special(0)
+    assert inc.shift_by_eigenvector and sp["scale"] == n_scale
+    st = open_store(path)
+    cls = block_rates(st, 0)
+    assert cls.scale == n_scale
+    assert np.sum(cls.stable < 1e-6) == n_tok // 8                         # t % 8 == 5 keeps it
+    np.testing.assert_array_equal(inc.hist(0), histogram(cls.stable))
+    rho, r = st.norm_directions(0, 0)
+    assert rho.shape == r.shape == (32, 2) and np.all(rho[:, 1] == 1)

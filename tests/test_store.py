@@ -54,7 +54,7 @@ def test_layout(tiny_checkpoints, tmp_path):
     assert np.isnan(e[...]).all()
     led = g["ledger"]
     assert (led.shape, led.chunks, led.dtype) == ((2, 2, 2), (1, 1, 1), np.int8)
-    for name in ("scale_rayleigh", "scale_residual"):
+    for name in ("scale_rayleigh", "scale_residual", "shift_rayleigh", "shift_residual"):
         a = g[name]
         assert (a.shape, a.chunks, a.dtype) == ((2, 2, 8), (1, 1, 4), np.float32)
         assert a.metadata.dimension_names == ("layer", "seq", "token") and np.isnan(a[...]).all()
@@ -109,21 +109,25 @@ def test_write_block_touches_only_its_chunks(tmp_path):
     eig = (np.arange(12) + 1j).reshape(4, 3)               # (T, d)
     delta = np.full((4, 6), 0.5)                           # (T, d_inner)
     scale = (np.full(4, 0.999), np.full(4, 1e-6))         # ρ (T,), r (T,)
-    assert st.write_block(g, 1, 0, 1, 4, eig, delta, scale) == st.DONE
+    shift = (np.full(4, 1.0), np.full(4, 1e-8))           # along 𝟙/√d
+    assert st.write_block(g, 1, 0, 1, 4, eig, delta, scale, shift) == st.DONE
     gp = os.path.join(path, "m")
     assert _chunk_files(gp, "eigenvalues") == {"1/0/1/0"}
     assert _chunk_files(gp, "delta") == {"1/0/1/0"}
     assert _chunk_files(gp, "scale_rayleigh") == _chunk_files(gp, "scale_residual") == {"1/0/1"}
+    assert _chunk_files(gp, "shift_rayleigh") == _chunk_files(gp, "shift_residual") == {"1/0/1"}
     assert g["scale_residual"].dtype == np.float64 and g["scale_rayleigh"].chunks == (1, 1, 4)
     assert _chunk_files(gp, "ledger") == {"1/0/1"}
     once = _snapshot(gp)
-    assert st.write_block(g, 1, 0, 1, 4, eig, delta, scale) == st.DONE     # idempotent rewrite
+    assert st.write_block(g, 1, 0, 1, 4, eig, delta, scale, shift) == st.DONE   # idempotent rewrite
     assert {k: v[0] for k, v in _snapshot(gp).items()} == {k: v[0] for k, v in once.items()}
     e = g["eigenvalues"][...]
     np.testing.assert_array_equal(e[1, 0, 4:8], eig)
     assert np.isnan(e).sum() == e.size - eig.size
     np.testing.assert_array_equal(g["scale_rayleigh"][1, 0, 4:8], scale[0])
     assert np.isnan(g["scale_residual"][...]).sum() == 2 * 2 * 10 - 4
+    np.testing.assert_array_equal(g["shift_residual"][1, 0, 4:8], shift[1])
+    assert np.isnan(g["shift_rayleigh"][...]).sum() == 2 * 2 * 10 - 4
     np.testing.assert_array_equal(g["ledger"][...].ravel(), [0] * 7 + [1] + [0] * 4)
 
 

@@ -15,7 +15,7 @@ from sweep.cli import main
 from sweep.config import config_from_dict
 from sweep.model import load_model
 from sweep.run import run_sweep
-from sweep.spectra import eigvals, scale_direction
+from sweep.spectra import eigvals, scale_direction, shift_direction
 
 L, B, SEQS = 8, 4, 2
 TOL = {"float32": dict(rtol=1e-4, atol=1e-5), "float64": dict(rtol=1e-10, atol=1e-12)}
@@ -78,6 +78,8 @@ def test_values_equal_direct_computation(swept, tiny_checkpoints, name, arch):
             np.testing.assert_allclose(got, want, **tol)
             for stored, direct in zip(st.scale_direction(layer, seq), scale_direction(jac, h[:n])):
                 np.testing.assert_allclose(stored, direct.numpy(), **tol)   # ρ (n,), r (n,)
+            for stored, direct in zip(st.shift_direction(layer, seq), shift_direction(jac)):
+                np.testing.assert_allclose(stored, direct.numpy(), **tol)   # along 𝟙/√d
             if model.arch == "mamba":
                 np.testing.assert_allclose(st.delta(layer, seq), block.delta(h, 0, n).numpy(), **tol)
     if model.arch == "mamba":
@@ -87,7 +89,7 @@ def test_values_equal_direct_computation(swept, tiny_checkpoints, name, arch):
 
 
 @pytest.mark.parametrize("name", ["mamba-float64", "gpt2", "mamba_ssm"])
-def test_scale_mode_is_found_in_norm_led_blocks_only(swept, name):
+def test_norm_invariant_directions_are_found(swept, name):
     cfg, _ = swept
     st = open_store(cfg.store, model=name)
     agg = aggregate(cfg.store).model(name)
@@ -96,14 +98,22 @@ def test_scale_mode_is_found_in_norm_led_blocks_only(swept, name):
             rho, r = st.scale_direction(layer, seq)                      # (n,), (n,)
             zeta = st.eigenvalues(layer, seq)                            # (n, d)
             assert np.isfinite(rho).all() and np.isfinite(r).all()
+            rho_u, r_u = st.shift_direction(layer, seq)                  # along 𝟙/√d
+            if st.arch == "gpt2":
+                # pre-LN blocks are exactly shift equivariant: J𝟙 = 𝟙 (fp32 rounding only)
+                assert r_u.max() < 1e-4 and np.abs(rho_u - 1).max() < 1e-4
+                assert np.abs(zeta - rho_u[:, None]).min(1).max() < 1e-4
+            else:
+                assert r_u.min() > 0.05                                  # RMSNorm: no shift mode
             if st.arch == "mamba":
                 # h + mixer(RMSNorm h): J h = h + O(eps/ms(h)), measured r ≤ 4e-4 here;
                 # Bauer–Fike: an eigenvalue within κ·r of ρ (measured ≤ 3.2e-3: J is not normal)
                 assert r.max() < 1e-2
                 assert np.abs(zeta - rho[:, None]).min(1).max() < 1e-2
         sp = agg.special(layer)
-        if st.arch == "mamba":               # exactly one scale mode per token, none left marginal
-            assert sp["scale"] == SEQS * st.layer_length[layer] and sp["marginal"] == 0
+        # exactly one per token, none left marginal: Mamba the scale direction (RMSNorm),
+        # sequential GPT-2 the shift direction (its r along h_t is large)
+        assert sp["scale"] == SEQS * st.layer_length[layer] and sp["marginal"] == 0
 
 
 def test_xarray_sees_named_dimensions(swept):
@@ -114,6 +124,7 @@ def test_xarray_sees_named_dimensions(swept):
     assert ds["delta"].dims == ("layer", "seq", "token", "channel")
     assert ds["a_log"].dims == ("model_layer", "channel", "state")
     assert ds["scale_rayleigh"].dims == ds["scale_residual"].dims == ("layer", "seq", "token")
+    assert ds["shift_rayleigh"].dims == ds["shift_residual"].dims == ("layer", "seq", "token")
     assert dict(ds.sizes) == {"layer": 2, "seq": SEQS, "token": L, "mode": 16, "channel": 32,
                               "block": 2, "model_layer": 3, "state": 4}
 
