@@ -21,9 +21,11 @@ def fig1_collective(cs, sp, kernel, title):
     sp.plot(axs.flat[6], view="log", color="C0", label="ρ_block")
     _window_lines(axs.flat[6])
     s = sp.special
-    axs.flat[6].set_title(f"{sp.n_modes:,} stable; scale {s.get('scale', 0):,}, "
-                          f"marginal {s.get('marginal', 0):,}, "
-                          f"unstable {s.get('unstable', 0):,}, zero {s.get('zero', 0):,}", fontsize=9)
+    # the counts go inside the panel: as a title they collide with the panel letter
+    axs.flat[6].text(0.03, 0.03, f"{sp.n_modes:,} stable\nscale {s.get('scale', 0):,}, "
+                     f"marginal {s.get('marginal', 0):,}\nunstable {s.get('unstable', 0):,}, "
+                     f"zero {s.get('zero', 0):,}", transform=axs.flat[6].transAxes, fontsize=8,
+                     va="bottom", bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
     kernel.plot(axs.flat[7])
     for ax, letter in zip(axs.flat, "abcdefgh"):
         panel_label(ax, letter)
