@@ -24,7 +24,7 @@ import zarr
 from .rates import CLASSES, N_COLS, SCALE_RESIDUAL_MAX, classify_rows, histogram_rows, marginal_threshold
 from .store import LEDGER_DONE, LEDGER_FLAGGED, Store, open_store
 
-AGG_FORMAT = 3              # 2: the "scale" class; 3: it includes LayerNorm's shift direction
+AGG_FORMAT = 4              # 2: the "scale" class; 3: LayerNorm's shift direction; 4: layer_length
                             # (older aggregates are rebuilt)
 HISTS_MAMBA = ("hist_eff", "hist_delta")
 
@@ -70,6 +70,7 @@ def _create_model(root, st: Store):
     g = root.create_group(st.name)
     g.attrs.update({"threshold": marginal_threshold(st.dtype), "dtype": st.dtype,
                     "arch": st.arch, "layers": st.layers, "classes": list(CLASSES),
+                    "layer_length": [st.layer_length[layer] for layer in st.layers],
                     "scale_by_eigenvector": st.has_scale, "shift_by_eigenvector": st.has_shift,
                     "scale_residual_max": SCALE_RESIDUAL_MAX})
     names = ("hist_block",) + (HISTS_MAMBA if st.is_mamba else ())
@@ -192,9 +193,13 @@ class Aggregate:
 
     def token_done(self, layer) -> np.ndarray:
         """(seq, token) bool: token rows aggregated from a done (unflagged) block."""
-        led = self.ledger()[self._row(layer)] == LEDGER_DONE
+        row = self._row(layer)
+        led = self.ledger()[row] == LEDGER_DONE
         B = self.g["hist_block"].chunks[2]
-        return np.repeat(led, B, axis=1)[:, : self.g["hist_block"].shape[2]]
+        done = np.repeat(led, B, axis=1)[:, : self.g["hist_block"].shape[2]]
+        # a layer's last block may be partial: tokens past its planned length were never computed
+        done[:, self.g.attrs["layer_length"][row]:] = False
+        return done
 
     def hist(self, layer, L=None, kind="block", seqs=None) -> np.ndarray:
         """(col,) counts pooled over sequences `seqs` (default all) and tokens t < L."""

@@ -91,6 +91,8 @@ def test_marginal_unstable_zero_modes_are_counted_apart(tmp_path, model):
     assert sp == {"marginal": n_tok, "unstable": n_tok, "zero": 4, "nonfinite": 0, "scale": 0,
                   "tokens": n_tok}
     assert agg.hist(0).sum() == n_tok * 24 - 2 * n_tok - 4
+    # layer 2 is planned for 20 tokens: its last block (16..23) holds 4 real tokens, not 8
+    assert agg.special(2)["tokens"] == 2 * 20
     assert agg.min_rate(0) > 1e-9
     with np.errstate(divide="ignore"):                        # the ζ = 0 modes
         lam = -np.log(np.abs(model.eigenvalues[0].astype(np.complex128)))

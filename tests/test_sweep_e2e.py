@@ -114,6 +114,7 @@ def test_norm_invariant_directions_are_found(swept, name):
         # exactly one per token, none left marginal: Mamba the scale direction (RMSNorm),
         # sequential GPT-2 the shift direction (its r along h_t is large)
         assert sp["scale"] == SEQS * st.layer_length[layer] and sp["marginal"] == 0
+        assert sp["tokens"] == SEQS * st.layer_length[layer]     # partial last blocks included
 
 
 def test_xarray_sees_named_dimensions(swept):
