@@ -8,11 +8,11 @@ like (T·d)^(−1/(1+β)).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from ._plot import axes_or_new, sweep_colors
+from ._plot import axes_or_new
 from .aggregate import aggregate
 from .fits import WINDOW, fit_ir_exponent
 from .observables import block_rates, tdos

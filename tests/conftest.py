@@ -13,6 +13,7 @@ import json
 
 import pytest
 import torch
+from distributed import Client, LocalCluster
 
 VOCAB = 64
 MAMBA_SSM_VOCAB = 61           # padded to 64 by pad_vocab_size_multiple = 8
@@ -89,3 +90,11 @@ def tiny_checkpoints(tmp_path_factory):
             _write_mamba_ssm(model, root / "mamba_ssm")
             paths["mamba_ssm"] = root / "mamba_ssm"
     return paths
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A real two-process LocalCluster on free ports, shared by one test module."""
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, scheduler_port=0,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        yield c

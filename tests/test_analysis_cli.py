@@ -1,8 +1,6 @@
 """`tdos analyze` end to end on synthetic Mamba-like and Transformer-like stores."""
 import json
 
-import numpy as np
-import pytest
 from matplotlib.image import imread
 
 from analysis.cli import main

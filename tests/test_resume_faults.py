@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 import yaml
 import zarr
-from distributed import Client, LocalCluster
 
 from sweep.config import config_from_dict
 from sweep.run import prepare_store, run_sweep
@@ -30,13 +29,6 @@ TOTAL = 3 * 4 * 16
 def _doc(ck, store) -> dict:
     return {"model": {"path": str(ck["mamba"])}, "inputs": {"sequences": 4, "length": 16, "seed": 1},
             "layers": "all", "store": str(store), "compute": {"token_block": 1, "live_every": 0}}
-
-
-@pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, scheduler_port=0,
-                      dashboard_address=":0") as cluster, Client(cluster) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 import xarray as xr
-from distributed import Client, LocalCluster
 
 from analysis import aggregate, open_store
 from sweep.cli import main
@@ -19,13 +18,6 @@ from sweep.spectra import eigvals, scale_direction, shift_direction
 
 L, B, SEQS = 8, 4, 2
 TOL = {"float32": dict(rtol=1e-4, atol=1e-5), "float64": dict(rtol=1e-10, atol=1e-12)}
-
-
-@pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, scheduler_port=0,
-                      dashboard_address=":0") as cluster, Client(cluster) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")

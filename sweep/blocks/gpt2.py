@@ -9,7 +9,6 @@ here is unchanged by it (in float64 we stay float64).
 """
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from transformers.activations import ACT2FN
 
