@@ -6,6 +6,7 @@ sequence, so layer l+1 costs one block forward instead of l+1 of them.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from collections import OrderedDict
@@ -22,12 +23,14 @@ ARRAY_CACHE = 8            # open store groups kept per worker (metadata is read
 _models: dict[tuple, object] = {}
 _hidden: OrderedDict[tuple, tuple[int, torch.Tensor]] = OrderedDict()
 _arrays: OrderedDict[tuple, dict] = OrderedDict()
+_malloc_tuned = False
 
 
 def run_task(task: BlockTask | ALogTask) -> dict:
     """Compute and store one task; returns layer/seq/block, status and seconds by phase."""
     if isinstance(task, ALogTask):
         return _run_a_log(task)
+    _keep_temporaries_on_heap()
     clock = time.perf_counter
     t_start = clock()
     model = _model(task.model)
@@ -56,6 +59,28 @@ def run_task(task: BlockTask | ALogTask) -> dict:
                         "eig": t_eig - t_jac, "write": t_write - t_eig}}
 
 
+def _keep_temporaries_on_heap() -> None:
+    """glibc only, once per worker: serve the block math's MiB-sized temporaries from the heap.
+
+    Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which pins glibc's mmap threshold
+    at 128 KiB: every larger temporary (a (d, d) J_tt is 4 MiB at d = 1024, an MLP's
+    (d_ff, d) factor 16 MiB) is then a fresh mapping whose pages fault on first touch,
+    ~5 us per 4 KiB page on the development VM: 36k faults per GPT-2-medium token, ~30% of
+    its J_tt (benchmarks/README.md). 32 MiB is glibc's largest mmap threshold; freed heap
+    up to 256 MiB is kept for the next block instead of being trimmed.
+    """
+    global _malloc_tuned
+    if _malloc_tuned:
+        return
+    _malloc_tuned = True
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)   # the process's own libc symbols
+    if mallopt is None:
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3            # glibc malloc.h
+    mallopt(m_mmap_threshold, 32 << 20)
+    mallopt(m_trim_threshold, 256 << 20)
+
+
 def _run_a_log(task: ALogTask) -> dict:
     t = time.perf_counter()
     model = _model(task.model)
@@ -67,7 +92,12 @@ def _run_a_log(task: ALogTask) -> dict:
 
 
 def _model(ref: ModelRef):
-    """The worker's copy of the model, loaded on first use."""
+    """The worker's copy of the model, loaded on first use; one model per worker at a time.
+
+    Tasks come model by model (plan.py), so dropping the previous model costs at most a
+    reload at a model boundary, while keeping it would hold e.g. Mamba-370M in fp32 and
+    fp64 at once (1.5 + 3 GB) on every worker of a sweep with an fp64 rerun.
+    """
     device = ref.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -75,6 +105,7 @@ def _model(ref: ModelRef):
     if key not in _models:
         from sweep.model import load_model
 
+        _models.clear()
         _models[key] = load_model(ref.path, dtype=ref.dtype, revision=ref.revision, device=device)
     return _models[key]
 

@@ -113,14 +113,21 @@ class MambaOps(BlockOps):
         """
         A, L = self.A, seq["xi"].shape[0]
         s = seq["xi"].new_zeros(self.d_inner, self.d_state)       # s_{-1}
-        ys, kept = [], [s] if keep_from == 0 else []
+        S = s.new_zeros(L - keep_from + 1, self.d_inner, self.d_state)
+        # two state buffers reused every step: a fresh (d_inner, N) temporary is 128 KiB at
+        # d = 1024, mmap'd and page-faulted anew each step where glibc's mmap threshold is
+        # pinned (Dask workers set MALLOC_TRIM_THRESHOLD_): ~30 faults x 5 per token
+        decay, s_next = torch.empty_like(s), torch.empty_like(s)
+        dt_xi = seq["dt"] * seq["xi"]                              # (L, d_inner)
+        ys = []
         for t in range(L):
-            dt = seq["dt"][t]                                      # (d_inner,)
-            s = torch.exp(dt[:, None] * A) * s + (dt * seq["xi"][t])[:, None] * seq["B"][t]
+            torch.mul(seq["dt"][t, :, None], A, out=decay).exp_()  # e^{Δ A}
+            torch.mul(dt_xi[t, :, None], seq["B"][t], out=s_next)  # (Δ ξ) ⊗ B
+            s, s_next = s_next.addcmul_(decay, s), s
             ys.append(s @ seq["C"][t] + self.D * seq["xi"][t])
             if t >= keep_from - 1:
-                kept.append(s)
-        return torch.stack(ys), torch.stack(kept)
+                S[t - keep_from + 1].copy_(s)
+        return torch.stack(ys), S
 
     def _token(self, h, conv, s_prev):
         """One token (or a batch of them) with its prefix -> every intermediate of the step.
