@@ -7,6 +7,7 @@ sequence, so layer l+1 costs one block forward instead of l+1 of them.
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import time
 from collections import OrderedDict
@@ -81,6 +82,15 @@ def _keep_temporaries_on_heap() -> None:
     mallopt(m_trim_threshold, 256 << 20)
 
 
+def _release_memory() -> None:
+    """Free a dropped model now: HF modules hold reference cycles (so only the cyclic GC
+    frees them), and glibc keeps freed heap pages unless asked to return them."""
+    gc.collect()
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
 def _run_a_log(task: ALogTask) -> dict:
     t = time.perf_counter()
     model = _model(task.model)
@@ -105,7 +115,9 @@ def _model(ref: ModelRef):
     if key not in _models:
         from sweep.model import load_model
 
-        _models.clear()
+        if _models:
+            _models.clear()
+            _release_memory()
         _models[key] = load_model(ref.path, dtype=ref.dtype, revision=ref.revision, device=device)
     return _models[key]
 
