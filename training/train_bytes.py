@@ -10,7 +10,7 @@ AutoTokenizer path like any other checkpoint's.
     python training/train_bytes.py --arch mamba --out checkpoints/tiny-mamba-bytes \
         --steps 300 --warmup 20 --minutes 19 --seed 0 --d-model 128 --batch 16 --seq-len 128
 
-(the shipped checkpoints' exact commands are in their README.md and docs/readme-demo-models.md)
+(the shipped checkpoints' exact commands are in their README.md and the README's Demo models section)
 
 Writes config.json + model.safetensors (float32) and a README.md model card into --out.
 """
