@@ -55,7 +55,7 @@ def main():
             J = ops.jacobians(h, L - 2, L)
             t_eig = per_token(lambda: torch.linalg.eigvals(J), 2)
             out = torch.empty(1024, 1024, dtype=dtype)
-            t_gemm = per_token(lambda: torch.matmul(ops.w_out, ops.w_xin, out=out), 1)
+            t_gemm = per_token(lambda: torch.matmul(ops.w_out, ops.folded_in_proj[0], out=out), 1)
         print(f"{str(dtype):14s} J_tt {t_jac * 1e3:7.1f} ms/token   GEMM floor {t_gemm * 1e3:7.1f} ms"
               f"   eigvals {t_eig * 1e3:7.1f} ms/token   ({args.threads} thread)")
 

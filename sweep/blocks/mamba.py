@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from sweep.blocks.base import BlockOps
 
 _SOFTPLUS_THRESHOLD = 20.0   # F.softplus default: identity above it, derivative exactly 1
+SCAN_CHUNK = 32              # tokens per batch of decays/drives: 2 x 4 MiB at d_inner 2048, fp32
 
 
 def _param(t):
@@ -62,10 +63,19 @@ class MambaOps(BlockOps):
         self.w_dt, self.b_dt = _param(mix.dt_proj.weight), _param(mix.dt_proj.bias)  # (d_inner, R), (d_inner,)
         self.A_log, self.D = _param(mix.A_log), _param(mix.D)  # (d_inner, N), (d_inner,)
         self.w_out, self.b_out = _param(mix.out_proj.weight), _param(mix.out_proj.bias)  # (d, d_inner)
-        # in_proj with the norm weight folded into its columns: the J_norm factor is then
-        # diag-free, (I - h hᵀ/(d r²)) / r, applied once to the (d, d) result
-        self.w_xin = self.w_in[: self.d_inner] * self.norm_w       # (d_inner, d)
-        self.w_zin = self.w_in[self.d_inner:] * self.norm_w        # (d_inner, d)
+        self._folded = None                                        # (W_x', W_z'), built on first use
+
+    @property
+    def folded_in_proj(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """in_proj's x and z halves with the norm weight folded into their columns, (d_inner, d) each.
+
+        The J_norm factor is then diag-free, (I - h hᵀ/(d r²)) / r, applied once to the (d, d)
+        result. Built on the first `jacobians` call only: a block that just advances hidden
+        states (every layer below the swept one) never holds this extra copy of in_proj.
+        """
+        if self._folded is None:
+            self._folded = (self.w_in[: self.d_inner] * self.norm_w, self.w_in[self.d_inner:] * self.norm_w)
+        return self._folded
 
     # ------------------------------------------------------------------ shared pieces
 
@@ -94,10 +104,17 @@ class MambaOps(BlockOps):
         """residual + out_proj(y ⊙ silu(z)): (..., d), (..., d_inner) x2 -> (..., d)."""
         return h + F.linear(y * F.silu(z), self.w_out, self.b_out)
 
-    def _sequence(self, h):
-        """(L, d) -> dict of per-position inputs to the scan, and the padded pre-conv x."""
+    def _sequence(self, h, gate: bool = True):
+        """(L, d) -> dict of per-position inputs to the scan, and the padded pre-conv x.
+
+        gate=False skips z, the output gate (half of in_proj): prefix states and Δ never use it.
+        """
         u, _ = self._norm(h)
-        x, z = self._in_proj(u)                                    # (L, d_inner)
+        if gate:
+            x, z = self._in_proj(u)                                # (L, d_inner) each
+        else:
+            b = None if self.b_in is None else self.b_in[: self.d_inner]
+            x, z = F.linear(u, self.w_in[: self.d_inner], b), None
         K = self.d_conv
         xpad = torch.cat([x.new_zeros(K - 1, self.d_inner), x])    # (L + K - 1, d_inner)
         c = (xpad.unfold(0, K, 1) * self.w_conv).sum(-1) + self.b_conv  # (L, d_inner)
@@ -105,29 +122,34 @@ class MambaOps(BlockOps):
         dt_pre, B, C = self._selective(xi)
         return dict(xpad=xpad, z=z, xi=xi, dt=F.softplus(dt_pre), B=B, C=C)
 
-    def _scan(self, seq, keep_from: int):
-        """Selective scan over the whole sequence -> y (L, d_inner), S (L - keep_from + 1, d_inner, N).
+    def _scan(self, seq, keep_from: int, outputs: bool = True):
+        """Selective scan over the whole sequence -> y (L, d_inner) or None, S (L - keep_from + 1, d_inner, N).
 
         S[j] = s_{keep_from - 1 + j} (S[0] = 0 when keep_from = 0): only the states a
-        token block needs are kept, never the full (L, d_inner, N) history.
+        token block needs are kept, never the full (L, d_inner, N) history. With
+        outputs=False (a prefix needs only states) no y is computed.
+
+        The decays e^{ΔA} and drives (Δξ) ⊗ B are formed SCAN_CHUNK tokens at a time, so
+        the sequential loop is one fused multiply-add per token, in place in the drive
+        buffer, which then holds the chunk's states for y and S.
         """
         A, L = self.A, seq["xi"].shape[0]
         s = seq["xi"].new_zeros(self.d_inner, self.d_state)       # s_{-1}
         S = s.new_zeros(L - keep_from + 1, self.d_inner, self.d_state)
-        # two state buffers reused every step: a fresh (d_inner, N) temporary is 128 KiB at
-        # d = 1024, mmap'd and page-faulted anew each step where glibc's mmap threshold is
-        # pinned (Dask workers set MALLOC_TRIM_THRESHOLD_): ~30 faults x 5 per token
-        decay, s_next = torch.empty_like(s), torch.empty_like(s)
         dt_xi = seq["dt"] * seq["xi"]                              # (L, d_inner)
         ys = []
-        for t in range(L):
-            torch.mul(seq["dt"][t, :, None], A, out=decay).exp_()  # e^{Δ A}
-            torch.mul(dt_xi[t, :, None], seq["B"][t], out=s_next)  # (Δ ξ) ⊗ B
-            s, s_next = s_next.addcmul_(decay, s), s
-            ys.append(s @ seq["C"][t] + self.D * seq["xi"][t])
-            if t >= keep_from - 1:
-                S[t - keep_from + 1].copy_(s)
-        return torch.stack(ys), S
+        for c0 in range(0, L, SCAN_CHUNK):
+            c1 = min(L, c0 + SCAN_CHUNK)
+            decay = torch.exp(seq["dt"][c0:c1, :, None] * A)      # (n, d_inner, N)
+            states = dt_xi[c0:c1, :, None] * seq["B"][c0:c1, None, :]   # drives, then states
+            for i in range(c1 - c0):
+                s = states[i].addcmul_(decay[i], s)               # s_t = e^{ΔA} s_{t-1} + drive
+            if outputs:
+                ys.append((states @ seq["C"][c0:c1, :, None])[..., 0] + self.D * seq["xi"][c0:c1])
+            lo = max(c0, keep_from - 1)                            # states kept: t >= keep_from - 1
+            if lo < c1:
+                S[lo - keep_from + 1: c1 - keep_from + 1] = states[lo - c0:]
+        return (torch.cat(ys) if outputs else None), S
 
     def _token(self, h, conv, s_prev):
         """One token (or a batch of them) with its prefix -> every intermediate of the step.
@@ -157,8 +179,8 @@ class MambaOps(BlockOps):
 
         One scan over h[:t1]; T = t1 - t0.
         """
-        seq = self._sequence(h[:t1])
-        _, S = self._scan(seq, keep_from=t0)
+        seq = self._sequence(h[:t1], gate=False)
+        _, S = self._scan(seq, keep_from=t0, outputs=False)
         conv = seq["xpad"].unfold(0, self.d_conv - 1, 1)[t0:t1]   # (T, d_inner, K-1)
         return {"conv": conv, "ssm": S[:-1]}
 
@@ -170,7 +192,7 @@ class MambaOps(BlockOps):
     def delta(self, h: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
         """(L, d) -> (t1-t0, d_inner): Δ_t = softplus(dt_proj(ρ_t) + b); needs only the conv window."""
         lo = max(0, t0 - self.d_conv + 1)     # earlier positions never reach tokens >= t0
-        return self._sequence(h[lo:t1])["dt"][t0 - lo:]
+        return self._sequence(h[lo:t1], gate=False)["dt"][t0 - lo:]
 
     def a_log(self) -> torch.Tensor:
         """(d_inner, N): A_log, A = -exp(A_log)."""
@@ -208,26 +230,28 @@ class MambaOps(BlockOps):
     def jacobians(self, h: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
         """(L, d) -> (t1-t0, d, d): structured J_tt; one (d, d_inner)@(d_inner, d) GEMM per token.
 
-        Per-token buffers are reused (no fresh multi-MB temporaries per token: at d = 1024
-        their page faults used to cost more than the arithmetic).
+        The low-rank term is folded into the (d_inner, d) factor before that GEMM,
+        U (Vᵀ diag(g) W_x'), one rank-k update on the narrow side instead of two products
+        with W_out and a (d, k)@(k, d) on the wide one. Per-token buffers are reused (no
+        fresh multi-MB temporaries per token: at d = 1024 their page faults used to cost
+        more than the arithmetic).
         """
         pre = self.prefix(h, t0, t1)
         hb = h[t0:t1]                                                          # (T, d)
         v = self._token(hb, pre["conv"], pre["ssm"])
         a, b, g, U, Vt = self._jac_factors(v, pre["ssm"])
+        w_xin, w_zin = self.folded_in_proj
         T, d = hb.shape
         inv_r = 1 / v["r"]                                                     # (T, 1)
         # the 1/r of J_norm' = (I - h hᵀ/(d r²)) / r goes into the per-token factors
-        a, b = a * inv_r, b * inv_r
-        left = (self.w_out @ U) * inv_r[:, :, None]                            # (T, d, k)
-        right = ((Vt * g[:, None, :]).reshape(-1, self.d_inner) @ self.w_xin).view(T, -1, d)  # (T, k, d)
+        a, b, U = a * inv_r, b * inv_r, U * inv_r[:, :, None]
+        right = ((Vt * g[:, None, :]).reshape(-1, self.d_inner) @ w_xin).view(T, -1, d)  # (T, k, d)
         J = h.new_empty(T, d, d)
         buf = h.new_empty(self.d_inner, d)
         for t in range(T):
-            torch.mul(self.w_xin, a[t, :, None], out=buf)
-            buf.addcmul_(self.w_zin, b[t, :, None])                            # (d_inner, d)
+            torch.mul(w_xin, a[t, :, None], out=buf)
+            buf.addcmul_(w_zin, b[t, :, None]).addmm_(U[t], right[t])          # (d_inner, d)
             Jt = torch.matmul(self.w_out, buf, out=J[t])                       # (d, d)
-            Jt.addmm_(left[t], right[t])                                       # P_t / r_t
             # (I - h hᵀ/(d r²)) on the right; the norm weight is folded into W_x', W_z'
             Jt.addr_(Jt @ hb[t], hb[t], alpha=-float(inv_r[t]) ** 2 / d)
             Jt.diagonal().add_(1)
