@@ -1,9 +1,14 @@
 """Load a checkpoint (HF hub id, HF-format directory, or mamba_ssm-format directory).
 
 `load_model` resolves the path to one local directory, builds the transformers model in the
-requested dtype (the whole model cast, so the block math never meets a stray fp32 tensor),
-and wraps it in `LoadedModel`: the identity recorded in the store, the embedding, and the
-per-layer `BlockOps` that the sweep differentiates.
+requested dtype, and wraps it in `LoadedModel`: the identity recorded in the store, the
+embedding, and the per-layer `BlockOps` that the sweep differentiates.
+
+Weights stay in the narrowest dtype that holds every checkpoint tensor exactly (an fp32
+checkpoint swept in fp64 keeps fp32 weights: Mamba-370M is 1.5 GB instead of 3 GB), and
+each block is cast to the compute dtype when its `BlockOps` is built. Widening is exact, so
+the block math sees bit for bit the weights of a whole-model cast and never meets a stray
+lower-precision tensor; only the few blocks in use exist in the compute dtype at once.
 
 mamba_ssm-format directories (state-spaces/mamba-*: config.json with d_model/n_layer/ssm_cfg,
 pytorch_model.bin) are mapped onto transformers' MambaConfig/MambaForCausalLM without
@@ -15,6 +20,7 @@ import hashlib
 import importlib
 import json
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +37,9 @@ _ARCHS = {
 }
 SUPPORTED = tuple(_ARCHS)
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
+# BlockOps kept in the compute dtype when it is wider than the stored weights: the swept
+# layer and the one being advanced through, never a second copy of the whole model
+BLOCK_CACHE = 2
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 # what a hub download fetches: configs, tokenizer files, weights (safetensors preferred)
 _HUB_META = ["*.json", "*.txt", "*.model"]
@@ -44,12 +53,13 @@ class LoadedModel:
     n_layers: int
     d_model: int
     max_length: int | None         # n_positions / max_position_embeddings; None for Mamba
-    dtype: torch.dtype
+    dtype: torch.dtype             # compute dtype: every BlockOps, embedding and J_tt
     vocab_size: int
     identity: dict                 # path, revision, arch, hf config dict, weights sha256
-    hf: torch.nn.Module            # the transformers *ForCausalLM / *LMHeadModel, eval mode
+    hf: torch.nn.Module            # the transformers *ForCausalLM / *LMHeadModel, eval mode,
+                                   # in the storage dtype (checkpoint precision, <= dtype)
     local_dir: Path
-    _blocks: dict = field(default_factory=dict, repr=False)
+    _blocks: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _tokenizer: object = field(default=False, repr=False)
 
     @property
@@ -62,19 +72,41 @@ class LoadedModel:
         tokens = torch.as_tensor(tokens, dtype=torch.long, device=self.device)
         if self.max_length is not None and tokens.shape[0] > self.max_length:
             raise ValueError(f"{tokens.shape[0]} tokens exceed max_length {self.max_length} of {self.identity['path']}")
-        h = self.hf.get_input_embeddings()(tokens)                      # (L, d)
+        h = self.hf.get_input_embeddings()(tokens).to(self.dtype)      # (L, d)
         if self.arch == "gpt2":
             pos = torch.arange(tokens.shape[0], device=self.device)
-            h = h + self.hf.transformer.wpe(pos)                         # (L, d)
+            h = h + self.hf.transformer.wpe(pos).to(self.dtype)          # (L, d)
         return h
 
+    @property
+    def storage_dtype(self) -> torch.dtype:
+        return self.hf.get_input_embeddings().weight.dtype
+
     def block(self, layer: int) -> BlockOps:
-        """BlockOps of layer `layer` (zero-based), constructed as Ops(hf_model, layer)."""
+        """BlockOps of layer `layer` (zero-based), constructed as Ops(hf_model, layer).
+
+        When the weights are stored narrower than `dtype`, the layer's module is widened,
+        the Ops takes (detached) references to the widened tensors, and the module goes back
+        to the storage dtype; only the BLOCK_CACHE most recently used such Ops are kept.
+        """
         if not 0 <= layer < self.n_layers:
             raise IndexError(f"layer {layer} out of range: {self.identity['path']} has {self.n_layers} layers")
         if layer not in self._blocks:
             module, cls = _ARCHS[self.arch][1].split(":")
-            self._blocks[layer] = getattr(importlib.import_module(module), cls)(self.hf, layer)
+            ops_class = getattr(importlib.import_module(module), cls)
+            storage = self.storage_dtype
+            if storage == self.dtype:
+                self._blocks[layer] = ops_class(self.hf, layer)
+            else:
+                blk = _layers(self.hf)[layer]
+                blk.to(self.dtype)
+                try:
+                    self._blocks[layer] = ops_class(self.hf, layer)
+                finally:
+                    blk.to(storage)
+                while len(self._blocks) > BLOCK_CACHE:
+                    self._blocks.popitem(last=False)
+        self._blocks.move_to_end(layer)
         return self._blocks[layer]
 
     @torch.no_grad()
@@ -95,19 +127,71 @@ class LoadedModel:
 
 
 def load_model(path, dtype="float32", revision=None, device="cpu") -> LoadedModel:
-    """Load a hub id / HF-format dir / mamba_ssm-format dir, entirely cast to `dtype`."""
+    """Load a hub id / HF-format dir / mamba_ssm-format dir for computing in `dtype`.
+
+    The weights are held in `storage_dtype(checkpoint, dtype)`; blocks are widened to
+    `dtype` as they are used (see the module docstring).
+    """
     tdtype = _parse_dtype(dtype)
     local = _resolve(str(path), revision)
     cfg = json.loads((local / "config.json").read_text())
+    storage = storage_dtype(checkpoint_dtypes(local), tdtype)
     if "model_type" in cfg:
-        hf = _load_hf(local, cfg["model_type"], tdtype)
+        hf = _load_hf(local, cfg["model_type"], storage)
     elif "d_model" in cfg and "n_layer" in cfg:
-        hf = _load_mamba_ssm(local, cfg, tdtype)
+        hf = _load_mamba_ssm(local, cfg, storage)
     else:
         raise ValueError(f"{local / 'config.json'}: neither an HF config (model_type) nor mamba_ssm (d_model, n_layer)")
-    hf = hf.to(device=device, dtype=tdtype).eval()
+    hf = hf.to(device=device).eval()
     hf.requires_grad_(False)
     return _wrap(hf, str(path), revision, local, tdtype)
+
+
+_SAFETENSORS_DTYPES = {"F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32, "F64": torch.float64}
+
+
+def checkpoint_dtypes(local: Path) -> set:
+    """Floating dtypes of the checkpoint's weight tensors, read without loading the weights
+    (safetensors headers; .bin files memory-mapped)."""
+    found = set()
+    for f in _weight_files(local):
+        if f.suffix == ".safetensors":
+            with open(f, "rb") as fh:
+                header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
+            found |= {_SAFETENSORS_DTYPES[v["dtype"]] for k, v in header.items()
+                      if k != "__metadata__" and v["dtype"] in _SAFETENSORS_DTYPES}
+        else:
+            try:
+                sd = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError:    # legacy (non-zip) format cannot be mapped
+                sd = torch.load(f, map_location="cpu", weights_only=True)
+            found |= {v.dtype for v in sd.values() if v.is_floating_point()}
+            del sd
+    return found
+
+
+def storage_dtype(found: set, compute: torch.dtype) -> torch.dtype:
+    """The narrowest dtype holding every dtype in `found` exactly, capped at `compute`.
+
+    fp16 and bf16 hold neither each other, so together they need fp32; a checkpoint wider
+    than the compute dtype (fp64 weights swept in fp32) is rounded once, to `compute`.
+    """
+    bits = {torch.float16: 16, torch.bfloat16: 16, torch.float32: 32, torch.float64: 64}
+    if not found:
+        return compute
+    widest = max(found, key=bits.__getitem__)
+    if {torch.float16, torch.bfloat16} <= found and bits[widest] == 16:
+        widest = torch.float32
+    return widest if bits[widest] <= bits[compute] else compute
+
+
+def _layers(hf) -> torch.nn.ModuleList:
+    """The residual blocks of a supported transformers model."""
+    base = getattr(hf, "base_model", hf)
+    for name in ("layers", "h"):
+        if hasattr(base, name):
+            return getattr(base, name)
+    raise AttributeError(f"{type(hf).__name__}: no layers / h block list")
 
 
 def _wrap(hf, path: str, revision, local: Path, dtype: torch.dtype) -> LoadedModel:
@@ -278,7 +362,8 @@ def _load_mamba_ssm(local: Path, cfg: dict, dtype: torch.dtype):
     from transformers import MambaForCausalLM
 
     config = mamba_ssm_to_hf_config(cfg)
-    sd = {k.replace("backbone.embedding.", "backbone.embeddings."): v.to(dtype) for k, v in _read_state_dict(local).items()}
+    sd = {k.replace("backbone.embedding.", "backbone.embeddings."): v.to(dtype) if v.is_floating_point() else v
+          for k, v in _read_state_dict(local).items()}
     if config.tie_word_embeddings or "lm_head.weight" not in sd:
         sd["lm_head.weight"] = sd["backbone.embeddings.weight"]
     with torch.device("meta"):

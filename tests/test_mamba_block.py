@@ -6,6 +6,8 @@ equations, sharing no code with sweep/blocks/mamba.py) confirms it to rounding.
 """
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -79,7 +81,8 @@ def _h(model):
 
 
 def _blk(model):
-    return model.hf.backbone.layers[LAYER]
+    """The unmodified HF block, widened like the model's BlockOps (weights stay stored narrow)."""
+    return copy.deepcopy(model.hf.backbone.layers[LAYER]).to(model.dtype)
 
 
 # ---------------------------------------------------------------- forward / step
