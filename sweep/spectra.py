@@ -17,8 +17,12 @@ def eigvals(J: torch.Tensor, device=None) -> torch.Tensor:
         J = J.to(device)
     ok = torch.isfinite(J).flatten(1).all(1)                        # (T,)
     if bool(ok.all()):
-        # the usual case: no boolean-index copy of the block (T x 4 MiB of fresh,
-        # page-faulting memory at d = 1024, fp32)
+        # the usual case: no boolean-index copy of the block. On CPU one matrix at a time:
+        # LAPACK works on a column-major copy, and a batched call copies the whole block
+        # (T x 4 MiB at d = 1024, fp32: mmap'd and page-faulted anew, 10-20 us a page on
+        # the development VM) where one (d, d) copy is served from reused heap
+        if J.device.type == "cpu":
+            return torch.stack([torch.linalg.eigvals(m) for m in J])
         return torch.linalg.eigvals(J).to(src)
     cdtype = torch.complex128 if J.dtype == torch.float64 else torch.complex64
     out = torch.full(J.shape[:2], complex("nan"), dtype=cdtype, device=J.device)  # (T, d)

@@ -183,6 +183,8 @@ def test_jacobians_match_hf_sequence_jacobian(case, dtype):
     assert _rel(ops.jacobians(h, 0, L), diag) <= tol
     assert _rel(ops.jacobians_ref(h, 0, L), diag) <= tol
     assert _rel(ops.jacobians(h, 3, L), diag[3:]) <= tol  # a later block of tokens alone
+    out = torch.full((L - 3, d, d), float("nan"), dtype=dtype)  # a worker's reused buffer
+    assert ops.jacobians(h, 3, L, out=out) is out and _rel(out, diag[3:]) <= tol
     if dtype != torch.float64:
         return
     for t in range(L):  # causal: later positions never feed back

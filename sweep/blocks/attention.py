@@ -178,16 +178,23 @@ class AttentionBlockOps(BlockOps):
         o = attend_one(q, k, v, pre["k"], pre["v"], pre["mask"], self.scale)  # (H*hd,)
         return self._residual(h_t, self.out(o))
 
-    def jacobians(self, h: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
+    def jacobians(self, h: torch.Tensor, t0: int, t1: int, out: torch.Tensor | None = None) -> torch.Tensor:
         """(L, d) -> (t1-t0, d, d): J_tt from the analytic one-token Jacobian, vmapped.
 
         Explicit products instead of autodiff through the step: torch.func's batched
         tangents pay for copies of the (d, t1, heads, hd) prefix products and for the
         identity times every weight matrix; here the only O(d^3) work is the MLP
-        Jacobian (d x d_ff x d) and two (d x d) products.
+        Jacobian (d x d_ff x d) and two (d x d) products. Tokens go jac_chunk at a time
+        straight into `out` (see BlockOps.jacobians).
         """
         pre = self.prefix(h, t0, t1)
-        return vmap(self.jac_step, in_dims=(0, 0), chunk_size=self.jac_chunk)(h[t0:t1], pre)
+        T = t1 - t0
+        J = h.new_empty(T, self.d_model, self.d_model) if out is None else out
+        step = vmap(self.jac_step, in_dims=(0, 0))
+        for c0 in range(0, T, self.jac_chunk):
+            c1 = min(T, c0 + self.jac_chunk)
+            J[c0:c1] = step(h[t0 + c0: t0 + c1], {k: v[c0:c1] for k, v in pre.items()})
+        return J
 
     def jac_step(self, h_t: torch.Tensor, pre: dict) -> torch.Tensor:
         """h_t (d,), one token's prefix state -> (d, d): d step(h_t, pre) / d h_t."""

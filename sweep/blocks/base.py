@@ -42,9 +42,13 @@ class BlockOps:
         jac = vmap(jacrev(self.step, argnums=0), in_dims=(0, 0), chunk_size=self.ref_chunk)
         return jac(h[t0:t1], pre)
 
-    def jacobians(self, h: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
-        """(L, d) -> (t1-t0, d, d): the fast path; the reference unless overridden."""
-        return self.jacobians_ref(h, t0, t1)
+    def jacobians(self, h: torch.Tensor, t0: int, t1: int, out: torch.Tensor | None = None) -> torch.Tensor:
+        """(L, d) -> (t1-t0, d, d): the fast path; the reference unless overridden.
+
+        `out`, a (t1-t0, d, d) tensor of h's dtype, receives the result (a worker reuses one
+        across tasks: a fresh 32-128 MiB block is mmap'd and page-faulted anew every time).
+        """
+        return into(out, self.jacobians_ref(h, t0, t1))
 
     def delta(self, h: torch.Tensor, t0: int, t1: int) -> torch.Tensor | None:
         """(L, d) -> (t1-t0, d_inner): selective step Δ_t (Mamba only)."""
@@ -53,3 +57,8 @@ class BlockOps:
     def a_log(self) -> torch.Tensor | None:
         """(d_inner, d_state): the A_log parameter, A = -exp(A_log) (Mamba only)."""
         return None
+
+
+def into(out: torch.Tensor | None, J: torch.Tensor) -> torch.Tensor:
+    """J itself without `out`, else J copied into `out`."""
+    return J if out is None else out.copy_(J)

@@ -228,7 +228,7 @@ class MambaOps(BlockOps):
                         w_c.expand(T, N, -1)], 1)                              # (T, k, d_inner)
         return a, b, g, sz[..., None] * U, Vt
 
-    def jacobians(self, h: torch.Tensor, t0: int, t1: int) -> torch.Tensor:
+    def jacobians(self, h: torch.Tensor, t0: int, t1: int, out: torch.Tensor | None = None) -> torch.Tensor:
         """(L, d) -> (t1-t0, d, d): structured J_tt; one (d, d_inner)@(d_inner, d) GEMM per token
         (on CPU by the faster BLAS of the process, `sweep.blas`).
 
@@ -236,7 +236,7 @@ class MambaOps(BlockOps):
         U (Vᵀ diag(g) W_x'), one rank-k update on the narrow side instead of two products
         with W_out and a (d, k)@(k, d) on the wide one. Per-token buffers are reused (no
         fresh multi-MB temporaries per token: at d = 1024 their page faults used to cost
-        more than the arithmetic).
+        more than the arithmetic); `out` as in BlockOps.jacobians.
         """
         pre = self.prefix(h, t0, t1)
         hb = h[t0:t1]                                                          # (T, d)
@@ -248,7 +248,7 @@ class MambaOps(BlockOps):
         # the 1/r of J_norm' = (I - h hᵀ/(d r²)) / r goes into the per-token factors
         a, b, U = a * inv_r, b * inv_r, U * inv_r[:, :, None]
         right = ((Vt * g[:, None, :]).reshape(-1, self.d_inner) @ w_xin).view(T, -1, d)  # (T, k, d)
-        J = h.new_empty(T, d, d)
+        J = h.new_empty(T, d, d) if out is None else out
         buf = h.new_empty(self.d_inner, d)
         for t in range(T):
             torch.mul(w_xin, a[t, :, None], out=buf)
