@@ -102,8 +102,11 @@ class AttentionBlockOps(BlockOps):
     scale: float
     parallel: bool = False
     rotary: tuple | None = None  # (inv_freq (rot/2,), attention_scaling)
-    # tokens per vmap chunk of the analytic Jacobian: bounds the (chunk, d_ff, d) temporaries
-    jac_chunk: int = 4
+    # the attention part is vmapped over as many tokens as keep its (chunk, d, d)
+    # temporaries within this many bytes: 16 MiB stays under glibc's largest mmap threshold
+    # (32 MiB), so they come from reused heap (4 tokens fp32, 2 fp64 at d = 1024)
+    jac_chunk_bytes: int = 16 << 20
+    jac_chunk_max: int = 8
 
     def norm1(self, h):  # (..., d) -> (..., d)
         raise NotImplementedError
@@ -126,7 +129,7 @@ class AttentionBlockOps(BlockOps):
     def out_weight(self):  # -> d out / d o  (d, H*hd)
         raise NotImplementedError
 
-    def mlp_jac(self, x):  # (d,) -> (d, d): d mlp(x) / dx
+    def mlp_jac(self, x, scratch: dict | None = None):  # (d,) -> (d, d): d mlp(x) / dx
         raise NotImplementedError
 
     def rope_tables(self, pos: torch.Tensor, dtype) -> tuple:
@@ -179,35 +182,51 @@ class AttentionBlockOps(BlockOps):
         return self._residual(h_t, self.out(o))
 
     def jacobians(self, h: torch.Tensor, t0: int, t1: int, out: torch.Tensor | None = None) -> torch.Tensor:
-        """(L, d) -> (t1-t0, d, d): J_tt from the analytic one-token Jacobian, vmapped.
+        """(L, d) -> (t1-t0, d, d): J_tt from the analytic one-token Jacobian.
 
         Explicit products instead of autodiff through the step: torch.func's batched
         tangents pay for copies of the (d, t1, heads, hd) prefix products and for the
         identity times every weight matrix; here the only O(d^3) work is the MLP
-        Jacobian (d x d_ff x d) and two (d x d) products. Tokens go jac_chunk at a time
-        straight into `out` (see BlockOps.jacobians).
+        Jacobian (d x d_ff x d) and two (d x d) products. The attention part is vmapped
+        over a few tokens at a time (jac_chunk_bytes); the MLP part runs token by token
+        in one reused (d_ff, d) scratch: a batched (chunk, d_ff, d) temporary is 64-128 MiB
+        at d = 1024, mmap'd and page-faulted anew every time (10-20 us a page on the
+        development VM), which cost more than its arithmetic in fp64. `out` as in
+        BlockOps.jacobians.
         """
         pre = self.prefix(h, t0, t1)
-        T = t1 - t0
-        J = h.new_empty(T, self.d_model, self.d_model) if out is None else out
-        step = vmap(self.jac_step, in_dims=(0, 0))
-        for c0 in range(0, T, self.jac_chunk):
-            c1 = min(T, c0 + self.jac_chunk)
-            J[c0:c1] = step(h[t0 + c0: t0 + c1], {k: v[c0:c1] for k, v in pre.items()})
+        T, d = t1 - t0, self.d_model
+        J = h.new_empty(T, d, d) if out is None else out
+        attention = vmap(self._attention_part, in_dims=(0, 0))
+        scratch: dict = {}
+        chunk = max(1, min(self.jac_chunk_max, self.jac_chunk_bytes // (d * d * h.element_size())))
+        for c0 in range(0, T, chunk):
+            c1 = min(T, c0 + chunk)
+            hc = h[t0 + c0: t0 + c1]
+            attn, a = attention(hc, {k: v[c0:c1] for k, v in pre.items()})   # (n, d, d), (n, d)
+            for i in range(c1 - c0):
+                self._with_mlp(hc[i], attn[i], a[i], J[c0 + i], scratch)
         return J
 
-    def jac_step(self, h_t: torch.Tensor, pre: dict) -> torch.Tensor:
-        """h_t (d,), one token's prefix state -> (d, d): d step(h_t, pre) / d h_t."""
+    def _attention_part(self, h_t: torch.Tensor, pre: dict) -> tuple:
+        """h_t (d,), one token's prefix state -> d attn_out / d h_t (d, d), and the residual
+        stream after attention a = h_t + attn_out (d,) (serial blocks' MLP input)."""
         x = self.norm1(h_t)  # (d,)
         o, d_o = self._attention_jac(x, pre)  # (H*hd,), (d_in, H*hd): row i = d o / d x_i
         attn = self.out_weight() @ d_o.T  # (d, d): d attn_out / d x
-        attn = _rows_through(self.norm1, h_t, attn)  # (d, d): d attn_out / d h
-        eye = torch.eye(self.d_model, dtype=h_t.dtype, device=h_t.device)
+        return _rows_through(self.norm1, h_t, attn), h_t + self.out(o)
+
+    def _with_mlp(self, h_t, attn, a, out, scratch: dict) -> torch.Tensor:
+        """One token: attention part (d, d) and a (d,) -> J_tt written into `out` (d, d)."""
         if self.parallel:
-            return eye + attn + _rows_through(self.norm2, h_t, self.mlp_jac(self.norm2(h_t)))
-        a = h_t + self.out(o)  # (d,) residual stream after attention
-        j_a = eye + attn  # (d, d): d a / d h
-        return j_a + self.mlp_jac(self.norm2(a)) @ _cols_through(self.norm2, a, j_a)
+            x = self.norm2(h_t)
+            out.copy_(attn).add_(_rows_through(self.norm2, h_t, self.mlp_jac(x, scratch)))
+        else:
+            attn.diagonal().add_(1)  # d a / d h
+            torch.addmm(attn, self.mlp_jac(self.norm2(a), scratch), _cols_through(self.norm2, a, attn), out=out)
+            return out
+        out.diagonal().add_(1)
+        return out
 
     def _attention_jac(self, x: torch.Tensor, pre: dict) -> tuple:
         """x = norm1(h_t) (d,) -> o (H*hd,), d o / d x as (d_in, H*hd).
@@ -260,16 +279,28 @@ def act_grad(act, u):
     return jvp(act, (u,), (torch.ones_like(u),))[1]
 
 
-def mlp_jac_gelu(x, fc_in: tuple, fc_out: tuple, act):
+def _ff_buffer(scratch: dict | None, like: torch.Tensor) -> torch.Tensor | None:
+    """A (d_ff, d) work buffer like `like`, kept in `scratch` across calls (None: no reuse)."""
+    if scratch is None:
+        return None
+    buf = scratch.get("ff")
+    if buf is None or buf.shape != like.shape or buf.dtype != like.dtype:
+        buf = scratch["ff"] = torch.empty_like(like)
+    return buf
+
+
+def mlp_jac_gelu(x, fc_in: tuple, fc_out: tuple, act, scratch: dict | None = None):
     """act(W1 x + b1) -> W2 (.) + b2:  x (d,) -> (d, d) = W2 diag(act'(u)) W1."""
     w1, b1 = fc_in  # (d_ff, d), (d_ff,) | None
     u = torch.nn.functional.linear(x, w1, b1)  # (d_ff,)
-    return fc_out[0] @ (act_grad(act, u)[:, None] * w1)
+    inner = torch.mul(act_grad(act, u)[:, None], w1, out=_ff_buffer(scratch, w1))  # (d_ff, d)
+    return fc_out[0] @ inner
 
 
-def mlp_jac_glu(x, gate: tuple, up: tuple, down: tuple, act):
+def mlp_jac_glu(x, gate: tuple, up: tuple, down: tuple, act, scratch: dict | None = None):
     """Wd (act(Wg x + bg) * (Wu x + bu)) + bd:  x (d,) -> (d, d)."""
     g = torch.nn.functional.linear(x, *gate)  # (d_ff,)
     u = torch.nn.functional.linear(x, *up)  # (d_ff,)
-    inner = (act_grad(act, g) * u)[:, None] * gate[0] + act(g)[:, None] * up[0]  # (d_ff, d)
+    inner = torch.mul((act_grad(act, g) * u)[:, None], gate[0], out=_ff_buffer(scratch, gate[0]))
+    inner.addcmul_(act(g)[:, None], up[0])  # (d_ff, d)
     return down[0] @ inner

@@ -68,8 +68,8 @@ class GPTNeoXOps(AttentionBlockOps):
     def out_weight(self):  # -> (d, d)
         return self.out_lin[0]
 
-    def mlp_jac(self, x):  # (d,) -> (d, d)
-        return mlp_jac_gelu(x, self.fc_in, self.fc_out, self.act)
+    def mlp_jac(self, x, scratch=None):  # (d,) -> (d, d)
+        return mlp_jac_gelu(x, self.fc_in, self.fc_out, self.act, scratch)
 
 
 def _linear(lin) -> tuple:

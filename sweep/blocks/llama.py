@@ -67,8 +67,8 @@ class LlamaOps(AttentionBlockOps):
     def out_weight(self):  # -> (d, H*hd)
         return self.o_lin[0]
 
-    def mlp_jac(self, x):  # (d,) -> (d, d)
-        return mlp_jac_glu(x, self.gate, self.up, self.down, self.act)
+    def mlp_jac(self, x, scratch=None):  # (d,) -> (d, d)
+        return mlp_jac_glu(x, self.gate, self.up, self.down, self.act, scratch)
 
 
 def _rms_norm(h, weight, eps):
