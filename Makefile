@@ -19,4 +19,4 @@ demo: .venv/.ready
 	.venv/bin/tdos analyze out/demo.zarr --out out/demo-report
 
 bench: .venv/.ready
-	$(PY) -u benchmarks/bench_block.py --models mamba-370m --name bench_block_mamba
+	$(PY) -u benchmarks/bench_block.py --models mamba-370m --name bench_block_mamba-v2 --naive 31 --solver-matrices 0

@@ -48,7 +48,8 @@ class BlockOps:
         `out`, a (t1-t0, d, d) tensor of h's dtype, receives the result (a worker reuses one
         across tasks: a fresh 32-128 MiB block is mmap'd and page-faulted anew every time).
         """
-        return into(out, self.jacobians_ref(h, t0, t1))
+        J = self.jacobians_ref(h, t0, t1)
+        return J if out is None else out.copy_(J)
 
     def delta(self, h: torch.Tensor, t0: int, t1: int) -> torch.Tensor | None:
         """(L, d) -> (t1-t0, d_inner): selective step Δ_t (Mamba only)."""
@@ -57,8 +58,3 @@ class BlockOps:
     def a_log(self) -> torch.Tensor | None:
         """(d_inner, d_state): the A_log parameter, A = -exp(A_log) (Mamba only)."""
         return None
-
-
-def into(out: torch.Tensor | None, J: torch.Tensor) -> torch.Tensor:
-    """J itself without `out`, else J copied into `out`."""
-    return J if out is None else out.copy_(J)
