@@ -22,7 +22,7 @@ def eigvals(J: torch.Tensor, device=None) -> torch.Tensor:
         # (T x 4 MiB at d = 1024, fp32: mmap'd and page-faulted anew, 10-20 us a page on
         # the development VM) where one (d, d) copy is served from reused heap
         if J.device.type == "cpu":
-            return torch.stack([torch.linalg.eigvals(m) for m in J])
+            return torch.stack([torch.linalg.eigvals(m) for m in J]).to(src)
         return torch.linalg.eigvals(J).to(src)
     cdtype = torch.complex128 if J.dtype == torch.float64 else torch.complex64
     out = torch.full(J.shape[:2], complex("nan"), dtype=cdtype, device=J.device)  # (T, d)

@@ -219,14 +219,11 @@ class AttentionBlockOps(BlockOps):
     def _with_mlp(self, h_t, attn, a, out, scratch: dict) -> torch.Tensor:
         """One token: attention part (d, d) and a (d,) -> J_tt written into `out` (d, d)."""
         if self.parallel:
-            x = self.norm2(h_t)
-            out.copy_(attn).add_(_rows_through(self.norm2, h_t, self.mlp_jac(x, scratch)))
-        else:
-            attn.diagonal().add_(1)  # d a / d h
-            torch.addmm(attn, self.mlp_jac(self.norm2(a), scratch), _cols_through(self.norm2, a, attn), out=out)
+            out.copy_(attn).add_(_rows_through(self.norm2, h_t, self.mlp_jac(self.norm2(h_t), scratch)))
+            out.diagonal().add_(1)
             return out
-        out.diagonal().add_(1)
-        return out
+        attn.diagonal().add_(1)  # d a / d h
+        return torch.addmm(attn, self.mlp_jac(self.norm2(a), scratch), _cols_through(self.norm2, a, attn), out=out)
 
     def _attention_jac(self, x: torch.Tensor, pre: dict) -> tuple:
         """x = norm1(h_t) (d,) -> o (H*hd,), d o / d x as (d_in, H*hd).
