@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import itertools
 import json
 import math
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,25 +87,20 @@ class LoadedModel:
     def block(self, layer: int) -> BlockOps:
         """BlockOps of layer `layer` (zero-based), constructed as Ops(hf_model, layer).
 
-        When the weights are stored narrower than `dtype`, the layer's module is widened,
-        the Ops takes (detached) references to the widened tensors, and the module goes back
-        to the storage dtype; only the BLOCK_CACHE most recently used such Ops are kept.
+        When the weights are stored narrower than `dtype`, the Ops is built while the
+        layer's tensors are swapped for widened copies (`_widened`) and keeps those; only the
+        BLOCK_CACHE most recently used such Ops are kept.
         """
         if not 0 <= layer < self.n_layers:
             raise IndexError(f"layer {layer} out of range: {self.identity['path']} has {self.n_layers} layers")
         if layer not in self._blocks:
             module, cls = _ARCHS[self.arch][1].split(":")
             ops_class = getattr(importlib.import_module(module), cls)
-            storage = self.storage_dtype
-            if storage == self.dtype:
+            if self.storage_dtype == self.dtype:
                 self._blocks[layer] = ops_class(self.hf, layer)
             else:
-                blk = _layers(self.hf)[layer]
-                blk.to(self.dtype)
-                try:
+                with _widened(_layers(self.hf)[layer], self.dtype):
                     self._blocks[layer] = ops_class(self.hf, layer)
-                finally:
-                    blk.to(storage)
                 while len(self._blocks) > BLOCK_CACHE:
                     self._blocks.popitem(last=False)
         self._blocks.move_to_end(layer)
@@ -183,6 +180,23 @@ def storage_dtype(found: set, compute: torch.dtype) -> torch.dtype:
     if {torch.float16, torch.bfloat16} <= found and bits[widest] == 16:
         widest = torch.float32
     return widest if bits[widest] <= bits[compute] else compute
+
+
+@contextmanager
+def _widened(module: torch.nn.Module, dtype: torch.dtype):
+    """Swap the module's floating parameters and buffers for copies in `dtype` (exact when
+    widening), then put the stored tensors back untouched: memory-mapped weights stay mapped
+    and are never re-copied on the way back."""
+    saved = []
+    for t in itertools.chain(module.parameters(), module.buffers()):
+        if t.is_floating_point() and t.dtype != dtype:
+            saved.append((t, t.data))
+            t.data = t.data.to(dtype)
+    try:
+        yield module
+    finally:
+        for t, data in saved:
+            t.data = data
 
 
 def _layers(hf) -> torch.nn.ModuleList:

@@ -120,7 +120,7 @@ def test_fp64_blocks_from_fp32_storage_equal_a_whole_model_cast(tiny_checkpoints
     what a model loaded entirely in fp64 by transformers gives."""
     m = load_model(tiny_checkpoints[arch], dtype="float64")
     assert m.storage_dtype == torch.float32 and m.dtype == torch.float64
-    assert all(p.dtype == torch.float32 for p in m.hf.parameters())
+    stored = [p.data_ptr() for p in m.hf.parameters()]
     ref = _hf_reference(tiny_checkpoints[arch], arch, torch.float64)
     tokens = torch.arange(12) % m.vocab_size
     h = m.hidden_states(tokens, 1)
@@ -134,7 +134,9 @@ def test_fp64_blocks_from_fp32_storage_equal_a_whole_model_cast(tiny_checkpoints
         J = m.block(layer).jacobians(h, 4, 12)
         assert J.dtype == torch.float64
         torch.testing.assert_close(J, ref_ops[layer].jacobians(h, 4, 12), rtol=0, atol=0)
-    assert all(p.dtype == torch.float32 for p in m.hf.parameters())   # each layer went back
+    # each layer got its stored (memory-mapped) tensors back, not fp32 copies of the widening
+    assert [p.data_ptr() for p in m.hf.parameters()] == stored
+    assert all(p.dtype == torch.float32 for p in m.hf.parameters())
 
 
 def test_only_blocks_in_use_are_widened(tmp_path):
