@@ -25,7 +25,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from sweep.blas import matmul_into
 from sweep.blocks.base import BlockOps
 
 _SOFTPLUS_THRESHOLD = 20.0   # F.softplus default: identity above it, derivative exactly 1
@@ -229,8 +228,7 @@ class MambaOps(BlockOps):
         return a, b, g, sz[..., None] * U, Vt
 
     def jacobians(self, h: torch.Tensor, t0: int, t1: int, out: torch.Tensor | None = None) -> torch.Tensor:
-        """(L, d) -> (t1-t0, d, d): structured J_tt; one (d, d_inner)@(d_inner, d) GEMM per token
-        (on CPU by the faster BLAS of the process, `sweep.blas`).
+        """(L, d) -> (t1-t0, d, d): structured J_tt; one (d, d_inner)@(d_inner, d) GEMM per token.
 
         The low-rank term is folded into the (d_inner, d) factor before that GEMM,
         U (Vᵀ diag(g) W_x'), one rank-k update on the narrow side instead of two products
@@ -253,7 +251,7 @@ class MambaOps(BlockOps):
         for t in range(T):
             torch.mul(w_xin, a[t, :, None], out=buf)
             buf.addcmul_(w_zin, b[t, :, None]).addmm_(U[t], right[t])          # (d_inner, d)
-            Jt = matmul_into(self.w_out, buf, J[t])                            # (d, d)
+            Jt = torch.matmul(self.w_out, buf, out=J[t])                       # (d, d)
             # (I - h hᵀ/(d r²)) on the right; the norm weight is folded into W_x', W_z'
             Jt.addr_(Jt @ hb[t], hb[t], alpha=-float(inv_r[t]) ** 2 / d)
             Jt.diagonal().add_(1)
