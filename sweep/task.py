@@ -46,9 +46,9 @@ def run_task(task: BlockTask | ALogTask) -> dict:
     t_jac = clock()
     from sweep.spectra import eigvals, scale_direction, shift_direction
 
-    eig = eigvals(jac.detach()).cpu().numpy()                  # (T, d) complex
-    rho, resid = scale_direction(jac.detach(), h[task.t0:task.t1])   # (T,), (T,)
-    rho_u, resid_u = shift_direction(jac.detach())                   # (T,), (T,)
+    eig = eigvals(jac).cpu().numpy()                           # (T, d) complex
+    rho, resid = scale_direction(jac, h[task.t0:task.t1])      # (T,), (T,)
+    rho_u, resid_u = shift_direction(jac)                      # (T,), (T,)
     t_eig = clock()
     d = None if delta is None else delta.detach().cpu().numpy()
     status = store.write_block(arrays(task.model), task.row, task.seq, task.block, task.t0, eig, d,
@@ -123,8 +123,8 @@ def _model(ref: ModelRef):
     """The worker's copy of the model, loaded on first use; one model per worker at a time.
 
     Tasks come model by model (plan.py), so dropping the previous model costs at most a
-    reload at a model boundary, while keeping it would hold e.g. Mamba-370M in fp32 and
-    fp64 at once (1.5 + 3 GB) on every worker of a sweep with an fp64 rerun.
+    reload at a model boundary, while keeping it would hold two mappings of the weights
+    (Mamba-370M: 2 x 1.5 GB once touched) on every worker of a sweep with an fp64 rerun.
     """
     device = ref.device
     if device == "auto":
