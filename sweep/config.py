@@ -26,6 +26,7 @@ __all__ = ["ConfigError", "ModelSpec", "InputsConfig", "ComputeConfig", "SweepCo
 
 DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "cuda")
+CPU_LINALG = ("auto", "torch", "openblas")   # sweep/linalg.py
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class ComputeConfig:
     token_block: int = 32           # tokens per task: one chunk of the eigenvalue array
     device: str = "auto"            # auto | cpu | cuda, on the workers
     live_every: float = 10.0        # seconds between live TDOS renders; 0 disables
+    cpu_linalg: str = "auto"        # auto | torch | openblas: the CPU's GEMM and eig library
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ _TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster
 _YAML_FIELDS = {
     ModelSpec: ("path", "dtype", "revision", "name", "layers"),
     InputsConfig: ("sequences", "length", "seed", "text"),
-    ComputeConfig: ("token_block", "device", "live_every"),
+    ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg"),
 }
 
 
@@ -212,6 +214,9 @@ def _check_compute(compute: ComputeConfig) -> None:
                           f"use e.g. token_block: 32")
     if compute.device not in DEVICES:
         raise ConfigError(f"compute.device: {compute.device!r} is not one of {', '.join(DEVICES)}")
+    if compute.cpu_linalg not in CPU_LINALG:
+        raise ConfigError(f"compute.cpu_linalg: {compute.cpu_linalg!r} is not one of {', '.join(CPU_LINALG)}; "
+                          f"leave it out for auto")
     if compute.live_every < 0:
         raise ConfigError(f"compute.live_every: must be >= 0 seconds (0 disables), got {compute.live_every}")
 

@@ -27,6 +27,7 @@ class ModelRef:
     revision: str | None
     device: str
     fingerprint: str  # of the store's config: workers' cached array handles are keyed by it
+    cpu_linalg: str = "auto"  # compute.cpu_linalg, resolved by each worker (sweep/linalg.py)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ def plan(cfg: SweepConfig, root: zarr.Group) -> list[Task]:
     for m in cfg.models:
         g = root[m.name]
         ref = ModelRef(store=cfg.store, group=m.name, path=m.path, dtype=m.dtype,
-                       revision=m.revision, device=cfg.compute.device, fingerprint=fp)
+                       revision=m.revision, device=cfg.compute.device, fingerprint=fp,
+                       cpu_linalg=cfg.compute.cpu_linalg)
         todo = (g["ledger"][...] == PENDING) & planned_mask(g)        # (R, S, nb)
         lengths = g["layer_length"][...]                             # (R,)
         layers = g["layer"][...]                                     # (R,)

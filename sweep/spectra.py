@@ -4,11 +4,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from sweep import linalg
+
 
 def eigvals(J: torch.Tensor, device=None) -> torch.Tensor:
     """(T, d, d) real -> (T, d) complex: eig(J_tt) per token, on J's device or `device`.
 
-    LAPACK geev on CPU, torch's CUDA eig on GPU; the result comes back on J's device.
+    LAPACK geev on CPU (torch's or scipy's, as sweep.linalg says), torch's CUDA eig on GPU;
+    the result comes back on J's device.
     A matrix with a non-finite entry gets a row of NaN (the ledger flags it) instead of
     failing the whole block.
     """
@@ -22,7 +25,8 @@ def eigvals(J: torch.Tensor, device=None) -> torch.Tensor:
         # (T x 4 MiB at d = 1024, fp32: mmap'd and page-faulted anew, 10-20 us a page on
         # the development VM) where one (d, d) copy is served from reused heap
         if J.device.type == "cpu":
-            return torch.stack([torch.linalg.eigvals(m) for m in J]).to(src)
+            scratch: dict = {}
+            return torch.stack([linalg.eigvals_cpu(m, scratch) for m in J]).to(src)
         return torch.linalg.eigvals(J).to(src)
     cdtype = torch.complex128 if J.dtype == torch.float64 else torch.complex64
     out = torch.full(J.shape[:2], complex("nan"), dtype=cdtype, device=J.device)  # (T, d)

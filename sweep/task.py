@@ -16,7 +16,7 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-from sweep import store
+from sweep import linalg, store
 from sweep.plan import ALogTask, BlockTask, ModelRef
 
 HIDDEN_CACHE = 4           # (model, sequence) hidden states kept per worker: (n_ctx, d) each
@@ -41,14 +41,15 @@ def run_task(task: BlockTask | ALogTask) -> dict:
     h = hidden_states(model, task)                             # (n_ctx, d)
     t_hidden = clock()
     block = model.block(task.layer)
-    jac = block.jacobians(h, task.t0, task.t1, out=_jacobian_buffer(task.t1 - task.t0, h))   # (T, d, d)
-    delta = block.delta(h, task.t0, task.t1)                   # (T, d_inner) or None
-    t_jac = clock()
-    from sweep.spectra import eigvals, scale_direction, shift_direction
+    with linalg.using(task.model.cpu_linalg):
+        jac = block.jacobians(h, task.t0, task.t1, out=_jacobian_buffer(task.t1 - task.t0, h))  # (T, d, d)
+        delta = block.delta(h, task.t0, task.t1)               # (T, d_inner) or None
+        t_jac = clock()
+        from sweep.spectra import eigvals, scale_direction, shift_direction
 
-    eig = eigvals(jac).cpu().numpy()                           # (T, d) complex
-    rho, resid = scale_direction(jac, h[task.t0:task.t1])      # (T,), (T,)
-    rho_u, resid_u = shift_direction(jac)                      # (T,), (T,)
+        eig = eigvals(jac).cpu().numpy()                       # (T, d) complex
+        rho, resid = scale_direction(jac, h[task.t0:task.t1])  # (T,), (T,)
+        rho_u, resid_u = shift_direction(jac)                  # (T,), (T,)
     t_eig = clock()
     d = None if delta is None else delta.detach().cpu().numpy()
     status = store.write_block(arrays(task.model), task.row, task.seq, task.block, task.t0, eig, d,

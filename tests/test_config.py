@@ -86,7 +86,7 @@ BAD = {
                       "(known: model, models, inputs, layers, store, compute, cluster)"),
     "unknown_nested": ({"compute.tokenblock": 4},
                        "compute.tokenblock: unknown field; did you mean 'token_block'? "
-                       "(known: token_block, device, live_every)"),
+                       "(known: token_block, device, live_every, cpu_linalg)"),
     "wrong_type": ({"inputs.sequences": "two"},
                    "inputs.sequences: expected an integer, got 'two' (str)"),
     "missing_field": ({"inputs": {"sequences": 2}},
@@ -109,6 +109,8 @@ BAD = {
                          "directory); choose a path in a writable directory"),
     "token_block_zero": ({"compute.token_block": 0},
                          "compute.token_block: must be >= 1, got 0; use e.g. token_block: 32"),
+    "cpu_linalg": ({"compute.cpu_linalg": "mkl"},
+                   "compute.cpu_linalg: 'mkl' is not one of auto, torch, openblas; leave it out for auto"),
     "sequences_zero": ({"inputs.sequences": 0},
                        "inputs.sequences: must be >= 1, got 0; use a positive number of sequences"),
     "text_missing": ({"inputs.text": "no-such.txt"},

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 from torch.func import jvp, vjp, vmap
 
+from sweep import linalg
 from sweep.blocks.base import BlockOps
 
 
@@ -223,7 +224,8 @@ class AttentionBlockOps(BlockOps):
             out.diagonal().add_(1)
             return out
         attn.diagonal().add_(1)  # d a / d h
-        return torch.addmm(attn, self.mlp_jac(self.norm2(a), scratch), _cols_through(self.norm2, a, attn), out=out)
+        mlp = self.mlp_jac(self.norm2(a), scratch)  # (d, d)
+        return linalg.matmul(mlp, _cols_through(self.norm2, a, attn), out=out).add_(attn)
 
     def _attention_jac(self, x: torch.Tensor, pre: dict) -> tuple:
         """x = norm1(h_t) (d,) -> o (H*hd,), d o / d x as (d_in, H*hd).
@@ -291,7 +293,7 @@ def mlp_jac_gelu(x, fc_in: tuple, fc_out: tuple, act, scratch: dict | None = Non
     w1, b1 = fc_in  # (d_ff, d), (d_ff,) | None
     u = torch.nn.functional.linear(x, w1, b1)  # (d_ff,)
     inner = torch.mul(act_grad(act, u)[:, None], w1, out=_ff_buffer(scratch, w1))  # (d_ff, d)
-    return fc_out[0] @ inner
+    return linalg.matmul(fc_out[0], inner)
 
 
 def mlp_jac_glu(x, gate: tuple, up: tuple, down: tuple, act, scratch: dict | None = None):
@@ -300,4 +302,4 @@ def mlp_jac_glu(x, gate: tuple, up: tuple, down: tuple, act, scratch: dict | Non
     u = torch.nn.functional.linear(x, *up)  # (d_ff,)
     inner = torch.mul((act_grad(act, g) * u)[:, None], gate[0], out=_ff_buffer(scratch, gate[0]))
     inner.addcmul_(act(g)[:, None], up[0])  # (d_ff, d)
-    return down[0] @ inner
+    return linalg.matmul(down[0], inner)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from sweep import linalg
 from sweep.blocks.base import BlockOps
 
 _SOFTPLUS_THRESHOLD = 20.0   # F.softplus default: identity above it, derivative exactly 1
@@ -251,7 +252,7 @@ class MambaOps(BlockOps):
         for t in range(T):
             torch.mul(w_xin, a[t, :, None], out=buf)
             buf.addcmul_(w_zin, b[t, :, None]).addmm_(U[t], right[t])          # (d_inner, d)
-            Jt = torch.matmul(self.w_out, buf, out=J[t])                       # (d, d)
+            Jt = linalg.matmul(self.w_out, buf, out=J[t])                      # (d, d)
             # (I - h hᵀ/(d r²)) on the right; the norm weight is folded into W_x', W_z'
             Jt.addr_(Jt @ hb[t], hb[t], alpha=-float(inv_r[t]) ** 2 / d)
             Jt.diagonal().add_(1)
