@@ -16,6 +16,9 @@ save_pretrained and loaded by sweep.model.load_model:
     gpt2-medium-2L   GPT2Config n_embd 1024, n_head 16, only 2 of 24 layers built; layer 1
     pythia-410m-2L   GPTNeoXConfig 1024, 16 heads, ffn 4096, rotary_pct 0.25, 2 of 24 layers; layer 1
 
+The in-process block runs under each --cpu-linalg choice (default auto, what a sweep uses;
+`--cpu-linalg auto,torch` puts the two libraries side by side in one run), and the J_tt
+product alone is timed through torch's BLAS and OpenBLAS.
 Also: torch vs scipy vs numpy eigvals (time and agreement with an fp64 reference), minor
 page faults of J_tt formation, peak RSS, and the naive route (autograd of the unmodified HF
 MambaBlock over h[:t+1], its (t, t) block) at the --naive positions. Writes
@@ -36,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from sweep import linalg
 
 D_MODEL = 1024
 DTYPES = ("float32", "float64")
@@ -151,6 +156,29 @@ def compare_solvers(J32: torch.Tensor, reps: int) -> list[dict]:
     return rows
 
 
+def compare_gemm(d: int, reps: int) -> list[dict]:
+    """The Mamba J_tt product (d, 2d)@(2d, d) into a reused (d, d), per library, 1 thread."""
+    set_threads(1)
+    rows = []
+    for dtype in DTYPES:
+        g = torch.Generator().manual_seed(0)
+        a = torch.randn(d, 2 * d, generator=g, dtype=getattr(torch, dtype))
+        b = torch.randn(2 * d, d, generator=g, dtype=a.dtype)
+        out = a.new_empty(d, d)
+        for choice in ("torch", "openblas"):
+            with linalg.using(choice):
+                best, med, _ = timed(lambda: linalg.matmul(a, b, out=out), reps)
+            rows.append({"dtype": dtype, "library": choice, "d": d, "s": best, "median_s": med,
+                         "gflops": 2 * d * 2 * d * d / best / 1e9})
+    return rows
+
+
+def _plan_name(choice: str, plan: dict) -> str:
+    """"auto" -> "auto (gemm openblas, eig torch)" for this dtype-agnostic report."""
+    libs = ", ".join(f"{op} {lib}" for op, lib in plan.items())
+    return choice if choice != "auto" else f"auto: {libs}"
+
+
 # ---------------------------------------------------------------- the block, in process
 
 def bench_config(models: dict, store: Path, length: int, T: int):
@@ -173,9 +201,16 @@ def block_task(cfg, root, group: str, t0: int):
 
 
 def phases(model, task, g, reps: int) -> dict:
-    """Seconds per phase of one block, in this process, at the current thread count."""
+    """Seconds per phase of one block, in this process, at the current thread count.
+
+    J_tt goes into the reused per-thread buffer with glibc's thresholds raised, as on a
+    worker (sweep/task.py): a fresh (T, d, d) block per call would add its page faults.
+    """
     from sweep import store
     from sweep.spectra import eigvals
+    from sweep.task import _jacobian_buffer, _keep_temporaries_on_heap
+
+    _keep_temporaries_on_heap()
 
     tokens = torch.from_numpy(np.asarray(g["tokens"][task.seq, : task.n_ctx]))
     h_prev = model.hidden_states(tokens, task.layer - 1)                   # (n_ctx, d)
@@ -184,7 +219,7 @@ def phases(model, task, g, reps: int) -> dict:
     block = model.block(task.layer)
 
     def jac():
-        J = block.jacobians(h, task.t0, task.t1)                           # (T, d, d)
+        J = block.jacobians(h, task.t0, task.t1, out=_jacobian_buffer(task.t1 - task.t0, h))  # (T, d, d)
         delta = block.delta(h, task.t0, task.t1)                           # (T, d_inner) | None
         return J, delta
 
@@ -303,20 +338,23 @@ def run(args) -> dict:
                 g = {k: grp[k] for k in grp.array_keys()}        # opened once, as a worker does
                 for threads in THREADS:
                     set_threads(threads)
-                    # 2 threads on 2 shared cores can be very slow (OpenMP spin under load): 1 repeat
-                    ph = phases(model, task, g, args.reps if threads == 1 else 1)
-                    J = ph.pop("J")
-                    res["blocks"].append({"model": name, "layer": layer, "dtype": dtype,
-                                          "threads": threads, "tokens": J.shape[0], **ph})
-                    print(res["blocks"][-1], flush=True)
+                    for choice in args.cpu_linalg:
+                        with linalg.using(choice) as plan:
+                            # 2 threads on 2 shared cores can be very slow (OpenMP spin under load): 1 repeat
+                            ph = phases(model, task, g, args.reps if threads == 1 else 1)
+                        J = ph.pop("J")
+                        res["blocks"].append({"model": name, "layer": layer, "dtype": dtype, "threads": threads,
+                                              "cpu_linalg": _plan_name(choice, plan), "tokens": J.shape[0], **ph})
+                        print(res["blocks"][-1], flush=True)
                 if dtype == "float32" and (name.startswith("mamba") or J_solver is None):
-                    J_solver = J
+                    J_solver = J.clone()                 # J lives in the reused buffer
                 del model
                 set_threads(1)
                 dk = dask_overhead(client, task, args.reps)
-                for row in res["blocks"][-len(THREADS):]:
+                for row in res["blocks"][-len(THREADS) * len(args.cpu_linalg):]:
                     row["dask"] = dk
                 print(group, "dask", dk, flush=True)
+    res["gemm"] = compare_gemm(D_MODEL, args.reps + 4)
     if args.solver_matrices:
         res["solvers"] = compare_solvers(J_solver[: args.solver_matrices], args.reps)
     if args.naive:
@@ -352,7 +390,8 @@ def meta(args) -> dict:
                 f"--{k.replace('_', '-')} {','.join(map(str, v)) if isinstance(v, list) else v}"
                 for k, v in vars(args).items() if v is not None),
             "loadavg_before": os.getloadavg(), "cpus": os.cpu_count(), "torch": torch.__version__,
-            "d_model": D_MODEL, "date": time.strftime("%Y-%m-%d %H:%M")}
+            "d_model": D_MODEL, "date": time.strftime("%Y-%m-%d %H:%M"),
+            "cpu_vendor": linalg.cpu_vendor(), "cpu_linalg": args.cpu_linalg}
 
 
 # ---------------------------------------------------------------- report
@@ -363,22 +402,31 @@ def markdown(res: dict) -> str:
     out = [f"Run {m['date']}, `{m['command']}`; {m['cpus']} CPUs shared, load average (1/5/15 min) "
            f"{la(m['loadavg_before'])} before, {la(m['loadavg_after'])} after. Seconds per block of "
            f"T tokens (min of the repeats); wall = hidden + J_tt + eig + write + Dask overhead.", "",
-           "| model (layer) | dtype | threads | hidden | J_tt (+Δ) | eig | write | Dask | wall | wall/eig "
-           "| wall/token | J_tt minor faults/token |", "|" + "---|" * 12]
+           "| model (layer) | dtype | threads | cpu_linalg | hidden | J_tt (+Δ) | eig | write | Dask | wall "
+           "| wall/eig | wall/token | J_tt minor faults/token |", "|" + "---|" * 13]
     for r in res["blocks"]:
         w = block_wall(r)
-        out.append(f"| {r['model']} ({r['layer']}) | {r['dtype']} | {r['threads']} | {r['hidden']:.3f} "
+        out.append(f"| {r['model']} ({r['layer']}) | {r['dtype']} | {r['threads']} | {r.get('cpu_linalg', 'torch')} "
+                   f"| {r['hidden']:.3f} "
                    f"| {r['jacobian']:.3f} | {r['eig']:.3f} | {r['write']:.4f} | {r['dask']['overhead_s']:.4f} "
                    f"| {w:.3f} | **{w / r['eig']:.2f}** | {w / r['tokens']:.3f} "
                    f"| {r['jac_minor_faults_per_token']:.0f} |")
-    out += ["", "Dask: the same block as a task on a 1-worker LocalCluster (1 thread; warm worker).", "",
+    per_group = len(THREADS) * len(m.get("cpu_linalg", ["torch"]))
+    out += ["", "Dask: the same block as a task on a 1-worker LocalCluster (1 thread; warm worker; "
+            "compute.cpu_linalg auto).", "",
             "| model | dtype | cold task (load + hidden) | task wall | in-task compute | overhead "
             "| in-task minor faults | worker peak RSS GiB |", "|" + "---|" * 8]
-    for r in res["blocks"][:: len(THREADS)]:
+    for r in res["blocks"][::per_group]:
         k = r["dask"]
         out.append(f"| {r['model']} | {r['dtype']} | {k['cold_task_s']:.2f} | {k['task_wall_s']:.3f} "
                    f"| {sum(k['in_task_seconds'].values()):.3f} | {k['overhead_s']:.4f} "
                    f"| {k['in_task_minor_faults']} | {k['worker_peak_rss_gib']:.2f} |")
+    if res.get("gemm"):
+        out += ["", f"The J_tt product (d, 2d)@(2d, d), d = {res['gemm'][0]['d']}, into a reused "
+                f"(d, d), 1 thread, per library (CPU vendor {m.get('cpu_vendor', '?')}).", "",
+                "| dtype | library | s | median s | GFLOP/s |", "|" + "---|" * 5]
+        for r in res["gemm"]:
+            out.append(f"| {r['dtype']} | {r['library']} | {r['s']:.4f} | {r['median_s']:.4f} | {r['gflops']:.0f} |")
     if res["solvers"]:
         out += ["", "Eigensolvers on the first fp32 J_tt benchmarked (Mamba when present; seconds "
                 "per 1024x1024 matrix; error vs numpy fp64 of the fp32 J: max gap of sorted |ζ| or trace/d).", "",
@@ -409,6 +457,8 @@ def main() -> None:
     ap.add_argument("--prefix", type=int, default=128)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--solver-matrices", type=int, default=4)
+    ap.add_argument("--cpu-linalg", type=lambda s: s.split(","), default=["auto"],
+                    help="compute.cpu_linalg choices to time the in-process block under, comma-separated")
     ap.add_argument("--naive", type=lambda s: [int(x) for x in s.split(",") if x], default=[31, 127])
     args = ap.parse_args()
     res = run(args)

@@ -86,9 +86,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) ->
     """a (m, k) @ b (k, n) -> (m, n), written into `out` (C-contiguous) when given.
 
     Plain tensors only (not under vmap): the OpenBLAS route works on numpy views that share
-    their memory, so nothing is copied.
+    their memory, so nothing is copied. Tensors that autograd tracks stay on torch.
     """
-    if a.device.type != "cpu" or _current()["gemm"] != "openblas":
+    if a.device.type != "cpu" or _current()["gemm"] != "openblas" or a.requires_grad or b.requires_grad:
         return torch.matmul(a, b) if out is None else torch.matmul(a, b, out=out)
     if out is None:
         out = a.new_empty(a.shape[0], b.shape[1])
@@ -104,7 +104,7 @@ def eigvals_cpu(m: torch.Tensor, scratch: dict | None = None) -> torch.Tensor:
     fresh page-faulted buffer per matrix).
     """
     op = "eig64" if m.dtype == torch.float64 else "eig32"
-    if _current()[op] != "openblas":
+    if _current()[op] != "openblas" or m.requires_grad:
         return torch.linalg.eigvals(m)
     import scipy.linalg
 

@@ -30,6 +30,7 @@ from sweep.blocks.base import BlockOps
 
 _SOFTPLUS_THRESHOLD = 20.0   # F.softplus default: identity above it, derivative exactly 1
 SCAN_CHUNK = 32              # tokens per batch of decays/drives: 2 x 4 MiB at d_inner 2048, fp32
+JAC_CHUNK = 8                # tokens per batch of J_tt factors: U, Vᵀ 5-11 MiB each at d_inner 2048
 
 
 def _param(t):
@@ -240,20 +241,26 @@ class MambaOps(BlockOps):
         pre = self.prefix(h, t0, t1)
         hb = h[t0:t1]                                                          # (T, d)
         v = self._token(hb, pre["conv"], pre["ssm"])
-        a, b, g, U, Vt = self._jac_factors(v, pre["ssm"])
         w_xin, w_zin = self.folded_in_proj
         T, d = hb.shape
-        inv_r = 1 / v["r"]                                                     # (T, 1)
-        # the 1/r of J_norm' = (I - h hᵀ/(d r²)) / r goes into the per-token factors
-        a, b, U = a * inv_r, b * inv_r, U * inv_r[:, :, None]
-        right = ((Vt * g[:, None, :]).reshape(-1, self.d_inner) @ w_xin).view(T, -1, d)  # (T, k, d)
         J = h.new_empty(T, d, d) if out is None else out
         buf = h.new_empty(self.d_inner, d)
-        for t in range(T):
-            torch.mul(w_xin, a[t, :, None], out=buf)
-            buf.addcmul_(w_zin, b[t, :, None]).addmm_(U[t], right[t])          # (d_inner, d)
-            Jt = linalg.matmul(self.w_out, buf, out=J[t])                      # (d, d)
-            # (I - h hᵀ/(d r²)) on the right; the norm weight is folded into W_x', W_z'
-            Jt.addr_(Jt @ hb[t], hb[t], alpha=-float(inv_r[t]) ** 2 / d)
-            Jt.diagonal().add_(1)
+        # the factors JAC_CHUNK tokens at a time: U, Vᵀ of a whole 32-token fp64 block are
+        # 42 MiB each, past glibc's largest mmap threshold, so page-faulted anew every task
+        for c0 in range(0, T, JAC_CHUNK):
+            c1 = min(T, c0 + JAC_CHUNK)
+            vc = {k: x[c0:c1] for k, x in v.items()}
+            a, b, g, U, Vt = self._jac_factors(vc, pre["ssm"][c0:c1])
+            inv_r = 1 / vc["r"]                                                # (n, 1)
+            # the 1/r of J_norm' = (I - h hᵀ/(d r²)) / r goes into the per-token factors
+            a, b, U = a * inv_r, b * inv_r, U * inv_r[:, :, None]
+            right = ((Vt * g[:, None, :]).reshape(-1, self.d_inner) @ w_xin).view(c1 - c0, -1, d)  # (n, k, d)
+            for i in range(c1 - c0):
+                torch.mul(w_xin, a[i, :, None], out=buf)
+                buf.addcmul_(w_zin, b[i, :, None]).addmm_(U[i], right[i])      # (d_inner, d)
+                Jt = linalg.matmul(self.w_out, buf, out=J[c0 + i])             # (d, d)
+                # (I - h hᵀ/(d r²)) on the right; the norm weight is folded into W_x', W_z'
+                ht = hb[c0 + i]
+                Jt.addr_(Jt @ ht, ht, alpha=-float(inv_r[i]) ** 2 / d)
+                Jt.diagonal().add_(1)
         return J
