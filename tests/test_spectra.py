@@ -6,7 +6,7 @@ import math
 import numpy as np
 import torch
 
-from sweep.spectra import eigvals, rates
+from sweep.spectra import all_finite, eigvals, rates
 
 
 def test_eigvals_batched_matches_numpy_and_flags_nonfinite():
@@ -19,6 +19,17 @@ def test_eigvals_batched_matches_numpy_and_flags_nonfinite():
         ref = np.linalg.eigvals(J[t].numpy())
         assert np.allclose(np.sort_complex(z[t].numpy()), np.sort_complex(ref), atol=1e-12)
     assert eigvals(J.float()).dtype == torch.complex64
+
+
+def test_all_finite_is_exact_for_nan_inf_and_overflowing_sums():
+    big = torch.finfo(torch.float32).max
+    J = torch.ones(5, 4, 4)
+    J[1, 0, 0] = float("nan")
+    J[2, 3, 1] = float("inf")
+    J[3, 0, 0], J[3, 1, 1] = float("inf"), float("-inf")     # the sum is NaN, not inf
+    J[4] = big                                               # finite entries, overflowing sum
+    assert all_finite(J).tolist() == [True, False, False, False, True]
+    assert all_finite(J.double()).tolist() == [True, False, False, False, True]
 
 
 def test_rates_keep_only_stable_nonzero_modes():

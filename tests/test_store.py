@@ -2,6 +2,7 @@
 block writes confined to their own chunks, the ledger, and the plan read from it."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 
@@ -166,6 +167,17 @@ def test_plan_lists_only_unfinished_blocks_layer_ascending(tiny_checkpoints, tmp
     again = {(t.layer, t.seq, t.block) for t in plan(cfg, root) if t.model.group == "gpt2"}
     assert len(again) == 6 and (1, 0, 1) not in again and (0, 1, 0) not in again
     assert all(isinstance(t, BlockTask) for t in tasks)
+
+
+def test_tasks_carry_cpu_linalg_outside_the_fingerprint(tiny_checkpoints, tmp_path):
+    """compute.cpu_linalg reaches every task's worker and, like compute.device, may change
+    between runs of one store (results differ at rounding level only)."""
+    cfg = _cfg(tiny_checkpoints, tmp_path)
+    root = prepare_store(cfg)
+    assert {t.model.cpu_linalg for t in plan(cfg, root)} == {"auto"}
+    pinned = dataclasses.replace(cfg, compute=dataclasses.replace(cfg.compute, cpu_linalg="openblas"))
+    root = prepare_store(pinned)                             # the same store accepts it
+    assert {t.model.cpu_linalg for t in plan(pinned, root)} == {"openblas"}
 
 
 def _with_tokenizer(ck, tmp_path):
