@@ -1,9 +1,10 @@
 """Which library does the CPU's dense linear algebra: torch's own BLAS/LAPACK or numpy/scipy's.
 
 torch's x86 wheels bundle MKL; numpy and scipy bundle OpenBLAS. Which is faster depends on
-the CPU: on the development VM's AMD EPYC (benchmarks/README.md, "Which BLAS") OpenBLAS does
-the (d, d_inner)@(d_inner, d) J_tt product in 0.06 s where MKL takes 0.07-0.09 s, and fp64
-eig in 0.74 s against 0.87 s, while MKL is faster at fp32 eig (0.33 s against 0.38 s).
+the CPU: on the development VM's AMD EPYC (benchmarks/README.md, "Which library") OpenBLAS
+does the (1024, 2048)@(2048, 1024) J_tt product faster than MKL in four runs out of four
+(fp32 by 2-14 %, fp64 by 5-21 %) and fp64 eig by 3-15 %, while MKL is faster at fp32 eig
+(0.30 s against 0.33 s per 1024 x 1024 matrix).
 
 `compute.cpu_linalg` picks: "torch" or "openblas" for every operation, or "auto", which each
 single-threaded worker resolves from its own CPU vendor by the table below (unmeasured
