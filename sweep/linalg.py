@@ -109,10 +109,11 @@ def eigvals_cpu(m: torch.Tensor, scratch: dict | None = None) -> torch.Tensor:
         return torch.linalg.eigvals(m)
     import scipy.linalg
 
+    src = m.numpy()
     a = None if scratch is None else scratch.get("eig")
-    if a is None or a.shape != tuple(m.shape) or a.dtype != m.numpy().dtype:
-        a = np.empty(tuple(m.shape), dtype=m.numpy().dtype, order="F")
+    if a is None or a.shape != src.shape or a.dtype != src.dtype:
+        a = np.empty(src.shape, dtype=src.dtype, order="F")
         if scratch is not None:
             scratch["eig"] = a
-    a[...] = m.numpy()
+    a[...] = src
     return torch.from_numpy(scipy.linalg.eigvals(a, check_finite=False, overwrite_a=True))
