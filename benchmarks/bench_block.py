@@ -174,9 +174,8 @@ def compare_gemm(d: int, reps: int) -> list[dict]:
 
 
 def _plan_name(choice: str, plan: dict) -> str:
-    """"auto" -> "auto (gemm openblas, eig torch)" for this dtype-agnostic report."""
-    libs = ", ".join(f"{op} {lib}" for op, lib in plan.items())
-    return choice if choice != "auto" else f"auto: {libs}"
+    """"auto" -> "auto: gemm openblas, eig32 torch, eig64 openblas"; explicit choices as given."""
+    return choice if choice != "auto" else f"auto: {linalg.describe(plan)}"
 
 
 # ---------------------------------------------------------------- the block, in process

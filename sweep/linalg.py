@@ -73,6 +73,11 @@ def using(choice: str):
         _plan.reset(token)
 
 
+def describe(plan: dict) -> str:
+    """{op: library} -> "gemm openblas, eig32 torch, eig64 openblas" (task results, the sweep's log)."""
+    return ", ".join(f"{op} {lib}" for op, lib in plan.items())
+
+
 def current() -> dict:
     """{op: library} in effect here."""
     return dict(_current())

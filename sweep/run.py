@@ -5,6 +5,7 @@ still at 0, so an interrupted or partly failed sweep is finished by running it a
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import sys
 import threading
@@ -139,6 +140,9 @@ def _verdict(cfg, root, tasks, results, errors, interrupted) -> SweepResult:
     complete = done == total and missing_a == 0
     for e in errors:
         _say(f"failed: {e}")
+    used = collections.Counter(r["linalg"] for r in results if "linalg" in r)
+    if used:                                  # which library computed this run's blocks
+        _say("linear algebra: " + "; ".join(f"{lib} ({n} block{'s' * (n > 1)})" for lib, n in sorted(used.items())))
     if flagged:
         _say(f"warning: {flagged} block(s) hold non-finite values (ledger 2); see `tdos status`")
     if complete:

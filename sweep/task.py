@@ -41,7 +41,7 @@ def run_task(task: BlockTask | ALogTask) -> dict:
     h = hidden_states(model, task)                             # (n_ctx, d)
     t_hidden = clock()
     block = model.block(task.layer)
-    with linalg.using(task.model.cpu_linalg):
+    with linalg.using(task.model.cpu_linalg) as plan:
         jac = block.jacobians(h, task.t0, task.t1, out=_jacobian_buffer(task.t1 - task.t0, h))  # (T, d, d)
         delta = block.delta(h, task.t0, task.t1)               # (T, d_inner) or None
         t_jac = clock()
@@ -58,7 +58,7 @@ def run_task(task: BlockTask | ALogTask) -> dict:
     t_write = clock()
     return {"model": task.model.group, "layer": task.layer, "seq": task.seq,
             "block": task.block, "status": "done" if status == store.DONE else "flagged",
-            "pid": os.getpid(),
+            "pid": os.getpid(), "linalg": linalg.describe(plan) if h.device.type == "cpu" else h.device.type,
             "seconds": {"load": t - t_start, "hidden": t_hidden - t, "jacobian": t_jac - t_hidden,
                         "eig": t_eig - t_jac, "write": t_write - t_eig}}
 

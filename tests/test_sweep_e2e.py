@@ -11,6 +11,7 @@ import xarray as xr
 from scipy.optimize import linear_sum_assignment
 
 from analysis import aggregate, open_store
+from sweep import linalg
 from sweep.cli import main
 from sweep.config import config_from_dict
 from sweep.model import load_model
@@ -46,6 +47,9 @@ def test_sweep_completes(swept, client):
     assert os.path.isfile(cfg.store + ".live.png")       # analysis.live drew the final state
     assert all(set(r["seconds"]) == {"load", "hidden", "jacobian", "eig", "write"}
                for r in result.results if "block" in r)
+    # workers run one BLAS thread, so compute.cpu_linalg auto follows the vendor table there
+    expected = linalg.describe(linalg.resolve("auto", threads=1))
+    assert {r["linalg"] for r in result.results if "block" in r} == {expected}
 
 
 @pytest.mark.parametrize("name,arch", [("mamba-float64", "mamba"), ("gpt2", "gpt2"),
