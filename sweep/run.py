@@ -142,7 +142,8 @@ def _verdict(cfg, root, tasks, results, errors, interrupted) -> SweepResult:
         _say(f"failed: {e}")
     used = collections.Counter(r["linalg"] for r in results if "linalg" in r)
     if used:                                  # which library computed this run's blocks
-        _say("linear algebra: " + "; ".join(f"{lib} ({n} block{'s' * (n > 1)})" for lib, n in sorted(used.items())))
+        _say("linear algebra: " + "; ".join(f"{lib} ({n} block{'s' * (n > 1)})"
+                                            for lib, n in sorted(used.items())))
     if flagged:
         _say(f"warning: {flagged} block(s) hold non-finite values (ledger 2); see `tdos status`")
     if complete:

@@ -19,18 +19,19 @@ def eigvals(J: torch.Tensor, device=None) -> torch.Tensor:
     if device is not None:
         J = J.to(device)
     ok = all_finite(J)                                              # (T,)
-    if bool(ok.all()):
-        # the usual case: no boolean-index copy of the block. On CPU one matrix at a time:
-        # LAPACK works on a column-major copy, and a batched call copies the whole block
-        # (T x 4 MiB at d = 1024, fp32: mmap'd and page-faulted anew, 10-20 us a page on
-        # the development VM) where one (d, d) copy is served from reused heap
-        if J.device.type == "cpu":
-            scratch: dict = {}
-            return torch.stack([linalg.eigvals_cpu(m, scratch) for m in J]).to(src)
-        return torch.linalg.eigvals(J).to(src)
     cdtype = torch.complex128 if J.dtype == torch.float64 else torch.complex64
     out = torch.full(J.shape[:2], complex("nan"), dtype=cdtype, device=J.device)  # (T, d)
-    if ok.any():
+    if J.device.type == "cpu":
+        # one matrix at a time, through the library sweep.linalg picks: LAPACK works on a
+        # column-major copy, and a batched call copies the whole block (T x 4 MiB at
+        # d = 1024, fp32: mmap'd and page-faulted anew, 10-20 us a page on the development
+        # VM) where one (d, d) copy is served from reused heap
+        scratch: dict = {}
+        for t in torch.nonzero(ok).flatten().tolist():
+            out[t] = linalg.eigvals_cpu(J[t], scratch)
+    elif bool(ok.all()):
+        out = torch.linalg.eigvals(J)                               # no boolean-index copy
+    elif ok.any():
         out[ok] = torch.linalg.eigvals(J[ok])
     return out.to(src)
 

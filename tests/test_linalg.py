@@ -88,3 +88,8 @@ def test_eigvals_either_library_matches_fp64_numpy_and_leaves_J_alone(choice, dt
     for t in range(3):
         ref = np.linalg.eigvals(J[t].double().numpy())
         assert _matched_gap(z[t].numpy().astype(complex), ref) <= tol * np.abs(ref).max()
+    flagged = J.clone()
+    flagged[1, 2, 0] = float("nan")                            # a flagged block: the rest as before
+    with linalg.using(choice):
+        zf = eigvals(flagged)
+    assert torch.isnan(zf[1]).all() and torch.equal(zf[[0, 2]], z[[0, 2]])
