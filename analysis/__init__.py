@@ -1,4 +1,4 @@
-"""tdos analysis: reads only the store (and its aggregate beside it). See CONTRACT.md."""
+"""tdos analysis: reads only the store (and its aggregate beside it). See docs/api.md."""
 from .aggregate import Aggregate, aggregate
 from .fits import (IRFit, BootstrapIR, MLEFit, bootstrap_ir_exponent, bootstrap_ir_from_hists,
                    fit_ir_exponent, fit_ir_from_hist, mle_ir_exponent)

@@ -42,7 +42,7 @@ def open_store(path, model=None) -> "Store":
 
 
 class Store:
-    """One model group of a store. See CONTRACT.md for the public reading API."""
+    """One model group of a store. See docs/api.md for the public reading API."""
 
     def __init__(self, path, root, name):
         self.path, self.root, self.name = path, root, name
