@@ -5,6 +5,7 @@ local     distributed.LocalCluster, worker processes    one per core, 1 thread e
 cuda      dask_cuda.LocalCUDACluster                    one per GPU, resources {"GPU": 1}
 scheduler nothing: a Client to an existing scheduler    whatever is attached there
 slurm     dask_jobqueue.SLURMCluster, `slurm.jobs` jobs  per job: one per GPU, else one per core
+          (cluster/slurm.py; a job that leaves the queue early is replaced)
 auto      cuda when GPUs and dask-cuda are present, else local
 
 dask_cuda and dask_jobqueue are imported only when their kind is built: the default
@@ -24,7 +25,6 @@ from cluster.gpu import detect_gpus
 from cluster.security import make_security
 
 LOOPBACK = "127.0.0.1"
-SCRIPT_SCHEDULER = "SCHEDULER-ADDRESS"   # stands in for the address in a dry-run job script
 
 
 def as_config(cfg: ClusterConfig | dict | None) -> ClusterConfig:
@@ -54,7 +54,9 @@ def build_cluster(cfg: ClusterConfig | dict | None = None, n_workers: int | None
     if kind == "cuda":
         return _cuda_cluster(cfg, n_workers)
     if kind == "slurm":
-        return _slurm_cluster(cfg, n_workers)
+        from cluster.slurm import slurm_cluster
+
+        return slurm_cluster(cfg, n_workers)
     raise ConfigError(f"{cfg.where}.kind: 'scheduler' attaches to a running cluster and builds "
                       f"none; use cluster.connect(cfg) or pick local, cuda or slurm")
 
@@ -148,48 +150,8 @@ def _cuda_cluster(cfg: ClusterConfig, n_workers: int | None):
                             resources={"GPU": 1}, **_common_kwargs(cfg))
 
 
-def slurm_job_kwargs(cfg: ClusterConfig) -> dict:
-    """dask-jobqueue Job arguments for one SLURM job of `cfg.slurm`."""
-    s = cfg.slurm
-    directives, worker_args, prologue = list(s.job_extra_directives), [], []
-    if s.gpus:
-        # one worker process per GPU; the resource makes each task hold a whole GPU
-        directives.insert(0, f"--gres=gpu:{s.gpus}")
-        worker_args += ["--resources", "GPU=1"]
-        if s.gpus > 1:
-            worker_args += ["--preload", "cluster.pin_gpu"]
-            prologue.append(f"export TDOS_JOB_GPUS={s.gpus}")
-    return dict(queue=s.queue, account=s.account, walltime=s.walltime, cores=s.cores,
-                memory=s.memory, processes=s.gpus or max(1, s.cores // cfg.threads_per_worker),
-                job_extra_directives=directives, worker_extra_args=worker_args,
-                job_script_prologue=prologue, local_directory=s.local_directory)
-
-
 def slurm_job_script(cfg: ClusterConfig | dict | None = None) -> str:
     """The sbatch script one worker job would run; submits nothing, starts no scheduler."""
-    cfg = as_config(cfg)
-    from dask_jobqueue import SLURMCluster
-    security = make_security(cfg.tls)
-    scheme = "tls" if security else "tcp"
-    job = SLURMCluster.job_cls(scheduler=f"{scheme}://{SCRIPT_SCHEDULER}:8786", name="tdos-worker",
-                               security=security, **slurm_job_kwargs(cfg))
-    return job.job_script()
+    from cluster.slurm import slurm_job_script as script
 
-
-def _slurm_cluster(cfg: ClusterConfig, n_workers: int | None):
-    try:
-        from dask_jobqueue import SLURMCluster
-    except ImportError:
-        raise ConfigError(f"{cfg.where}.kind: 'slurm' needs dask-jobqueue: "
-                          f"pip install 'tdos[slurm]'") from None
-    security = make_security(cfg.tls)
-    # host None: dask-jobqueue's default interface, since workers on other nodes
-    # cannot reach a loopback scheduler
-    cluster = SLURMCluster(host=cfg.host, dashboard_address=cfg.dashboard_address,
-                           protocol="tls://" if security else "tcp://", security=security,
-                           **slurm_job_kwargs(cfg))
-    if n_workers:
-        cluster.scale(n=n_workers)
-    else:
-        cluster.scale(jobs=cfg.slurm.jobs)
-    return cluster
+    return script(as_config(cfg))

@@ -1,7 +1,7 @@
 """Worker preload for multi-GPU SLURM jobs: give each worker process its own GPU.
 
 Runs in the worker before any task, i.e. before anything can create a CUDA context.
-The job script exports TDOS_JOB_GPUS (see build.slurm_job_kwargs).
+The job script exports TDOS_JOB_GPUS (see slurm.slurm_job_kwargs).
 """
 import os
 
