@@ -12,12 +12,10 @@ from dataclasses import dataclass, field
 
 from dask.utils import parse_bytes
 
+from sweep.errors import ConfigError
+
 KINDS = ("local", "cuda", "scheduler", "slurm", "auto")
 SCHEMES = ("tcp", "tls", "ucx", "inproc")
-
-
-class ConfigError(ValueError):
-    """A config value is wrong; the message names the field (`cluster.workers: ...`)."""
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,16 @@ from pathlib import Path
 
 import yaml
 
-from cluster.config import ClusterConfig, ConfigError
+from cluster.config import ClusterConfig
 from sweep.checkpoint import ModelInfo, load_tokenizer, read_model_info
+from sweep.errors import ConfigError
+from sweep.linalg import CHOICES as CPU_LINALG
 
 __all__ = ["ConfigError", "ModelSpec", "InputsConfig", "ComputeConfig", "SweepConfig",
            "load_config", "config_from_dict", "fingerprint", "identity_dict", "with_store"]
 
 DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "cuda")
-CPU_LINALG = ("auto", "torch", "openblas")   # sweep/linalg.py
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sweep.config import CPU_LINALG as CHOICES
-
+CHOICES = ("auto", "torch", "openblas")      # compute.cpu_linalg
 OPS = ("gemm", "eig32", "eig64")
 # per CPU vendor, the library measured faster for each operation (benchmarks/README.md)
 AUTO = {"AuthenticAMD": {"gemm": "openblas", "eig32": "torch", "eig64": "openblas"}}

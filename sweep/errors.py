@@ -1,0 +1,20 @@
+"""The user-facing errors of a sweep, in one dependency-free module.
+
+sweep/config.py and cluster/config.py both raise ConfigError, and importing this module
+imports nothing else, so the block math and the configs share it without pulling in Dask.
+Each message is one line that names the field or path and the fix; `tdos` prints it
+without a traceback.
+"""
+
+
+class ConfigError(ValueError):
+    """A config value is wrong; the message names the field (`cluster.workers: ...`)."""
+
+
+class StoreMismatch(Exception):
+    """The store at the given path cannot take this sweep: made from another config, of
+    another format, or not a tdos store."""
+
+
+class CheckpointChanged(Exception):
+    """The checkpoint's weight files differ from the ones recorded when the store was made."""
