@@ -1,10 +1,19 @@
-"""A cheap progress figure for a running sweep: growing TDOS per layer and the current β.
+"""A cheap progress view of a running sweep: growing TDOS per layer and the current β.
 
-Only blocks new since the last call are read (the incremental aggregate), and β comes from
-the aggregated histograms (`fit_ir_from_hist`), which equals the raw-rate grid fit exactly.
+`render_live` draws `<store>.live.png` and writes β with its bootstrap CI for both mode
+counts to `<store>.live.json` beside it. Only blocks new since the last call are read (the
+incremental aggregate), and β comes from the aggregated histograms (`fit_ir_from_hist`),
+which equals the raw-rate grid fit exactly.
+
+`live_snapshot` is what the dashboard's /tdos page shows (cluster/page.py): ledger counts
+read now, plus the last picture and β that `render_live` wrote.
 """
 from __future__ import annotations
 
+import base64
+import inspect
+import json
+import os
 import time
 from pathlib import Path
 
@@ -12,9 +21,13 @@ import numpy as np
 
 from ._plot import new_figure, save, sweep_colors
 from .aggregate import aggregate
-from .fits import WINDOW, fit_ir_from_hist
+from .fits import WINDOW, bootstrap_ir_from_hists, fit_ir_from_hist
 from .observables import Spectrum
-from .store import open_store
+from .rates import DEFAULT_MODES, MODES, N_COLS
+from .store import LEDGER_PENDING, LEDGER_FLAGGED, open_store
+
+LIVE_BOOT = 200             # bootstrap draws per live β CI (the report uses more)
+LIVE_LEVEL = 0.9            # CI level
 
 
 def render_live(store_path, out_png, window=WINDOW) -> Path:
@@ -26,7 +39,90 @@ def render_live(store_path, out_png, window=WINDOW) -> Path:
     for (ax_rho, ax_beta), name in zip(axes, st.models):
         _model_panels(ax_rho, ax_beta, st.model(name), agg.model(name), window)
     fig.suptitle(f"{Path(store_path).name} — live at {time.strftime('%H:%M:%S')}")
-    return Path(save(fig, Path(out_png), dpi=90))
+    out = Path(save(fig, Path(out_png), dpi=90))
+    betas = {name: live_betas(agg.model(name), window) for name in st.models}
+    _write_json(out.with_suffix(".json"), {"fingerprint": st.fingerprint, "window": list(window),
+                                           "betas": betas,
+                                           "method": beta_method(window)})
+    return out
+
+
+def beta_method(window) -> str:
+    return (f"β: slope − 1 of the grid fit of N(<λ) over λ in [{window[0]:g}, {window[1]:g}]; "
+            f"CI: {LIVE_LEVEL:.0%} percentile bootstrap over tokens (done blocks only), "
+            f"{LIVE_BOOT} draws; done counts every block in the ledger, flagged ones included")
+
+
+def live_betas(agg, window=WINDOW) -> dict:
+    """{layer: {modes: {beta, lo, hi}}} for both mode counts; None where no token is done."""
+    out = {}
+    for layer in agg.layers:
+        done = agg.token_done(layer)                                   # (seq, token)
+        seq = np.nonzero(done)[0]                                      # resampling tags
+        out[str(layer)] = {m: _beta_ci(agg.token_hist(layer, modes=m)[done].reshape(-1, N_COLS),
+                                       seq, window) for m in MODES}
+    return out
+
+
+def _beta_ci(units, seq, window) -> dict | None:
+    if not units.sum():
+        return None
+    kw = {"seq": seq} if "seq" in inspect.signature(bootstrap_ir_from_hists).parameters else {}
+    ci = bootstrap_ir_from_hists(units, window, n_boot=LIVE_BOOT, level=LIVE_LEVEL, **kw)
+    finite = [np.isfinite(v) for v in (ci.beta, ci.lo, ci.hi)]
+    return {"beta": float(ci.beta) if finite[0] else None,
+            "lo": float(ci.lo) if all(finite) else None, "hi": float(ci.hi) if all(finite) else None}
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)                  # a reader never sees half a file
+
+
+def live_snapshot(store_path, running: bool, png=None) -> dict:
+    """What /tdos shows for `store_path` now (JSON-able): per-layer ledger counts, and the
+    β CIs and picture of the last `render_live` (`png`, default `<store>.live.png`)."""
+    store_path = os.path.abspath(os.fspath(store_path))
+    png = Path(png or store_path.rstrip("/") + ".live.png")
+    st = open_store(store_path)
+    live = _read_json(png.with_suffix(".json"))
+    if live.get("fingerprint") != st.fingerprint:      # left by another sweep at this path
+        live, png = {}, None
+    models = [_model_counts(st.model(name), live.get("betas", {}).get(name, {}))
+              for name in st.models]
+    done = sum(m["counts"]["done"] for m in models)
+    total = sum(m["counts"]["total"] for m in models)
+    verdict = (f"{done}/{total} blocks done" if running or done < total
+               else f"complete: {done}/{total} blocks")
+    if not running and done < total:
+        verdict += "; rerun with --resume to finish"
+    return {"store": store_path, "running": running, "updated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "verdict": verdict, "modes": list(MODES), "default_modes": DEFAULT_MODES,
+            "window": live.get("window"), "method": live.get("method", "β appears once the live "
+                                                        "plot has run (compute.live_every > 0)"),
+            "models": models,
+            "png": base64.b64encode(png.read_bytes()).decode() if png and png.is_file() else None}
+
+
+def _model_counts(st, betas: dict) -> dict:
+    led = st.ledger()                                   # (rows, seq, block); -1 = not planned
+    layers = []
+    for i, layer in enumerate(st.layers):
+        row = led[i]
+        layers.append({"layer": layer, "total": int((row >= 0).sum()),
+                       "done": int(((row >= 0) & (row != LEDGER_PENDING)).sum()),
+                       "flagged": int((row == LEDGER_FLAGGED).sum()),
+                       "beta": betas.get(str(layer), {})})
+    counts = {k: sum(r[k] for r in layers) for k in ("done", "flagged", "total")}
+    return {"name": st.name, "counts": counts, "layers": layers}
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _model_panels(ax_rho, ax_beta, st, agg, window):

@@ -88,7 +88,7 @@ ReturnToService=2
 OverTimeLimit=0
 KillWait=5
 InactiveLimit=0
-MinJobAge=30
+MinJobAge=300
 $node_line NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
