@@ -1,9 +1,9 @@
 """The sweep config: one typed dataclass per YAML section, validated at load.
 
-`load_config` checks everything before any compute: YAML syntax, field names and types,
-then the model-dependent facts (layer range, context length, vocabulary, tokenizer) read
-from each checkpoint's config.json only, never its weights. Every failure is a one-line
-`ConfigError` naming the field and the fix.
+`load_config` checks everything before any compute and before a store exists: YAML
+syntax, field names, types and ranges, then each checkpoint (config.json, the weight files'
+headers and shapes: `sweep.checkpoint`), the inputs (text read and tokenized: `sweep.inputs`)
+and the store path. Every failure is a one-line `ConfigError`, `<field>: <what> — <fix>`.
 """
 from __future__ import annotations
 
@@ -11,15 +11,19 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import math
 import os
 import typing
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from cluster.config import ClusterConfig
-from sweep.checkpoint import ModelInfo, load_tokenizer, read_model_info
+from sweep import inputs as text_inputs
+from sweep.checkpoint import ModelInfo, find_tokenizer, inspect_checkpoint, load_tokenizer
+from sweep.checkpoint import is_dir
 from sweep.errors import ConfigError
 from sweep.linalg import CHOICES as CPU_LINALG
 
@@ -43,6 +47,8 @@ class ModelSpec:
     info: ModelInfo | None = field(default=None, compare=False, repr=False)
     layer_lengths: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
     where: str = field(default="model", compare=False, repr=False)
+    tokens: typing.Any = field(default=None, compare=False, repr=False)     # (S, L) int64 ids
+    inputs_record: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,10 @@ class InputsConfig:
     sequences: int
     length: int                     # L_max: tokens per sequence
     seed: int = 0                   # random token ids when no text is given
-    text: str | None = None         # text file, tokenized with each model's local tokenizer
+    text: str | None = None         # file | directory | glob | stdlib:pydoc_data.topics
+    tokenizer: str | None = None    # hub id or directory; default: each checkpoint's own
+    # resolved at load: the text that was read (sweep/inputs.py)
+    source: text_inputs.TextSource | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -78,7 +87,7 @@ class SweepConfig:
 _TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster")
 _YAML_FIELDS = {
     ModelSpec: ("path", "dtype", "revision", "name", "layers"),
-    InputsConfig: ("sequences", "length", "seed", "text"),
+    InputsConfig: ("sequences", "length", "seed", "text", "tokenizer"),
     ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg"),
 }
 
@@ -87,19 +96,24 @@ def load_config(path, overrides: dict | None = None) -> SweepConfig:
     """Read YAML at `path`, apply dotted-key `overrides` ({"store": ...}), validate."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"{path}: config file not found; give the path of a YAML config")
+        raise ConfigError(f"{path}: config file not found — give the path of a YAML config")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte offset {e.start}) — give a YAML config "
+                          f"file") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror}) — check its permissions") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         col = f" column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{where}: malformed YAML: {problem}; fix the syntax at line "
+        raise ConfigError(f"{where}: malformed YAML: {problem} — fix the syntax at line "
                           f"{mark.line + 1 if mark else '?'}{col}") from None
     if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping with model, inputs, layers, store; "
-                          f"got {type(raw).__name__}")
+        raise ConfigError(f"{path}: expected a mapping with model, inputs, layers, store, "
+                          f"got {type(raw).__name__} — see configs/tiny.yaml")
     for key, value in (overrides or {}).items():
         _set_dotted(raw, key, value)
     return config_from_dict(raw, base_dir=path.parent)
@@ -107,21 +121,24 @@ def load_config(path, overrides: dict | None = None) -> SweepConfig:
 
 def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     """Validate a config mapping (as from YAML). Relative text paths resolve from base_dir."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config: expected a mapping with model, inputs, layers, store, got "
+                          f"{type(raw).__name__} — see configs/tiny.yaml")
     _reject_unknown(raw, _TOP_KEYS, "")
     models = _models(raw)
     inputs = _section(InputsConfig, raw.get("inputs"), "inputs")
-    compute = _section(ComputeConfig, raw.get("compute") or {}, "compute")
+    compute = _section(ComputeConfig, {} if raw.get("compute") is None else raw["compute"], "compute")
     cluster = ClusterConfig.from_dict(raw.get("cluster"))
-    _check_inputs(inputs, base_dir)
+    _check_inputs(inputs)
     _check_compute(compute)
     if "layers" not in raw:
-        raise ConfigError("layers: required field missing; add e.g. `layers: [0, 1]` or `layers: all`")
+        raise ConfigError("layers: required field missing — add e.g. `layers: [0, 1]` or `layers: all`")
     layers = _normalize_layers(raw["layers"], "layers")
     store = _check_store(raw.get("store"))
-    if inputs.text:
-        inputs = dataclasses.replace(inputs, text=str(Path(base_dir, inputs.text).resolve()))
-    models = [_resolve_model(m, inputs, layers) for m in models]
-    _check_unique_names(models)
+    _check_unique_names([dataclasses.replace(m, name=m.name or default_name(m)) for m in models])
+    inputs = _resolve_inputs(inputs, base_dir)
+    tokenizers: dict = {}           # one tokenizer (and its load) shared by the models
+    models = [_resolve_model(m, inputs, layers, tokenizers) for m in models]
     return SweepConfig(models=models, inputs=inputs, layers=layers, store=store,
                        compute=compute, cluster=cluster)
 
@@ -130,7 +147,10 @@ def identity_dict(cfg: SweepConfig) -> dict:
     """The parts of the config that decide what is in the store (JSON-able)."""
     models = [{"path": m.path, "dtype": m.dtype, "revision": m.revision, "name": m.name,
                "layers": _jsonable_layers(m.layers)} for m in cfg.models]
-    return {"models": models, "inputs": dataclasses.asdict(cfg.inputs),
+    inputs = {k: getattr(cfg.inputs, k) for k in _YAML_FIELDS[InputsConfig]}
+    if inputs["tokenizer"] is None:       # absent before inputs.tokenizer existed: same fingerprint
+        del inputs["tokenizer"]
+    return {"models": models, "inputs": inputs,
             "layers": _jsonable_layers(cfg.layers), "token_block": cfg.token_block}
 
 
@@ -157,7 +177,7 @@ def _section(cls, raw, where: str):
     """Build dataclass `cls` from a mapping: unknown keys, missing keys and types checked."""
     if not isinstance(raw, dict):
         if raw is None:
-            raise ConfigError(f"{where}: required section missing; see configs/tiny.yaml")
+            raise ConfigError(f"{where}: required section missing — see configs/tiny.yaml")
         raise ConfigError(f"{where}: expected a mapping of fields, got {type(raw).__name__} {raw!r}")
     names = _YAML_FIELDS[cls]
     _reject_unknown(raw, names, where)
@@ -168,7 +188,7 @@ def _section(cls, raw, where: str):
             continue
         if f.name not in raw:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ConfigError(f"{where}.{f.name}: required field missing; add `{f.name}: ...`")
+                raise ConfigError(f"{where}.{f.name}: required field missing — add `{f.name}: ...`")
             continue
         kwargs[f.name] = _check_type(raw[f.name], hints[f.name], f"{where}.{f.name}")
     if cls is ModelSpec:
@@ -187,10 +207,22 @@ def _check_type(value, hint, where: str):
             return float(value)
         if typ is int and isinstance(value, int) and not isinstance(value, bool):
             return value
-        if typ in (str, bool) and isinstance(value, typ):
+        if typ is str and isinstance(value, str):
+            return _clean_str(value, where)
+        if typ is bool and isinstance(value, bool):
             return value
     names = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in allowed)
     raise ConfigError(f"{where}: expected {names}, got {value!r} ({type(value).__name__})")
+
+
+def _clean_str(value: str, where: str) -> str:
+    """Refuse control characters and lone surrogates: no path or name holds them, and they
+    would break the one-line error and the store's JSON attributes."""
+    for i, ch in enumerate(value):
+        if unicodedata.category(ch) in ("Cc", "Cs"):
+            raise ConfigError(f"{where}: {value!r} holds the control character {ch!r} at {i} — "
+                              f"remove it")
+    return value
 
 
 _UnionType = type(int | None)
@@ -198,43 +230,88 @@ _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "tru
                type(None): "null"}
 
 
-def _check_inputs(inputs: InputsConfig, base_dir) -> None:
+MAX_TOKENS = 10**8      # sequences * length: far past any sweep (~1e4 core-years of eig at d = 1024)
+
+
+def _check_inputs(inputs: InputsConfig) -> None:
     if inputs.sequences < 1:
-        raise ConfigError(f"inputs.sequences: must be >= 1, got {inputs.sequences}; "
+        raise ConfigError(f"inputs.sequences: must be >= 1, got {inputs.sequences} — "
                           f"use a positive number of sequences")
     if inputs.length < 1:
-        raise ConfigError(f"inputs.length: must be >= 1, got {inputs.length}; use a positive token count")
-    if inputs.text and not Path(base_dir, inputs.text).is_file():
-        raise ConfigError(f"inputs.text: file not found: {inputs.text}; give an existing text "
-                          f"file or remove `text` for random tokens")
+        raise ConfigError(f"inputs.length: must be >= 1, got {inputs.length} — use a positive token count")
+    if inputs.sequences * inputs.length > MAX_TOKENS:
+        raise ConfigError(f"inputs: sequences*length = {inputs.sequences * inputs.length} tokens, more "
+                          f"than a sweep can compute ({MAX_TOKENS:.0e}) — use fewer or shorter sequences")
+    if not 0 <= inputs.seed <= text_inputs.SEED_MAX:
+        raise ConfigError(f"inputs.seed: must be in 0..2**63-1, got {inputs.seed} — use e.g. seed: 0")
+    if inputs.tokenizer is not None and not inputs.text:
+        raise ConfigError("inputs.tokenizer: only used to read inputs.text — add `text:` "
+                          "(e.g. stdlib:pydoc_data.topics) or remove `tokenizer`")
+    for name in ("text", "tokenizer"):
+        if getattr(inputs, name) == "":
+            raise ConfigError(f"inputs.{name}: empty string — give a value or remove the field")
+
+
+def _resolve_inputs(inputs: InputsConfig, base_dir) -> InputsConfig:
+    """Read the text once (every model cuts its tokens from it); a tokenizer directory
+    becomes absolute, a hub id stays as written."""
+    if not inputs.text:
+        return inputs
+    source = text_inputs.read_text(inputs.text, base_dir)
+    tok = inputs.tokenizer
+    if tok is not None and is_dir(Path(base_dir, tok).expanduser()):
+        tok = str(Path(base_dir, tok).expanduser().resolve())
+    return dataclasses.replace(inputs, text=source.spec, tokenizer=tok, source=source)
 
 
 def _check_compute(compute: ComputeConfig) -> None:
     if compute.token_block < 1:
-        raise ConfigError(f"compute.token_block: must be >= 1, got {compute.token_block}; "
+        raise ConfigError(f"compute.token_block: must be >= 1, got {compute.token_block} — "
                           f"use e.g. token_block: 32")
     if compute.device not in DEVICES:
-        raise ConfigError(f"compute.device: {compute.device!r} is not one of {', '.join(DEVICES)}")
-    if compute.cpu_linalg not in CPU_LINALG:
-        raise ConfigError(f"compute.cpu_linalg: {compute.cpu_linalg!r} is not one of {', '.join(CPU_LINALG)}; "
+        raise ConfigError(f"compute.device: {compute.device!r} is not one of {', '.join(DEVICES)} — "
                           f"leave it out for auto")
-    if compute.live_every < 0:
-        raise ConfigError(f"compute.live_every: must be >= 0 seconds (0 disables), got {compute.live_every}")
+    if compute.cpu_linalg not in CPU_LINALG:
+        raise ConfigError(f"compute.cpu_linalg: {compute.cpu_linalg!r} is not one of {', '.join(CPU_LINALG)} — "
+                          f"leave it out for auto")
+    if not (math.isfinite(compute.live_every) and compute.live_every >= 0):
+        raise ConfigError(f"compute.live_every: must be a finite number of seconds >= 0, got "
+                          f"{compute.live_every} — use e.g. 10, or 0 to disable")
 
 
 def _check_store(store) -> str:
+    """The store path, absolute; refused here (before anything is created) when it is a
+    file, under a file, not writable, or a damaged store."""
     if not isinstance(store, str) or not store:
         raise ConfigError(f"store: expected a path like out/run.zarr, got {store!r}")
-    p = Path(store).expanduser().resolve()
-    if p.exists() and not p.is_dir():
-        raise ConfigError(f"store: {store} exists and is a file; give a directory path like out/run.zarr")
-    probe = p
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"store: {store} is not writable ({probe} is not a writable directory); "
+    _clean_str(store, "store")
+    try:
+        p = Path(store).expanduser().resolve()
+        if p.exists() and not p.is_dir():
+            raise ConfigError(f"store: {store} exists and is a file — give a directory path like out/run.zarr")
+        probe = p
+        while not probe.exists():
+            probe = probe.parent
+        writable = probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
+        meta = p / "zarr.json"
+        damaged = meta.is_file() and not _is_json(meta)
+    except OSError as e:
+        raise ConfigError(f"store: {store!r} cannot be used as a path ({e.strerror or e}) — "
+                          f"choose a shorter, plain path") from None
+    if not writable:
+        raise ConfigError(f"store: {store} is not writable ({probe} is not a writable directory) — "
                           f"choose a path in a writable directory")
+    if damaged:
+        raise ConfigError(f"store: {meta} is not valid JSON (a damaged store) — remove {store} "
+                          f"or choose another path")
     return str(p)
+
+
+def _is_json(f: Path) -> bool:
+    try:
+        return isinstance(json.loads(f.read_text()), dict)
+    except (ValueError, UnicodeDecodeError):
+        return False
 
 
 # ---------------------------------------------------------------- layers
@@ -274,44 +351,51 @@ def _layer_lengths(layers, where: str, m: ModelSpec, length: int) -> tuple[tuple
     for i, (layer, tokens) in enumerate(items):
         key = f"{where}.{layer}" if isinstance(layers, dict) else f"{where}[{i}]"
         if not 0 <= layer < n:
-            raise ConfigError(f"{key}: layer {layer} out of range for {m.path} (0..{n - 1}); "
+            raise ConfigError(f"{key}: layer {layer} out of range for {m.path} (0..{n - 1}) — "
                               f"use a value < {n}")
         if not 1 <= tokens <= length:
             raise ConfigError(f"{key}: {tokens} tokens for layer {layer} must be in 1..inputs.length "
-                              f"({length}); lower it or raise inputs.length")
+                              f"({length}) — lower it or raise inputs.length")
         out.append((layer, tokens))
     return tuple(out)
 
 
 # ---------------------------------------------------------------- per model
 
-def _resolve_model(m: ModelSpec, inputs: InputsConfig, layers) -> ModelSpec:
+def _resolve_model(m: ModelSpec, inputs: InputsConfig, layers, tokenizers: dict) -> ModelSpec:
     w = m.where
     if m.dtype not in DTYPES:
-        raise ConfigError(f"{w}.dtype: {m.dtype!r} is not supported; use float32 or float64")
-    info = read_model_info(m.path, m.revision, f"{w}.path")
+        raise ConfigError(f"{w}.dtype: {m.dtype!r} is not supported — use float32 or float64")
+    info = inspect_checkpoint(m.path, m.revision, f"{w}.path")
     if info.max_length is not None and inputs.length > info.max_length:
         raise ConfigError(f"inputs.length: {inputs.length} exceeds the context of {m.path} "
-                          f"(max_length {info.max_length}); use length <= {info.max_length}")
-    if inputs.text:
-        _check_text(m, inputs)
+                          f"(max_length {info.max_length}) — use length <= {info.max_length}")
     own = _normalize_layers(m.layers, f"{w}.layers") if m.layers is not None else None
     m = dataclasses.replace(m, info=info, layers=own, name=m.name or default_name(m))
     where = f"{w}.layers" if own is not None else "layers"
     lengths = _layer_lengths(own if own is not None else layers, where, m, inputs.length)
-    return dataclasses.replace(m, layer_lengths=lengths)
+    tokens, record = _tokens(m, inputs, tokenizers)
+    return dataclasses.replace(m, layer_lengths=lengths, tokens=tokens, inputs_record=record)
 
 
-def _check_text(m: ModelSpec, inputs: InputsConfig) -> None:
-    tok = load_tokenizer(m.path, m.revision)
-    if tok is None:
-        raise ConfigError(f"inputs.text: {m.path} has no local tokenizer to read the text with; "
-                          f"use random tokens (remove `text`) or a checkpoint with tokenizer files")
-    need = inputs.sequences * inputs.length
-    have = len(tok(Path(inputs.text).read_text())["input_ids"])
-    if have < need:
-        raise ConfigError(f"inputs.text: {inputs.text} gives {have} tokens with {m.path}'s tokenizer, "
-                          f"need sequences*length = {need}; use a longer text or fewer tokens")
+def _tokens(m: ModelSpec, inputs: InputsConfig, tokenizers: dict):
+    """((S, L) int64 token ids, the store's record of them) for model `m`."""
+    S, L, vocab = inputs.sequences, inputs.length, m.info.vocab_size
+    record = {"sequences": S, "length": L, "seed": inputs.seed, "text": inputs.text}
+    if inputs.source is None:
+        ids = text_inputs.random_ids(inputs.seed, S, L, vocab)
+        return ids, {**record, "source": "random", "vocab_size": vocab}
+    name = inputs.tokenizer or m.path
+    if name not in tokenizers:
+        if inputs.tokenizer:
+            tokenizers[name] = load_tokenizer(inputs.tokenizer, None, "inputs.tokenizer")
+        else:
+            tokenizers[name] = find_tokenizer(m.info.local_dir)
+    if tokenizers[name] is None:
+        raise ConfigError(f"inputs.text: {m.path} ships no tokenizer to read the text with — set "
+                          f"inputs.tokenizer (a hub id or directory), or remove `text` for random tokens")
+    ids = text_inputs.text_ids(inputs.source, tokenizers[name], name, S, L, vocab, m.path)
+    return ids, {**record, "source": "text", "tokenizer": name, **inputs.source.record()}
 
 
 def default_name(m: ModelSpec) -> str:
@@ -326,10 +410,10 @@ def _check_unique_names(models: list[ModelSpec]) -> None:
     for m in models:
         if m.name in seen:
             raise ConfigError(f"{m.where}.name: group name {m.name!r} is also used by "
-                              f"{seen[m.name]}; set a distinct `name`")
-        if "/" in m.name or m.name.startswith("."):
-            raise ConfigError(f"{m.where}.name: {m.name!r} cannot be a store group name; "
-                              f"avoid '/' and a leading '.'")
+                              f"{seen[m.name]} — set a distinct `name`")
+        if "/" in m.name or "\\" in m.name or m.name.startswith(".") or m.name == "zarr.json":
+            raise ConfigError(f"{m.where}.name: {m.name!r} cannot be a store group name — "
+                              f"avoid '/', '\\', a leading '.' and 'zarr.json'")
         seen[m.name] = m.where
 
 
@@ -339,7 +423,7 @@ def _reject_unknown(raw: dict, known, where: str) -> None:
     for key in raw:
         if key not in known:
             close = difflib.get_close_matches(str(key), list(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = f" — did you mean {close[0]!r}?" if close else ""
             prefix = f"{where}." if where else ""
             raise ConfigError(f"{prefix}{key}: unknown field{hint} (known: {', '.join(known)})")
 

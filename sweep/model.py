@@ -20,7 +20,6 @@ import hashlib
 import importlib
 import itertools
 import json
-import math
 from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,22 +28,22 @@ from pathlib import Path
 import torch
 
 from sweep.blocks.base import BlockOps
+from sweep.checkpoint import HF_CLASSES, SUPPORTED, find_tokenizer, locate, mamba_ssm_to_hf_config
+from sweep.checkpoint import weight_files as _weight_files
 
-# model_type -> (transformers class name, our arch name, BlockOps "module:Class")
-_ARCHS = {
-    "mamba": ("MambaForCausalLM", "sweep.blocks.mamba:MambaOps"),
-    "gpt2": ("GPT2LMHeadModel", "sweep.blocks.gpt2:GPT2Ops"),
-    "gpt_neox": ("GPTNeoXForCausalLM", "sweep.blocks.gpt_neox:GPTNeoXOps"),
-    "llama": ("LlamaForCausalLM", "sweep.blocks.llama:LlamaOps"),
+# model_type -> (transformers class name, BlockOps "module:Class"); the supported
+# architectures and everything about locating files live in sweep/checkpoint.py
+_OPS = {
+    "mamba": "sweep.blocks.mamba:MambaOps",
+    "gpt2": "sweep.blocks.gpt2:GPT2Ops",
+    "gpt_neox": "sweep.blocks.gpt_neox:GPTNeoXOps",
+    "llama": "sweep.blocks.llama:LlamaOps",
 }
-SUPPORTED = tuple(_ARCHS)
+_ARCHS = {arch: (HF_CLASSES[arch], _OPS[arch]) for arch in SUPPORTED}
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 # BlockOps kept in the compute dtype when it is wider than the stored weights: the swept
 # layer and the one being advanced through, never a second copy of the whole model
 BLOCK_CACHE = 2
-_WEIGHT_SUFFIXES = (".safetensors", ".bin")
-# what a hub download fetches: configs, tokenizer files, weights (safetensors preferred)
-_HUB_META = ["*.json", "*.txt", "*.model"]
 
 
 @dataclass
@@ -119,7 +118,7 @@ class LoadedModel:
     def tokenizer(self):
         """The checkpoint's HF tokenizer when its files are available locally, else None."""
         if self._tokenizer is False:
-            self._tokenizer = _local_tokenizer(self.local_dir)
+            self._tokenizer = find_tokenizer(self.local_dir)
         return self._tokenizer
 
 
@@ -130,7 +129,7 @@ def load_model(path, dtype="float32", revision=None, device="cpu") -> LoadedMode
     `dtype` as they are used (see the module docstring).
     """
     tdtype = _parse_dtype(dtype)
-    local = _resolve(str(path), revision)
+    local = locate(str(path), revision, where="load_model", download=True)
     cfg = json.loads((local / "config.json").read_text())
     storage = storage_dtype(checkpoint_dtypes(local), tdtype)
     if "model_type" in cfg:
@@ -233,54 +232,6 @@ def _parse_dtype(dtype) -> torch.dtype:
     raise ValueError(f"dtype {dtype!r} not supported; use one of {sorted(_DTYPES)}")
 
 
-# ---------------------------------------------------------------- locating the checkpoint
-
-def _resolve(path: str, revision) -> Path:
-    """Local directory holding config.json + weights: the path itself, or a hub snapshot."""
-    p = Path(path).expanduser()
-    if p.is_dir():
-        if not (p / "config.json").is_file():
-            raise FileNotFoundError(f"no checkpoint at {path}: directory has no config.json")
-        return p
-    looks_local = p.exists() or path.startswith((".", "/", "~")) or path.count("/") != 1
-    if looks_local:
-        raise FileNotFoundError(f"no checkpoint at {path}: not a directory with config.json (nor a hub id owner/name)")
-    try:
-        return _hub_snapshot(path, revision)
-    except Exception as e:  # hub errors are many types; the one-line message names the cause
-        raise FileNotFoundError(
-            f"no checkpoint at {path}: not a local directory, and hub id {path!r}"
-            f" (revision {revision}) not in the HF cache nor downloadable ({type(e).__name__})"
-        ) from None
-
-
-def _hub_snapshot(repo_id: str, revision) -> Path:
-    """Snapshot from the HF cache when present, else download: safetensors, else .bin."""
-    from huggingface_hub import snapshot_download
-
-    def fetch(patterns, local_only):
-        return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns,
-                                      local_files_only=local_only))
-
-    for local_only in (True, False):
-        try:
-            d = fetch(_HUB_META + ["*.safetensors"], local_only)
-            if not _weight_files(d):
-                d = fetch(_HUB_META + ["*.bin"], local_only)
-            if (d / "config.json").is_file() and _weight_files(d):
-                return d
-        except Exception:
-            if not local_only:
-                raise
-    raise FileNotFoundError(f"{repo_id}: snapshot has no config.json or weights")
-
-
-def _weight_files(d: Path) -> list[Path]:
-    files = sorted(f for f in d.iterdir() if f.name.endswith(_WEIGHT_SUFFIXES) and not f.name.startswith("training_args"))
-    safe = [f for f in files if f.suffix == ".safetensors"]
-    return safe or files
-
-
 def _weights_sha256(d: Path) -> dict:
     """{file name: sha256} of the weight files that were loaded."""
     out = {}
@@ -291,21 +242,6 @@ def _weights_sha256(d: Path) -> dict:
                 h.update(chunk)
         out[f.name] = h.hexdigest()
     return out
-
-
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
-
-
-def _local_tokenizer(d: Path):
-    # transformers 5 builds an empty tokenizer from config.json alone: require real files
-    if not any((d / f).is_file() for f in _TOKENIZER_FILES):
-        return None
-    try:
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(str(d), local_files_only=True)
-    except Exception:  # no tokenizer files, or ones this transformers cannot read
-        return None
 
 
 # ---------------------------------------------------------------- HF format
@@ -322,40 +258,6 @@ def _load_hf(local: Path, model_type: str, dtype: torch.dtype):
 
 
 # ---------------------------------------------------------------- mamba_ssm format
-
-def mamba_ssm_to_hf_config(cfg: dict):
-    """mamba_ssm config.json dict -> transformers MambaConfig (Mamba-1 blocks only)."""
-    from transformers import MambaConfig
-
-    ssm = dict(cfg.get("ssm_cfg") or {})
-    unsupported = {
-        "ssm_cfg.layer": ssm.get("layer", "Mamba1") != "Mamba1",
-        "rms_norm": not cfg.get("rms_norm", True),
-        "d_intermediate": cfg.get("d_intermediate", 0) != 0,
-        "attn_layer_idx": bool(cfg.get("attn_layer_idx")),
-    }
-    bad = [k for k, v in unsupported.items() if v]
-    if bad:
-        raise ValueError(f"mamba_ssm config: unsupported setting(s) {bad}; only Mamba-1 RMSNorm blocks load")
-    mult = cfg.get("pad_vocab_size_multiple", 1)
-    vocab = cfg["vocab_size"] + (-cfg["vocab_size"]) % mult
-    d = cfg["d_model"]
-    dt_rank = ssm.get("dt_rank", "auto")
-    return MambaConfig(
-        vocab_size=vocab,
-        hidden_size=d,
-        num_hidden_layers=cfg["n_layer"],
-        state_size=ssm.get("d_state", 16),
-        conv_kernel=ssm.get("d_conv", 4),
-        expand=ssm.get("expand", 2),
-        time_step_rank=math.ceil(d / 16) if dt_rank == "auto" else dt_rank,
-        use_bias=ssm.get("bias", False),
-        use_conv_bias=ssm.get("conv_bias", True),
-        layer_norm_epsilon=cfg.get("norm_epsilon", 1e-5),
-        residual_in_fp32=cfg.get("residual_in_fp32", True),
-        tie_word_embeddings=cfg.get("tie_embeddings", True),
-    )
-
 
 def _read_state_dict(local: Path) -> dict:
     files = _weight_files(local)

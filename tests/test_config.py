@@ -82,45 +82,45 @@ def _not_a_dir(tmp_path):
 # (config changes, expected message); {ck[...]}/{tmp} are filled in per test
 BAD = {
     "unknown_field": ({"inptus": {}},
-                      "inptus: unknown field; did you mean 'inputs'? "
+                      "inptus: unknown field — did you mean 'inputs'? "
                       "(known: model, models, inputs, layers, store, compute, cluster)"),
     "unknown_nested": ({"compute.tokenblock": 4},
-                       "compute.tokenblock: unknown field; did you mean 'token_block'? "
+                       "compute.tokenblock: unknown field — did you mean 'token_block'? "
                        "(known: token_block, device, live_every, cpu_linalg)"),
     "wrong_type": ({"inputs.sequences": "two"},
                    "inputs.sequences: expected an integer, got 'two' (str)"),
     "missing_field": ({"inputs": {"sequences": 2}},
-                      "inputs.length: required field missing; add `length: ...`"),
+                      "inputs.length: required field missing — add `length: ...`"),
     "bad_dtype": ({"model.dtype": "float16"},
-                  "model.dtype: 'float16' is not supported; use float32 or float64"),
+                  "model.dtype: 'float16' is not supported — use float32 or float64"),
     "layer_out_of_range": ({"layers": [0, 99]},
-                           "layers[1]: layer 99 out of range for {gpt2} (0..1); use a value < 2"),
+                           "layers[1]: layer 99 out of range for {gpt2} (0..1) — use a value < 2"),
     "length_beyond_context": ({"inputs.length": 64},
-                              "inputs.length: 64 exceeds the context of {gpt2} (max_length 32); "
+                              "inputs.length: 64 exceeds the context of {gpt2} (max_length 32) — "
                               "use length <= 32"),
     "missing_checkpoint": ({"model.path": "/nonexistent/ckpt"},
                            "model.path: no checkpoint at /nonexistent/ckpt (not a local directory, "
-                           "not in the Hugging Face cache); download it first or fix the path"),
+                           "not in the Hugging Face cache) — download it first or fix the path"),
     "unsupported_arch": ({"model.path": "{bert}"},
-                         "model.path: architecture 'bert' (config.json model_type) is not supported; "
+                         "model.path: architecture 'bert' (config.json model_type) is not supported — "
                          "use one of gpt2, gpt_neox, llama, mamba"),
     "unwritable_store": ({"store": "{nodir}"},
                          "store: {nodir} is not writable ({tmp}/plain-file is not a writable "
-                         "directory); choose a path in a writable directory"),
+                         "directory) — choose a path in a writable directory"),
     "token_block_zero": ({"compute.token_block": 0},
-                         "compute.token_block: must be >= 1, got 0; use e.g. token_block: 32"),
+                         "compute.token_block: must be >= 1, got 0 — use e.g. token_block: 32"),
     "cpu_linalg": ({"compute.cpu_linalg": "mkl"},
-                   "compute.cpu_linalg: 'mkl' is not one of auto, torch, openblas; leave it out for auto"),
+                   "compute.cpu_linalg: 'mkl' is not one of auto, torch, openblas — leave it out for auto"),
     "sequences_zero": ({"inputs.sequences": 0},
-                       "inputs.sequences: must be >= 1, got 0; use a positive number of sequences"),
+                       "inputs.sequences: must be >= 1, got 0 — use a positive number of sequences"),
     "text_missing": ({"inputs.text": "no-such.txt"},
-                     "inputs.text: file not found: no-such.txt; give an existing text file or "
-                     "remove `text` for random tokens"),
+                     "inputs.text: file not found: no-such.txt — give an existing text file, "
+                     "directory or glob, or stdlib:pydoc_data.topics, or remove `text` for random tokens"),
     "no_tokenizer": ({"inputs.text": "words.txt"},
-                     "inputs.text: {gpt2} has no local tokenizer to read the text with; use random "
-                     "tokens (remove `text`) or a checkpoint with tokenizer files"),
+                     "inputs.text: {gpt2} ships no tokenizer to read the text with — set "
+                     "inputs.tokenizer (a hub id or directory), or remove `text` for random tokens"),
     "per_layer_tokens": ({"layers": {0: 8, 1: 9}},
-                         "layers.1: 9 tokens for layer 1 must be in 1..inputs.length (8); "
+                         "layers.1: 9 tokens for layer 1 must be in 1..inputs.length (8) — "
                          "lower it or raise inputs.length"),
     "cluster_section": ({"cluster": {"kind": "locl"}},
                         "cluster.kind: 'locl' is not one of local, cuda, scheduler, slurm, auto; "
@@ -146,7 +146,7 @@ def test_malformed_yaml_names_the_line(tmp_path):
     path = _write(tmp_path, "model:\n  path: x\ninputs: [1, 2\nlayers: all\n")
     with pytest.raises(ConfigError) as err:
         load_config(path)
-    assert str(err.value) == (f"{path}:4: malformed YAML: expected ',' or ']', but got ':'; "
+    assert str(err.value) == (f"{path}:4: malformed YAML: expected ',' or ']', but got ':' — "
                               f"fix the syntax at line 4 column 7")
 
 
@@ -156,5 +156,5 @@ def test_cli_prints_one_line_and_exits_2(tiny_checkpoints, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert err == (f"tdos: error: layers[0]: layer 5 out of range for {tiny_checkpoints['gpt2']} "
-                   f"(0..1); use a value < 2\n")
+                   f"(0..1) — use a value < 2\n")
     assert not (tmp_path / "run.zarr").exists()      # refused before anything was written

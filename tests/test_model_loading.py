@@ -6,6 +6,8 @@ import json
 import pytest
 import torch
 
+from sweep.checkpoint import HF_CLASSES, inspect_checkpoint
+from sweep.errors import ConfigError
 from sweep.model import LoadedModel, load_model
 
 ARCHS = ["mamba", "gpt2", "gpt_neox", "llama"]
@@ -14,10 +16,8 @@ ARCHS = ["mamba", "gpt2", "gpt_neox", "llama"]
 def _hf_reference(path, arch, dtype):
     import transformers
 
-    from sweep.model import _ARCHS
-
     kw = {} if arch == "mamba" else {"attn_implementation": "eager"}
-    return getattr(transformers, _ARCHS[arch][0]).from_pretrained(str(path), dtype=dtype, **kw).eval()
+    return getattr(transformers, HF_CLASSES[arch]).from_pretrained(str(path), dtype=dtype, **kw).eval()
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -78,11 +78,11 @@ def test_mamba_ssm_format_loads_same_weights(tiny_checkpoints):
 
 
 def test_missing_checkpoint_is_one_line(tmp_path):
-    with pytest.raises(FileNotFoundError) as e:
+    with pytest.raises(ConfigError) as e:
         load_model(tmp_path / "nope")
     assert str(tmp_path / "nope") in str(e.value) and "\n" not in str(e.value)
     (tmp_path / "empty").mkdir()
-    with pytest.raises(FileNotFoundError, match="config.json"):
+    with pytest.raises(ConfigError, match="config.json"):
         load_model(tmp_path / "empty")
 
 
@@ -193,3 +193,97 @@ def test_checkpoint_dtypes_of_a_torch_bin(tiny_checkpoints):
     from sweep.model import checkpoint_dtypes
 
     assert checkpoint_dtypes(tiny_checkpoints["mamba_ssm"]) == {torch.float32}
+
+
+# ---------------------------------------------------------------- one place for checkpoint facts
+
+@pytest.mark.parametrize("arch", ARCHS + ["mamba_ssm"])
+def test_validation_reads_what_the_loader_loads(tiny_checkpoints, arch):
+    """inspect_checkpoint (config time, no weights) and load_model agree on every fact the
+    plan and the store use."""
+    info = inspect_checkpoint(str(tiny_checkpoints[arch]), None, "model.path")
+    m = load_model(tiny_checkpoints[arch])
+    assert info.local_dir == m.local_dir
+    assert (info.arch, info.n_layers, info.d_model, info.max_length) == (m.arch, m.n_layers, m.d_model, m.max_length)
+    assert info.block_params == sum(p.numel() for p in _block_module(m).parameters())
+    assert info.weight_bytes == sum(f.stat().st_size for f in m.local_dir.iterdir()
+                                    if f.suffix in (".safetensors", ".bin"))
+    a_log = m.block(0).a_log()
+    if a_log is None:
+        assert info.d_inner is None and info.vocab_size == m.vocab_size
+    else:
+        assert (info.d_inner, info.d_state) == tuple(a_log.shape)
+        # mamba_ssm pads its embedding: random ids come from the real vocabulary only
+        assert info.vocab_size == (61 if arch == "mamba_ssm" else m.vocab_size)
+
+
+def _block_module(m):
+    from sweep.model import _layers
+
+    return _layers(m.hf)[0]
+
+
+def _copy(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _edit_config(d, **changes):
+    cfg = json.loads((d / "config.json").read_text())
+    cfg.update(changes)
+    (d / "config.json").write_text(json.dumps(cfg))
+
+
+BROKEN = {  # name: (arch, damage(dir), message pattern)
+    "truncated_safetensors": ("gpt2", lambda d: _truncate(d / "model.safetensors", 0.6),
+                              r"model\.safetensors is truncated or corrupt \(\d+ bytes, its header needs \d+; "
+                              r"an interrupted download\?\) — re-download"),
+    "header_garbage": ("llama", lambda d: _overwrite(d / "model.safetensors", 8, b"{not json"),
+                       r"model\.safetensors is truncated or corrupt \(header is not JSON"),
+    "tiny_file": ("mamba", lambda d: (d / "model.safetensors").write_bytes(b"\x01\x02"),
+                  r"model\.safetensors is truncated or corrupt \(2 bytes"),
+    "no_weights": ("gpt2", lambda d: (d / "model.safetensors").unlink(),
+                   r"no checkpoint weights \(\*\.safetensors, \*\.bin\) next to"),
+    "config_json_garbage": ("gpt_neox", lambda d: (d / "config.json").write_text("{oops"),
+                            r"cannot read .*config\.json: .* — fix or re-download"),
+    "hidden_size_edited": ("gpt_neox", lambda d: _edit_config(d, hidden_size=48),
+                           r"weights do not match config\.json: .* is \[\d+(, \d+)*\] in model\.safetensors, "
+                           r"config\.json implies \[\d+(, \d+)*\] — fix config\.json"),
+    "vocab_edited": ("mamba", lambda d: _edit_config(d, vocab_size=100),
+                     r"backbone\.embeddings\.weight is \[64, 16\] in model\.safetensors, config\.json implies \[100, 16\]"),
+    "deeper_config": ("llama", lambda d: _edit_config(d, num_hidden_layers=3),
+                      r"tensor model\.layers\.2\.\S+ is in no weight file"),
+    "shallower_config": ("gpt2", lambda d: _edit_config(d, n_layer=1),
+                         r"transformer\.h\.1\.\S+ belongs to block 1, config\.json has 1 blocks"),
+    "heads_inconsistent": ("gpt_neox", lambda d: _edit_config(d, num_attention_heads=5),
+                           r"(inconsistent|do not match)"),
+    "truncated_bin": ("mamba_ssm", lambda d: _truncate(d / "pytorch_model.bin", 0.5),
+                      r"pytorch_model\.bin is truncated or corrupt \(.*\) — re-download"),
+    "mamba_ssm_unsupported": ("mamba_ssm", lambda d: _edit_config(d, ssm_cfg={"layer": "Mamba2"}),
+                              r"unsupported setting\(s\) \['ssm_cfg\.layer'\] — only Mamba-1"),
+    "mamba_ssm_d_model": ("mamba_ssm", lambda d: _edit_config(d, d_model=24),
+                          r"weights do not match config\.json"),
+}
+
+
+def _truncate(f, fraction):
+    data = f.read_bytes()
+    f.write_bytes(data[: int(len(data) * fraction)])
+
+
+def _overwrite(f, offset, data):
+    raw = bytearray(f.read_bytes())
+    raw[offset: offset + len(data)] = data
+    f.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+def test_broken_checkpoint_is_refused_before_loading(tiny_checkpoints, tmp_path, kind):
+    arch, damage, pattern = BROKEN[kind]
+    d = _copy(tiny_checkpoints[arch], tmp_path / arch)
+    damage(d)
+    with pytest.raises(ConfigError, match=r"^model\.path: .*" + pattern) as e:
+        inspect_checkpoint(str(d), None, "model.path")
+    assert "\n" not in str(e.value)

@@ -1,0 +1,198 @@
+"""What a sweep will cost before it runs: blocks, bytes on disk, memory per worker, core-hours.
+
+Everything here comes from the validated config and the checkpoints' headers (no weights are
+loaded), so `tdos sweep --dry-run` answers in seconds, and a real run refuses a sweep whose
+store cannot fit on the disk or whose workers cannot fit in memory before the store exists.
+
+The time estimate is a model calibrated on measured costs, not a probe: seconds per token
+of one residual block (J_tt and its eigenvalues, one thread, d_model = 1024) from
+benchmarks/results (bench_block_mamba-T32: Mamba-370M layer 24, 32-token blocks;
+bench_block_attention-v3: GPT-2-medium / Pythia-410M shapes, 8-token blocks), scaled by
+(d_model / 1024)^3 because the eigensolver and the J_tt products are cubic in d_model, plus
+each worker's start-up and model loads (bench_block_mamba-T32's cold task). Against the
+recorded `tdos sweep configs/mamba370m-paper.yaml` on the random-init 370M (2 workers,
+435 s wall = 0.24 core-hours, benchmarks/README.md) it gives 0.21 core-hours.
+"""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from sweep.config import SweepConfig
+from sweep.errors import ConfigError
+
+GiB, MiB = 1 << 30, 1 << 20
+D_REF = 1024                        # d_model of the measured blocks
+# seconds per token of one block at d_model = 1024, one core, compute.cpu_linalg auto
+SECONDS_PER_TOKEN = {
+    ("mamba", "float32"): 0.395, ("mamba", "float64"): 0.926,          # bench_block_mamba-T32
+    ("attention", "float32"): 0.830, ("attention", "float64"): 1.669,  # bench_block_attention-v3
+}
+WORKER_START_S = 5.0                # importing torch, transformers, distributed in a worker
+LOAD_S_PER_GB = 16.7                # cold task of Mamba-370M fp32: 24.9 s for 1.49 GB of weights
+FP64_LOAD_FACTOR = 1.67             # its fp64 cold task: 41.7 s
+PROCESS_BYTES = int(0.5 * GiB)      # a worker with torch + transformers imported, no model
+BLOCK_CACHE = 2                     # widened blocks kept per model (sweep.model.BLOCK_CACHE)
+HIDDEN_CACHE = 4                    # hidden states kept per worker (sweep.task.HIDDEN_CACHE)
+_REAL = {"float32": 4, "float64": 8}
+
+
+@dataclass(frozen=True)
+class Row:
+    model: str
+    dtype: str
+    layer: int
+    tokens: int                     # planned tokens of this layer (its layer_length)
+    blocks: int                     # sequences x ceil(tokens / token_block)
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    rows: tuple[Row, ...]
+    store: str
+    workers: int
+    store_bytes: int                # the finished store, uncompressed (an upper bound)
+    store_bytes_now: int            # already on disk (a resumed store)
+    disk_free: int                  # at the store's nearest existing directory
+    worker_bytes: int               # peak resident memory of one worker (an upper bound)
+    memory_total: int               # physical memory of this machine
+    local: bool                     # workers run on this machine (their memory is checked)
+    core_seconds: float             # CPU estimate, see the module docstring
+
+    @property
+    def blocks(self) -> int:
+        return sum(r.blocks for r in self.rows)
+
+    def summary(self) -> str:
+        """One line: what `tdos sweep` prints when it starts."""
+        mem = (f"<= {_gib(self.worker_bytes)} per worker x {self.workers}"
+               + (f" of {_gib(self.memory_total)} RAM" if self.local else ""))
+        return (f"plan: {self.blocks} blocks over {len(self.rows)} layer rows; store "
+                f"<= {_size(self.store_bytes)} ({_size(self.disk_free)} free); {mem}; "
+                f"~{self.core_seconds / 3600:.2g} core-hours")
+
+    def table(self) -> str:
+        """Blocks per model and layer, then the totals (what --dry-run prints)."""
+        width = max(12, *(len(r.model) for r in self.rows))
+        lines = [f"{'model':<{width}} {'dtype':<8} {'layer':>5} {'tokens':>6} {'blocks':>6}"]
+        lines += [f"{r.model:<{width}} {r.dtype:<8} {r.layer:>5} {r.tokens:>6} {r.blocks:>6}"
+                  for r in self.rows]
+        hours = self.core_seconds / 3600
+        lines += [
+            f"blocks: {self.blocks}",
+            f"store on disk: <= {_size(self.store_bytes)} uncompressed "
+            f"({_size(self.store_bytes_now)} already there, {_size(self.disk_free)} free)",
+            f"peak memory per worker: <= {_gib(self.worker_bytes)} "
+            f"({self.workers} worker(s); this machine has {_gib(self.memory_total)})",
+            f"compute: ~{hours:.2g} core-hours on CPU (~{hours * 60 / self.workers:.3g} min wall "
+            f"on {self.workers} worker(s)), from measured per-token costs (sweep/budget.py)",
+        ]
+        return "\n".join(lines)
+
+    def refusal(self) -> str | None:
+        """Why this sweep cannot run here (disk or memory), with the numbers; else None."""
+        need = self.store_bytes - self.store_bytes_now
+        if need > self.disk_free:
+            return (f"store: the sweep needs up to {_size(need)} more on disk, {self.store} has "
+                    f"{_size(self.disk_free)} free — free space, choose another --store, or sweep "
+                    f"fewer layers/sequences")
+        if self.local and self.workers * self.worker_bytes > self.memory_total:
+            return (f"compute: {self.workers} worker(s) x {_gib(self.worker_bytes)} peak exceeds this "
+                    f"machine's {_gib(self.memory_total)} of memory — use fewer --workers or a "
+                    f"smaller compute.token_block")
+        return None
+
+
+def plan_sweep(cfg: SweepConfig, workers: int | None = None, scheduler: str | None = None) -> SweepPlan:
+    """The plan of `cfg` (validated by load_config) on `workers` workers; `scheduler` (an
+    existing cluster's address) means the workers' memory is not this machine's."""
+    kind = cfg.cluster.kind
+    n = workers or cfg.cluster.workers or (os.cpu_count() or 1)
+    rows, store_bytes, seconds, peak = [], 0, 0.0, PROCESS_BYTES
+    weights = sum(m.info.weight_bytes for m in cfg.models)      # every model a worker may hold
+    for m in cfg.models:
+        S, B = cfg.inputs.sequences, cfg.token_block
+        rows += [Row(m.name, m.dtype, layer, tokens, S * math.ceil(tokens / B))
+                 for layer, tokens in m.layer_lengths]
+        planned = S * sum(tokens for _, tokens in m.layer_lengths)    # token spectra
+        store_bytes += _store_bytes(m, planned, cfg)
+        seconds += planned * _seconds_per_token(m.info, m.dtype)
+        seconds += n * _load_seconds(m.info, m.dtype)
+        peak = max(peak, _worker_bytes(m, cfg, weights))
+    seconds += n * WORKER_START_S
+    now = _du(Path(cfg.store))
+    return SweepPlan(tuple(rows), cfg.store, n, store_bytes, now, _free(Path(cfg.store)), peak,
+                     _memory_total(), kind in ("local", "auto", "cuda") and not scheduler, seconds)
+
+
+def check_fits(plan: SweepPlan) -> None:
+    """ConfigError (one line, with the numbers) when the sweep cannot fit here."""
+    why = plan.refusal()
+    if why:
+        raise ConfigError(why)
+
+
+# ---------------------------------------------------------------- pieces
+
+def _seconds_per_token(info, dtype: str) -> float:
+    family = "mamba" if info.arch == "mamba" else "attention"
+    return SECONDS_PER_TOKEN[family, dtype] * (info.d_model / D_REF) ** 3
+
+
+def _load_seconds(info, dtype: str) -> float:
+    return LOAD_S_PER_GB * info.weight_bytes / 1e9 * (FP64_LOAD_FACTOR if dtype == "float64" else 1.0)
+
+
+def _store_bytes(m, planned: int, cfg) -> int:
+    """Bytes of the arrays a finished sweep writes for model `m` (chunks never written,
+    beyond each layer's length, take no space)."""
+    real = _REAL[m.dtype]
+    info = m.info
+    per_token = info.d_model * 2 * real + 4 * real          # eigenvalues + scale/shift ρ, r
+    if info.d_inner:
+        per_token += info.d_inner * real                    # Δ_t
+    a_log = info.n_layers * info.d_inner * info.d_state * real if info.d_inner else 0
+    tokens = cfg.inputs.sequences * cfg.inputs.length * 8   # the int64 token ids
+    return planned * per_token + a_log + tokens
+
+
+def _worker_bytes(m, cfg, weights: int) -> int:
+    """Peak of a worker running `m`'s blocks: the process, every model's memory-mapped
+    weights, the widened blocks, the (T, d, d) J_tt buffer, eig's workspace, hidden states."""
+    real, d, B = _REAL[m.dtype], m.info.d_model, cfg.token_block
+    widened = BLOCK_CACHE * m.info.block_params * real if m.dtype == "float64" else 0
+    jac = B * d * d * real
+    eig = 4 * d * d * 2 * real                             # a complex (d, d) and LAPACK's copies
+    hidden = HIDDEN_CACHE * cfg.inputs.length * d * real * 2
+    return PROCESS_BYTES + weights + widened + jac + eig + hidden
+
+
+def _du(p: Path) -> int:
+    try:
+        return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else 0
+    except OSError:
+        return 0
+
+
+def _free(p: Path) -> int:
+    while not p.exists():
+        p = p.parent
+    return shutil.disk_usage(p).free
+
+
+def _memory_total() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
+def _gib(n: int) -> str:
+    return f"{n / GiB:.3g} GiB"
