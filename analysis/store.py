@@ -1,4 +1,5 @@
-"""Read a tdos store (ARCHITECTURE.md layout). The store is the only input of analysis/.
+"""Read a tdos store (docs/store.md; names in analysis/schema.py). The store is the only
+input of analysis/.
 
 Rows of `eigenvalues`/`delta` are token positions: row t = eig(J_tt). Blocks whose ledger
 cell is not 1 (pending, or flagged for non-finite values) read as NaN rows, so row t is
@@ -12,12 +13,11 @@ from functools import cached_property
 import numpy as np
 import zarr
 
+from . import schema
+from .schema import SCALE_ARRAYS, SHIFT_ARRAYS, StoreError
 
-class StoreError(Exception):
-    """A one-line, user-facing reason why a path cannot be read as a tdos store."""
-
-
-LEDGER_PENDING, LEDGER_DONE, LEDGER_FLAGGED = 0, 1, 2
+# the ledger codes under the names analysis modules import
+LEDGER_PENDING, LEDGER_DONE, LEDGER_FLAGGED = schema.PENDING, schema.DONE, schema.FLAGGED
 
 
 def open_store(path, model=None) -> "Store":
@@ -27,11 +27,10 @@ def open_store(path, model=None) -> "Store":
         raise StoreError(f"no store at {path}")
     try:
         root = zarr.open_group(path, mode="r")
-        fmt = root.attrs.get("tdos_format")
+        attrs = dict(root.attrs)
     except Exception as exc:  # zarr raises several types for a non-zarr folder
         raise StoreError(f"{path} is not a zarr store ({type(exc).__name__})") from None
-    if fmt != 1:
-        raise StoreError(f"{path} is not a tdos store (attribute tdos_format={fmt!r}, expected 1)")
+    schema.check_format(attrs, path)
     models = list(root.attrs.get("models", []))
     if not models:
         raise StoreError(f"{path} holds no model groups")
@@ -75,22 +74,25 @@ class Store:
         return "delta" in self.group and "a_log" in self.group
 
     @property
-    def has_scale(self) -> bool:
-        """True when the sweep stored ρ_t, r_t (the scale direction); older stores do not."""
-        return "scale_rayleigh" in self.group and "scale_residual" in self.group
-
-    @property
-    def has_shift(self) -> bool:
-        """True when the sweep stored ρ, r along 𝟙/√d (LayerNorm's shift direction)."""
-        return "shift_rayleigh" in self.group and "shift_residual" in self.group
-
-    @property
     def dtype(self) -> str:
         """Compute dtype of the sweep ('float32' | 'float64')."""
-        dt = self.identity.get("dtype")
-        if dt:
-            return dt
-        return "float32" if self.group["eigenvalues"].dtype == np.complex64 else "float64"
+        return self.identity["dtype"]
+
+    @cached_property
+    def software(self) -> dict:
+        """Versions on the machine that made the store (torch, cuda, ...); {} if upgraded."""
+        return dict(self.root.attrs.get("software") or {})
+
+    @cached_property
+    def worker_software(self) -> list[dict]:
+        """The distinct software of the workers that computed this group's blocks."""
+        return list(self.group.attrs.get("worker_software", []))
+
+    def eig_backend(self, layer) -> np.ndarray:
+        """(seq, block) str: the eigensolver that computed each block (schema.EIG_BACKENDS;
+        "unknown" for blocks not written, or written before format 2)."""
+        codes = np.asarray(self.group["eig_backend"][self.row(layer)])
+        return np.asarray(schema.EIG_BACKENDS, dtype=object)[codes]
 
     @property
     def fingerprint(self) -> str:
@@ -119,7 +121,7 @@ class Store:
 
     @property
     def token_block(self) -> int:
-        return int(self.inputs.get("token_block") or self.group["eigenvalues"].chunks[2])
+        return int(self.inputs["token_block"])
 
     def row(self, layer) -> int:
         try:
@@ -165,13 +167,14 @@ class Store:
         return ev
 
     def scale_direction(self, layer, seq=0) -> tuple[np.ndarray, np.ndarray]:
-        """ρ (L_layer,), r (L_layer,) float64 of J_tt along h_t; NaN rows as in `eigenvalues`,
-        all NaN for a store without the arrays (the classification then uses values only)."""
-        return self._direction(layer, seq, ("scale_rayleigh", "scale_residual"), self.has_scale)
+        """ρ (L_layer,), r (L_layer,) float64 of J_tt along h_t; NaN rows as in `eigenvalues`
+        and where not computed (a store upgraded from format 1): the classification then
+        uses values only."""
+        return self._direction(layer, seq, SCALE_ARRAYS)
 
     def shift_direction(self, layer, seq=0) -> tuple[np.ndarray, np.ndarray]:
         """ρ (L_layer,), r (L_layer,) float64 of J_tt along 𝟙/√d; as `scale_direction`."""
-        return self._direction(layer, seq, ("shift_rayleigh", "shift_residual"), self.has_shift)
+        return self._direction(layer, seq, SHIFT_ARRAYS)
 
     def norm_directions(self, layer, seq=0) -> tuple[np.ndarray, np.ndarray]:
         """ρ (L_layer, 2), r (L_layer, 2): column 0 along h_t (scale), 1 along 𝟙/√d (shift);
@@ -179,10 +182,8 @@ class Store:
         (a, b), (c, e) = self.scale_direction(layer, seq), self.shift_direction(layer, seq)
         return np.stack([a, c], 1), np.stack([b, e], 1)
 
-    def _direction(self, layer, seq, names, present):
+    def _direction(self, layer, seq, names):
         n = self.layer_length[layer]
-        if not present:
-            return np.full(n, np.nan), np.full(n, np.nan)
         out = []
         for name in names:
             a = np.array(self.group[name][self.row(layer), seq, :n], np.float64)

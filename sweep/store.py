@@ -1,4 +1,5 @@
-"""The zarr v3 store (layout in ARCHITECTURE.md): creation, fingerprint check, ledger, writes.
+"""The zarr v3 store (docs/store.md; names and codes in analysis/schema.py): creation,
+fingerprint check, ledger, writes, counts, and the upgrade of an older format.
 
 The ledger (layer, seq, block) is the single record of completion. A block task writes its
 own eigenvalue/delta chunks first and its ledger cell last, so a task killed mid-write
@@ -9,25 +10,19 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import zarr
 
+from analysis import schema
+from analysis.schema import DONE, FLAGGED, PENDING, SCALE_ARRAYS, SHIFT_ARRAYS  # noqa: F401 (re-exported)
 from sweep.config import SweepConfig, fingerprint, identity_dict
-
-FORMAT = 1
-PENDING, DONE, FLAGGED = 0, 1, 2
-_COMPLEX = {"float32": "complex64", "float64": "complex128"}
-# (layer, seq, token) Rayleigh quotient ρ_t and relative residual r_t of J_tt along h_t
-SCALE_ARRAYS = ("scale_rayleigh", "scale_residual")
-# the same along u = 𝟙/√d, LayerNorm's shift direction (computed for every architecture)
-SHIFT_ARRAYS = ("shift_rayleigh", "shift_residual")
-
-
-class StoreMismatch(Exception):
-    """The store at the given path was made from another config (or is not a tdos store)."""
+from sweep.errors import StoreMismatch
+from sweep.provenance import checkpoint_record, software, verify_checkpoint
 
 
 # ---------------------------------------------------------------- root
@@ -45,16 +40,24 @@ def open_root(cfg: SweepConfig, create: bool = True) -> zarr.Group:
     if not create:
         raise StoreMismatch(f"store: {p} does not exist; run without --resume to start a new sweep")
     root = zarr.open_group(str(p), mode="a", zarr_format=3)
-    root.attrs.update({"tdos_format": FORMAT, "config": _jsonable(identity_dict(cfg)),
-                       "fingerprint": fingerprint(cfg), "models": [m.name for m in cfg.models]})
+    # creation_id: a store deleted and made again at the same path is another store, even
+    # from the same config (a text file's content can change behind its path)
+    root.attrs.update({"tdos_format": schema.FORMAT, "creation_id": uuid.uuid4().hex,
+                       "config": _jsonable(identity_dict(cfg)), "fingerprint": fingerprint(cfg),
+                       "models": [m.name for m in cfg.models], "software": software()})
     return root
+
+
+def _check_format(attrs: Mapping, path) -> None:
+    try:
+        schema.check_format(attrs, path)
+    except schema.StoreError as e:
+        raise StoreMismatch(f"store: {e}") from None
 
 
 def _check_same_config(root: zarr.Group, cfg: SweepConfig) -> None:
     attrs = dict(root.attrs)
-    if attrs.get("tdos_format") != FORMAT:
-        raise StoreMismatch(f"store: {cfg.store} is not a tdos store (tdos_format "
-                            f"{attrs.get('tdos_format')!r}); choose another path")
+    _check_format(attrs, cfg.store)
     if attrs.get("fingerprint") == fingerprint(cfg):
         return
     old = _flatten(attrs.get("config", {}))
@@ -84,14 +87,40 @@ def _jsonable(d):
     return json.loads(json.dumps(d, default=str))
 
 
+def prepare_store(cfg: SweepConfig, create: bool = True) -> zarr.Group:
+    """Open (or create) the store and every model group; tokens are fixed here, once.
+
+    An existing group's checkpoint is checked against the files recorded at creation.
+    """
+    root = open_root(cfg, create=create)
+    for m in cfg.models:
+        if group_ready(root, m.name):
+            verify_checkpoint(root[m.name].attrs["checkpoint"], f"{m.where}.path")
+            continue
+        from sweep.model import load_model
+        from sweep.plan import make_tokens
+
+        # the client loads each model once, for its identity (weights hash) and array shapes
+        model = load_model(m.path, dtype=m.dtype, revision=m.revision)
+        a_log = model.block(0).a_log()                       # (d_inner, d_state) or None
+        inputs = {"sequences": cfg.inputs.sequences, "length": cfg.inputs.length,
+                  "seed": cfg.inputs.seed, "text": cfg.inputs.text, "token_block": cfg.token_block}
+        create_group(root, m.name, identity=model.identity, checkpoint=checkpoint_record(model),
+                     dtype=m.dtype, inputs=inputs, layer_lengths=m.layer_lengths,
+                     token_block=cfg.token_block, tokens=make_tokens(m, cfg.inputs),
+                     d_model=model.d_model,
+                     a_log_shape=None if a_log is None else (model.n_layers, *a_log.shape))
+    return root
+
+
 # ---------------------------------------------------------------- model groups
 
 def group_ready(root: zarr.Group, name: str) -> bool:
     return name in root and bool(root[name].attrs.get("complete"))
 
 
-def create_group(root: zarr.Group, name: str, *, identity: dict, dtype: str, inputs: dict,
-                 layer_lengths, token_block: int, tokens: np.ndarray, d_model: int,
+def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dict, dtype: str,
+                 inputs: dict, layer_lengths, token_block: int, tokens: np.ndarray, d_model: int,
                  a_log_shape: tuple[int, int, int] | None) -> zarr.Group:
     """One model's arrays, empty (NaN, ledger 0); `complete` is set last, so a group left
     half-made by a crash is removed and made again."""
@@ -101,34 +130,38 @@ def create_group(root: zarr.Group, name: str, *, identity: dict, dtype: str, inp
     rows = np.array([layer for layer, _ in layer_lengths], dtype=np.int64)      # (R,)
     lengths = np.array([n for _, n in layer_lengths], dtype=np.int64)           # (R,)
     S, L = tokens.shape
-    R, B, nb = len(rows), token_block, math.ceil(L / token_block)
-    _array(g, "layer", rows, ("layer",))
-    _array(g, "layer_length", lengths, ("layer",))
-    _array(g, "tokens", tokens.astype(np.int64), ("seq", "token"))
-    nan = float("nan")
-    g.create_array("eigenvalues", shape=(R, S, L, d_model), chunks=(1, 1, B, d_model),
-                   dtype=_COMPLEX[dtype], fill_value=complex(nan, nan),
-                   dimension_names=("layer", "seq", "token", "mode"))
-    for scale in SCALE_ARRAYS + SHIFT_ARRAYS:
-        g.create_array(scale, shape=(R, S, L), chunks=(1, 1, B), dtype=dtype, fill_value=nan,
-                       dimension_names=("layer", "seq", "token"))
-    g.create_array("ledger", shape=(R, S, nb), chunks=(1, 1, 1), dtype="int8", fill_value=0,
-                   dimension_names=("layer", "seq", "block"))
-    if a_log_shape is not None:
-        n_layers, d_inner, d_state = a_log_shape
-        g.create_array("delta", shape=(R, S, L, d_inner), chunks=(1, 1, B, d_inner), dtype=dtype,
-                       fill_value=nan, dimension_names=("layer", "seq", "token", "channel"))
-        g.create_array("a_log", shape=a_log_shape, chunks=(1, d_inner, d_state), dtype=dtype,
-                       fill_value=nan, dimension_names=("model_layer", "channel", "state"))
-    g.attrs.update({"model": _jsonable({**identity, "dtype": dtype}), "inputs": inputs,
-                    "complete": True})
+    R, nb = len(rows), math.ceil(L / token_block)
+    d_inner, d_state = (None, None) if a_log_shape is None else a_log_shape[1:]
+    sizes = {"layer": R, "seq": S, "token": L, "mode": d_model, "block": nb,
+             "channel": d_inner, "state": d_state,
+             "model_layer": None if a_log_shape is None else a_log_shape[0]}
+    data = {"layer": rows, "layer_length": lengths, "tokens": tokens.astype(np.int64)}
+    for array in schema.group_arrays(mamba=a_log_shape is not None):
+        _create_array(g, array, dtype, sizes, token_block, data.get(array))
+    g.attrs.update({"model": _jsonable({**identity, "dtype": dtype}), "checkpoint": checkpoint,
+                    "inputs": inputs, "complete": True})
     return g
 
 
-def _array(g: zarr.Group, name: str, data: np.ndarray, dims: tuple[str, ...]) -> None:
-    a = g.create_array(name, shape=data.shape, chunks=data.shape, dtype=data.dtype,
-                       dimension_names=dims)
-    a[...] = data
+def _create_array(g: zarr.Group, name: str, dtype: str, sizes: dict, token_block: int,
+                  data: np.ndarray | None) -> None:
+    spec = schema.ARRAYS[name]
+    shape = tuple(sizes[d] for d in spec.dims)
+    if data is not None:                              # small index arrays: one chunk, written now
+        a = g.create_array(name, shape=shape, chunks=shape, dtype=data.dtype,
+                           dimension_names=spec.dims)
+        a[...] = data
+        return
+    # a block task owns chunk (1, 1, token_block, ...) of each per-token array and the one
+    # cell of each per-block array; a_log has one chunk per model layer
+    chunks = ((1, 1, token_block) + shape[3:] if spec.per_token
+              else (1,) * 3 if spec.dims[-1] == "block" else (1,) + shape[1:])
+    np_dtype = schema.dtype_of(name, dtype)
+    fill = 0 if spec.kind == "int8" else complex("nan+nanj") if spec.kind == "complex" else float("nan")
+    a = g.create_array(name, shape=shape, chunks=chunks, dtype=np_dtype, fill_value=fill,
+                       dimension_names=spec.dims)
+    if name == "eig_backend":
+        a.attrs["codes"] = list(schema.EIG_BACKENDS)
 
 
 # ---------------------------------------------------------------- worker-side writes
@@ -137,28 +170,33 @@ def open_group(store: str, name: str, mode: str = "r+") -> zarr.Group:
     return zarr.open_group(str(store), path=name, mode=mode)
 
 
+@dataclass
+class BlockValues:
+    """What one block task computed, rows t0..t0+T of the token axis."""
+
+    eig: np.ndarray                          # (T, d) complex
+    delta: np.ndarray | None = None          # (T, d_inner) Mamba, else None
+    scale: tuple[np.ndarray, np.ndarray] | None = None   # ρ (T,), r (T,) along h_t
+    shift: tuple[np.ndarray, np.ndarray] | None = None   # ρ (T,), r (T,) along 𝟙/√d
+    eig_backend: str = "unknown"             # one of schema.EIG_BACKENDS
+
+
 def write_block(g: zarr.Group | Mapping[str, zarr.Array], row: int, seq: int, block: int, t0: int,
-                eig: np.ndarray, delta: np.ndarray | None,
-                scale: tuple[np.ndarray, np.ndarray] | None = None,
-                shift: tuple[np.ndarray, np.ndarray] | None = None) -> int:
+                values: BlockValues) -> int:
     """Write one block's chunks, then its ledger cell; returns DONE or FLAGGED (non-finite).
 
-    eig (T, d) complex; delta (T, d_inner) or None; scale = (ρ (T,), r (T,)) along h_t or
-    None; shift = the same along 𝟙/√d or None; rows t0..t0+T of the token axis. A group made
-    before the scale (or shift) arrays existed (a resumed older store) keeps its layout: those
-    values are then not written, and the analysis falls back to classifying ζ ≈ 1 by value.
+    ρ, r do not enter the flag: a NaN there (h_t = 0) only means "no such mode found".
     """
-    t1 = t0 + eig.shape[0]
-    g["eigenvalues"][row, seq, t0:t1, :] = eig
-    # ρ, r do not enter the flag: a NaN there (h_t = 0) only means "no scale mode found"
-    for names, pair in ((SCALE_ARRAYS, scale), (SHIFT_ARRAYS, shift)):
-        if pair is not None and names[0] in g:
-            for name, values in zip(names, pair):
-                g[name][row, seq, t0:t1] = values
-    finite = bool(np.isfinite(eig).all())
-    if delta is not None:
-        g["delta"][row, seq, t0:t1, :] = delta
-        finite = finite and bool(np.isfinite(delta).all())
+    t1 = t0 + values.eig.shape[0]
+    g["eigenvalues"][row, seq, t0:t1, :] = values.eig
+    for names, pair in ((SCALE_ARRAYS, values.scale), (SHIFT_ARRAYS, values.shift)):
+        for name, v in zip(names, pair or ()):
+            g[name][row, seq, t0:t1] = v
+    finite = bool(np.isfinite(values.eig).all())
+    if values.delta is not None:
+        g["delta"][row, seq, t0:t1, :] = values.delta
+        finite = finite and bool(np.isfinite(values.delta).all())
+    g["eig_backend"][row, seq, block] = schema.EIG_BACKENDS.index(values.eig_backend)
     status = DONE if finite else FLAGGED
     g["ledger"][row, seq, block] = status
     return status
@@ -186,13 +224,51 @@ def planned_mask(g: zarr.Group) -> np.ndarray:
     return np.broadcast_to(mask[:, None, :], (R, S, nb))
 
 
-# ---------------------------------------------------------------- status
+def record_worker_software(root: zarr.Group, name: str, seen: list[dict]) -> None:
+    """Add the distinct worker software of this run (task results' "software") to the
+    group's `worker_software` list; the client alone writes it, after its tasks."""
+    g = root[name]
+    known = list(g.attrs.get("worker_software", []))
+    for s in seen:
+        if s not in known:
+            known.append(s)
+    if len(known) > len(g.attrs.get("worker_software", [])):
+        g.attrs["worker_software"] = known
+
+
+# ---------------------------------------------------------------- counts
+
+@dataclass(frozen=True)
+class LedgerCounts:
+    """Blocks of the planned part of the ledger, and A_log layers still missing."""
+
+    total: int                 # planned blocks
+    done: int                  # in the ledger (flagged included)
+    flagged: int               # of which non-finite
+    missing_a_log: int         # model layers whose A_log is not written (Mamba)
+
+    @property
+    def complete(self) -> bool:
+        return self.done == self.total and self.missing_a_log == 0
+
+
+def ledger_counts(root: zarr.Group, names) -> LedgerCounts:
+    """LedgerCounts summed over the model groups `names`."""
+    total = done = flagged = missing_a = 0
+    for name in names:
+        g = root[name]
+        cells = g["ledger"][...][planned_mask(g)]
+        total += cells.size
+        done += int(np.count_nonzero(cells != PENDING))
+        flagged += int(np.count_nonzero(cells == FLAGGED))
+        missing_a += len(missing_a_log(g))
+    return LedgerCounts(total, done, flagged, missing_a)
+
 
 def status_rows(path: str) -> list[dict]:
     """Per model and layer: blocks done / flagged / total, tokens planned, dtype."""
     root = zarr.open_group(str(path), mode="r")
-    if root.attrs.get("tdos_format") != FORMAT:
-        raise StoreMismatch(f"store: {path} is not a tdos store; give the path of a sweep's store")
+    _check_format(root.attrs, path)
     rows = []
     for name in root.attrs.get("models", []):
         if not group_ready(root, name):

@@ -3,26 +3,43 @@
 A worker process keeps each model it has loaded, and the hidden states of the sequences it
 has recently worked on at the deepest layer reached: tasks arrive layer-ascending per
 sequence, so layer l+1 costs one block forward instead of l+1 of them.
+
+The worker outlives any one sweep (`tdos cluster up`, `--scheduler`), so every cache is
+keyed by what decides its content, never by a path alone: the store's identity
+(fingerprint + creation id: a store deleted and swept again at the same path is another
+store), the checkpoint's identity (weights sha256, recorded at store creation), the
+context length n_ctx. A cached model is used only while its weight files are unchanged on
+disk since it was loaded (a few stat calls per task).
 """
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import os
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from sweep import linalg, store
+from sweep import linalg, provenance, store
+from sweep.errors import CheckpointChanged
 from sweep.plan import ALogTask, BlockTask, ModelRef
 
 HIDDEN_CACHE = 4           # (model, sequence) hidden states kept per worker: (n_ctx, d) each
 ARRAY_CACHE = 8            # open store groups kept per worker (metadata is read once)
 
-_models: dict[tuple, object] = {}
+
+@dataclass
+class _CachedModel:
+    model: object          # sweep.model.LoadedModel
+    files: tuple           # provenance.file_state of its weight files right after loading
+
+
+_models: dict[tuple, _CachedModel] = {}
 _hidden: OrderedDict[tuple, tuple[int, torch.Tensor]] = OrderedDict()
 _arrays: OrderedDict[tuple, dict] = OrderedDict()
 _malloc_tuned = False
@@ -30,7 +47,9 @@ _local = threading.local()                 # per-thread J_tt buffer (_jacobian_b
 
 
 def run_task(task: BlockTask | ALogTask) -> dict:
-    """Compute and store one task; returns layer/seq/block, status and seconds by phase."""
+    """Compute and store one task; returns layer/seq/block, status, the eigensolver, the
+    worker's software and seconds by phase."""
+    provenance.strict_fp32()
     if isinstance(task, ALogTask):
         return _run_a_log(task)
     _keep_temporaries_on_heap()
@@ -51,16 +70,33 @@ def run_task(task: BlockTask | ALogTask) -> dict:
         rho, resid = scale_direction(jac, h[task.t0:task.t1])  # (T,), (T,)
         rho_u, resid_u = shift_direction(jac)                  # (T,), (T,)
     t_eig = clock()
-    d = None if delta is None else delta.detach().cpu().numpy()
-    status = store.write_block(arrays(task.model), task.row, task.seq, task.block, task.t0, eig, d,
-                               scale=(rho.cpu().numpy(), resid.cpu().numpy()),
-                               shift=(rho_u.cpu().numpy(), resid_u.cpu().numpy()))
+    values = store.BlockValues(
+        eig, None if delta is None else delta.detach().cpu().numpy(),
+        scale=(rho.cpu().numpy(), resid.cpu().numpy()),
+        shift=(rho_u.cpu().numpy(), resid_u.cpu().numpy()),
+        eig_backend=_eig_backend(h, plan))
+    status = store.write_block(arrays(task.model), task.row, task.seq, task.block, task.t0, values)
     t_write = clock()
     return {"model": task.model.group, "layer": task.layer, "seq": task.seq,
             "block": task.block, "status": "done" if status == store.DONE else "flagged",
             "pid": os.getpid(), "linalg": linalg.describe(plan) if h.device.type == "cpu" else h.device.type,
+            "eig_backend": values.eig_backend, "software": _software(),
             "seconds": {"load": t - t_start, "hidden": t_hidden - t, "jacobian": t_jac - t_hidden,
                         "eig": t_eig - t_jac, "write": t_write - t_eig}}
+
+
+def _eig_backend(h: torch.Tensor, plan: dict) -> str:
+    """The schema's name for the eigensolver sweep.spectra.eigvals used on h's device."""
+    if h.device.type == "cuda":
+        return "torch-cuda"
+    lib = plan["eig64" if h.dtype == torch.float64 else "eig32"]
+    return "scipy-openblas" if lib == "openblas" else "torch-cpu"
+
+
+@functools.cache
+def _software() -> dict:
+    """This worker's provenance.software(), read once."""
+    return provenance.software()
 
 
 def _jacobian_buffer(T: int, h: torch.Tensor) -> torch.Tensor:
@@ -117,11 +153,17 @@ def _run_a_log(task: ALogTask) -> dict:
         a = model.block(layer).a_log()                         # (d_inner, d_state)
         store.write_a_log(arrays(task.model), layer, a.detach().cpu().numpy())
     return {"model": task.model.group, "a_log_layers": list(task.layers), "status": "done",
-            "pid": os.getpid(), "seconds": {"write": time.perf_counter() - t}}
+            "pid": os.getpid(), "software": _software(),
+            "seconds": {"write": time.perf_counter() - t}}
 
 
 def _model(ref: ModelRef):
     """The worker's copy of the model, loaded on first use; one model per worker at a time.
+
+    Keyed by the weights' sha256 the store recorded: a store of other weights behind the
+    same path gets a fresh load, and a load whose weights differ from the record (the
+    checkpoint overwritten since the store was made) raises CheckpointChanged. A cached
+    model whose files changed on disk since it was loaded is loaded again.
 
     Tasks come model by model (plan.py), so dropping the previous model costs at most a
     reload at a model boundary, while keeping it would hold two mappings of the weights
@@ -130,20 +172,36 @@ def _model(ref: ModelRef):
     device = ref.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    key = (ref.path, ref.revision, ref.dtype, device)
-    if key not in _models:
-        from sweep.model import load_model
+    key = (ref.path, ref.revision, ref.dtype, device, ref.weights)
+    cached = _models.get(key)
+    if cached is not None and _files_unchanged(cached):
+        return cached.model
+    from sweep.model import load_model
 
-        if _models:
-            _models.clear()
-            _release_memory()
-        _models[key] = load_model(ref.path, dtype=ref.dtype, revision=ref.revision, device=device)
-    return _models[key]
+    if _models:
+        _models.clear()
+        _release_memory()
+    model = load_model(ref.path, dtype=ref.dtype, revision=ref.revision, device=device)
+    loaded = tuple(sorted(model.identity["weights_sha256"].items()))
+    if loaded != ref.weights:
+        raise CheckpointChanged(f"{ref.path}: the weights on this worker differ from those "
+                                f"recorded when store {ref.store} was made; sweep the new "
+                                f"weights into a new store")
+    _models[key] = _CachedModel(model, provenance.file_state(model.local_dir, dict(ref.weights)))
+    return model
+
+
+def _files_unchanged(cached: _CachedModel) -> bool:
+    names = [f[0] for f in cached.files]
+    try:
+        return provenance.file_state(cached.model.local_dir, names) == cached.files
+    except OSError:                           # a weight file removed: load (and fail) afresh
+        return False
 
 
 def arrays(ref: ModelRef) -> dict:
-    """{name: zarr.Array} of the task's model group, opened once per worker and config."""
-    key = (ref.store, ref.group, ref.fingerprint)
+    """{name: zarr.Array} of the task's model group, opened once per worker and store."""
+    key = (ref.store, ref.group, ref.fingerprint, ref.store_id)
     if key not in _arrays:
         g = store.open_group(ref.store, ref.group)
         _arrays[key] = {name: g[name] for name in g.array_keys()}
@@ -155,11 +213,12 @@ def arrays(ref: ModelRef) -> dict:
 def hidden_states(model, task: BlockTask) -> torch.Tensor:
     """(n_ctx, d): residual stream entering task.layer for the task's sequence, advanced
     from the deepest cached layer of that sequence when it is not deeper than needed."""
-    key = (task.model.store, task.model.group, task.model.path, task.model.revision,
-           task.model.dtype, task.seq)
+    ref = task.model
+    key = (ref.store_id, ref.fingerprint, ref.group, ref.path, ref.revision, ref.dtype,
+           ref.weights, task.seq, task.n_ctx)
     layer, h = _hidden.get(key, (None, None))
     if layer is None or layer > task.layer:
-        tokens = np.asarray(arrays(task.model)["tokens"][task.seq, : task.n_ctx])   # (n_ctx,)
+        tokens = np.asarray(arrays(ref)["tokens"][task.seq, : task.n_ctx])   # (n_ctx,)
         layer, h = 0, model.embed(torch.from_numpy(tokens))
     with torch.no_grad():
         while layer < task.layer:

@@ -1,7 +1,8 @@
-"""Write tdos stores of known content, exactly in the ARCHITECTURE.md zarr v3 layout.
+"""Write tdos stores of known content in the layout analysis/schema.py declares.
 
-The engine (sweep/store.py) writes the same layout; analysis tests use these stores so the
-truth (eigenvalues, Δ, A_log, the IR exponent of the drawn spectra) is known exactly.
+The engine (sweep/store.py) writes the same layout from the same names; analysis tests use
+these stores so the truth (eigenvalues, Δ, A_log, the IR exponent of the drawn spectra) is
+known exactly.
 """
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import zarr
 
+from analysis import schema
+from analysis.schema import SCALE_ARRAYS, SHIFT_ARRAYS
+
 NAN_C = complex(np.nan, np.nan)
-SCALE_ARRAYS = ("scale_rayleigh", "scale_residual")
-SHIFT_ARRAYS = ("shift_rayleigh", "shift_residual")
 
 
 @dataclass
@@ -30,9 +32,9 @@ class SyntheticModel:
     tokens: np.ndarray | None = None         # (seq, L_max) int64
     delta: np.ndarray | None = None          # (rows, seq, L_max, d_inner)   Mamba
     a_log: np.ndarray | None = None          # (n_model_layers, d_inner, d_state)  Mamba
-    scale_rayleigh: np.ndarray | None = None  # (rows, seq, L_max) ρ_t; None: an older store
-    scale_residual: np.ndarray | None = None  # (rows, seq, L_max) r_t
-    shift_rayleigh: np.ndarray | None = None  # (rows, seq, L_max) ρ along 𝟙/√d; None: older
+    scale_rayleigh: np.ndarray | None = None  # (rows, seq, L_max) ρ_t; None: left NaN
+    scale_residual: np.ndarray | None = None  # (rows, seq, L_max) r_t    (not computed)
+    shift_rayleigh: np.ndarray | None = None  # (rows, seq, L_max) ρ along 𝟙/√d; None: NaN
     shift_residual: np.ndarray | None = None  # (rows, seq, L_max) r along 𝟙/√d
     path: str = "synthetic/model"
     extra_identity: dict = field(default_factory=dict)
@@ -69,9 +71,10 @@ def write_store(path, models: list[SyntheticModel], done=None):
                           "content": hashlib.sha256(m.eigenvalues.tobytes()).hexdigest()}
                          for m in models],
               "inputs": {"sequences": models[0].shape[1], "length": models[0].shape[2], "seed": 0}}
+    fp = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
     root.attrs.update({
-        "tdos_format": 1, "config": config, "models": [m.name for m in models],
-        "fingerprint": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest(),
+        "tdos_format": schema.FORMAT, "creation_id": fp[:32], "config": config,
+        "models": [m.name for m in models], "fingerprint": fp, "software": {"torch": "synthetic"},
     })
     for m in models:
         _create_group(root, m)
@@ -95,32 +98,29 @@ def _create_group(root, m: SyntheticModel):
     g.attrs.update({
         "model": {"path": m.path, "revision": None, "arch": m.arch, "dtype": m.dtype,
                   "weights_sha256": "0" * 64, **m.extra_identity},
+        "checkpoint": {"dir": None, "files": {"model.safetensors": {"sha256": "0" * 64}}},
         "inputs": {"sequences": nseq, "length": lmax, "seed": 0, "text": None, "token_block": B},
         "complete": True,  # the engine sets it once every array of the group exists
     })
-    g.create_array("layer", data=np.asarray(m.layers, np.int64), dimension_names=("layer",))
-    g.create_array("layer_length", data=np.asarray(m.lengths(), np.int64),
-                   dimension_names=("layer",))
+    dims = schema.ARRAYS
     tokens = m.tokens if m.tokens is not None else np.arange(nseq * lmax).reshape(nseq, lmax)
-    g.create_array("tokens", data=np.asarray(tokens, np.int64), dimension_names=("seq", "token"))
+    for name, data in (("layer", m.layers), ("layer_length", m.lengths()), ("tokens", tokens)):
+        g.create_array(name, data=np.asarray(data, np.int64), dimension_names=dims[name].dims)
     g.create_array("eigenvalues", shape=(rows, nseq, lmax, d), chunks=(1, 1, B, d),
-                   dtype=_cdtype(m.dtype), fill_value=NAN_C,
-                   dimension_names=("layer", "seq", "token", "mode"))
-    g.create_array("ledger", shape=(rows, nseq, m.n_blocks()), chunks=(1, 1, 1), dtype=np.int8,
-                   fill_value=0, dimension_names=("layer", "seq", "block"))
-    names = (SCALE_ARRAYS if m.scale_rayleigh is not None else ()) + \
-        (SHIFT_ARRAYS if m.shift_rayleigh is not None else ())
-    for name in names:
+                   dtype=_cdtype(m.dtype), fill_value=NAN_C, dimension_names=dims["eigenvalues"].dims)
+    for name in ("ledger", "eig_backend"):
+        g.create_array(name, shape=(rows, nseq, m.n_blocks()), chunks=(1, 1, 1), dtype=np.int8,
+                       fill_value=0, dimension_names=dims[name].dims)
+    for name in SCALE_ARRAYS + SHIFT_ARRAYS:
         g.create_array(name, shape=(rows, nseq, lmax), chunks=(1, 1, B), dtype=_rdtype(m.dtype),
-                       fill_value=np.nan, dimension_names=("layer", "seq", "token"))
+                       fill_value=np.nan, dimension_names=dims[name].dims)
     if m.delta is not None:
         di = m.delta.shape[-1]
         g.create_array("delta", shape=(rows, nseq, lmax, di), chunks=(1, 1, B, di),
-                       dtype=_rdtype(m.dtype), fill_value=np.nan,
-                       dimension_names=("layer", "seq", "token", "channel"))
+                       dtype=_rdtype(m.dtype), fill_value=np.nan, dimension_names=dims["delta"].dims)
         g.create_array("a_log", data=np.asarray(m.a_log, _rdtype(m.dtype)),
-                       chunks=(1,) + m.a_log.shape[1:],
-                       dimension_names=("model_layer", "channel", "state"))
+                       chunks=(1,) + m.a_log.shape[1:], dimension_names=dims["a_log"].dims)
+    assert set(g.array_keys()) == set(schema.group_arrays(m.delta is not None))
 
 
 def write_blocks(path, m: SyntheticModel, mask):
@@ -142,6 +142,7 @@ def write_blocks(path, m: SyntheticModel, mask):
                     g[name][i, s, t0:t1] = values[i, s, t0:t1]
         if m.delta is not None:
             g["delta"][i, s, t0:t1] = m.delta[i, s, t0:t1]
+        g["eig_backend"][i, s, b] = schema.EIG_BACKENDS.index("torch-cpu")
         g["ledger"][i, s, b] = mask[i, s, b]
 
 

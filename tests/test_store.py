@@ -1,5 +1,6 @@
-"""The zarr v3 store: layout of ARCHITECTURE.md, fingerprint refusal that writes nothing,
-block writes confined to their own chunks, the ledger, and the plan read from it."""
+"""The zarr v3 store: the layout analysis/schema.py declares, fingerprint refusal that
+writes nothing, block writes confined to their own chunks, the ledger, the plan read from
+it, one message for an older format and `tdos upgrade`."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,13 +9,15 @@ import os
 
 import numpy as np
 import pytest
+import torch
 import xarray as xr
 import zarr
 
+from analysis import schema
 from sweep import store as st
 from sweep.config import config_from_dict
 from sweep.plan import ALogTask, BlockTask, plan
-from sweep.run import prepare_store
+from sweep.store import BlockValues, prepare_store
 
 
 def _cfg(ck, tmp_path, **inputs):
@@ -43,18 +46,29 @@ def _chunk_files(path, array) -> set[str]:
 def test_layout(tiny_checkpoints, tmp_path):
     cfg = _cfg(tiny_checkpoints, tmp_path)
     root = prepare_store(cfg)
-    assert root.attrs["tdos_format"] == 1 and root.attrs["models"] == ["gpt2", "llama"]
-    assert len(root.attrs["fingerprint"]) == 64
+    assert root.attrs["tdos_format"] == schema.FORMAT == 2
+    assert root.attrs["models"] == ["gpt2", "llama"]
+    assert len(root.attrs["fingerprint"]) == 64 and len(root.attrs["creation_id"]) == 32
+    assert root.attrs["software"]["torch"] == torch.__version__
+    assert root.attrs["software"]["cuda"] == torch.version.cuda
     assert root.attrs["config"]["inputs"] == {"sequences": 2, "length": 8, "seed": 0, "text": None}
     g = root["gpt2"]
     assert g.attrs["model"]["dtype"] == "float32" and g.attrs["model"]["arch"] == "gpt2"
     assert g.attrs["inputs"] == {"sequences": 2, "length": 8, "seed": 0, "text": None, "token_block": 4}
+    weights = tiny_checkpoints["gpt2"] / "model.safetensors"
+    assert g.attrs["checkpoint"] == {"dir": str(tiny_checkpoints["gpt2"]), "files": {
+        "model.safetensors": {"size": weights.stat().st_size, "mtime_ns": weights.stat().st_mtime_ns,
+                              "sha256": hashlib.sha256(weights.read_bytes()).hexdigest()}}}
+    assert set(g.array_keys()) == set(schema.group_arrays(mamba=False))
     e = g["eigenvalues"]
     assert (e.shape, e.chunks, e.dtype) == ((2, 2, 8, 32), (1, 1, 4, 32), np.complex64)
     assert e.metadata.dimension_names == ("layer", "seq", "token", "mode")
     assert np.isnan(e[...]).all()
     led = g["ledger"]
     assert (led.shape, led.chunks, led.dtype) == ((2, 2, 2), (1, 1, 1), np.int8)
+    eb = g["eig_backend"]
+    assert (eb.shape, eb.chunks, eb.dtype) == ((2, 2, 2), (1, 1, 1), np.int8)
+    assert (eb[...] == 0).all() and eb.attrs["codes"] == list(schema.EIG_BACKENDS)
     for name in ("scale_rayleigh", "scale_residual", "shift_rayleigh", "shift_residual"):
         a = g[name]
         assert (a.shape, a.chunks, a.dtype) == ((2, 2, 8), (1, 1, 4), np.float32)
@@ -96,7 +110,7 @@ def test_non_store_directory_is_refused(tiny_checkpoints, tmp_path):
 
 def _mamba_group(tmp_path):
     root = zarr.open_group(str(tmp_path / "m.zarr"), mode="w")
-    g = st.create_group(root, "m", identity={"arch": "mamba"}, dtype="float64",
+    g = st.create_group(root, "m", identity={"arch": "mamba"}, checkpoint={}, dtype="float64",
                         inputs={"sequences": 2, "length": 10, "seed": 0, "text": None,
                                 "token_block": 4},
                         layer_lengths=((0, 10), (2, 5)), token_block=4,
@@ -111,16 +125,17 @@ def test_write_block_touches_only_its_chunks(tmp_path):
     delta = np.full((4, 6), 0.5)                           # (T, d_inner)
     scale = (np.full(4, 0.999), np.full(4, 1e-6))         # ρ (T,), r (T,)
     shift = (np.full(4, 1.0), np.full(4, 1e-8))           # along 𝟙/√d
-    assert st.write_block(g, 1, 0, 1, 4, eig, delta, scale, shift) == st.DONE
+    values = BlockValues(eig, delta, scale, shift, eig_backend="scipy-openblas")
+    assert st.write_block(g, 1, 0, 1, 4, values) == st.DONE
     gp = os.path.join(path, "m")
     assert _chunk_files(gp, "eigenvalues") == {"1/0/1/0"}
     assert _chunk_files(gp, "delta") == {"1/0/1/0"}
     assert _chunk_files(gp, "scale_rayleigh") == _chunk_files(gp, "scale_residual") == {"1/0/1"}
     assert _chunk_files(gp, "shift_rayleigh") == _chunk_files(gp, "shift_residual") == {"1/0/1"}
     assert g["scale_residual"].dtype == np.float64 and g["scale_rayleigh"].chunks == (1, 1, 4)
-    assert _chunk_files(gp, "ledger") == {"1/0/1"}
+    assert _chunk_files(gp, "ledger") == _chunk_files(gp, "eig_backend") == {"1/0/1"}
     once = _snapshot(gp)
-    assert st.write_block(g, 1, 0, 1, 4, eig, delta, scale, shift) == st.DONE   # idempotent rewrite
+    assert st.write_block(g, 1, 0, 1, 4, values) == st.DONE   # idempotent rewrite
     assert {k: v[0] for k, v in _snapshot(gp).items()} == {k: v[0] for k, v in once.items()}
     e = g["eigenvalues"][...]
     np.testing.assert_array_equal(e[1, 0, 4:8], eig)
@@ -130,13 +145,14 @@ def test_write_block_touches_only_its_chunks(tmp_path):
     np.testing.assert_array_equal(g["shift_residual"][1, 0, 4:8], shift[1])
     assert np.isnan(g["shift_rayleigh"][...]).sum() == 2 * 2 * 10 - 4
     np.testing.assert_array_equal(g["ledger"][...].ravel(), [0] * 7 + [1] + [0] * 4)
+    np.testing.assert_array_equal(g["eig_backend"][...].ravel(), [0] * 7 + [2] + [0] * 4)
 
 
 def test_non_finite_block_is_flagged(tmp_path):
     _, g = _mamba_group(tmp_path)
     eig = np.ones((2, 3), complex)
     eig[1, 2] = np.inf
-    assert st.write_block(g, 0, 1, 2, 8, eig, np.ones((2, 6))) == st.FLAGGED
+    assert st.write_block(g, 0, 1, 2, 8, BlockValues(eig, np.ones((2, 6)))) == st.FLAGGED
     assert g["ledger"][0, 1, 2] == st.FLAGGED
 
 
@@ -206,3 +222,76 @@ def test_text_inputs_are_consecutive_windows(tiny_checkpoints, tmp_path):
     tokens = prepare_store(cfg)["gpt2-tok"]["tokens"][...]
     want = np.minimum(ids[:24], 63).reshape(3, 8)
     np.testing.assert_array_equal(tokens, want)
+
+
+def _as_format_1(path) -> None:
+    """Rewrite a fresh store into what format 1 wrote: no eig_backend, no shift_* arrays,
+    no creation_id, software or checkpoint record."""
+    import shutil
+
+    root = zarr.open_group(str(path), mode="r+")
+    for name in root.attrs["models"]:
+        for array in ("eig_backend", "shift_rayleigh", "shift_residual"):
+            shutil.rmtree(os.path.join(path, name, array))
+        attrs = root[name].attrs.asdict()
+        del attrs["checkpoint"]
+        root[name].attrs.clear()
+        root[name].attrs.update(attrs)
+    attrs = {k: v for k, v in root.attrs.asdict().items() if k not in ("creation_id", "software")}
+    root.attrs.clear()
+    root.attrs.update({**attrs, "tdos_format": 1})
+
+
+def test_older_format_gets_one_message_and_upgrades(tiny_checkpoints, tmp_path, capsys):
+    from analysis import StoreError, open_store
+    from sweep.cli import main
+
+    cfg = _cfg(tiny_checkpoints, tmp_path)
+    prepare_store(cfg)
+    g = zarr.open_group(cfg.store, path="gpt2", mode="r+")
+    eig = (np.arange(4 * 32) + 1j).reshape(4, 32)
+    st.write_block(g, 0, 1, 1, 4, BlockValues(eig, scale=(np.ones(4), np.zeros(4))))
+    _as_format_1(cfg.store)
+    want = (f"is a tdos store of format 1; this tdos reads format 2: run `tdos upgrade "
+            f"{cfg.store}` once")
+    with pytest.raises(StoreError, match="format 1; this tdos reads format 2") as e:
+        open_store(cfg.store)
+    assert want in str(e.value)
+    with pytest.raises(st.StoreMismatch) as e:
+        prepare_store(cfg)
+    assert want in str(e.value)
+    assert main(["status", cfg.store]) == 2 and want in capsys.readouterr().err
+
+    assert main(["upgrade", cfg.store]) == 0
+    assert capsys.readouterr().out == f"{cfg.store}: format 2 (was 1)\n"
+    s = open_store(cfg.store)
+    np.testing.assert_array_equal(s.eigenvalues(0, 1)[4:], eig)          # values kept
+    np.testing.assert_array_equal(s.scale_direction(0, 1)[0][4:], 1.0)
+    assert np.isnan(s.shift_direction(0, 1)[0]).all()                     # not computed
+    assert (s.eig_backend(0) == "unknown").all()
+    root = prepare_store(cfg)                          # the sweep resumes on the upgraded store
+    assert root.attrs["upgraded_from"] == 1 and len(plan(cfg, root)) == 2 * 2 * 2 - 1 + 4
+    assert main(["upgrade", cfg.store]) == 0 and "format 2 already" in capsys.readouterr().out
+    zarr.open_group(cfg.store, mode="r+").attrs["tdos_format"] = 99
+    with pytest.raises(StoreError, match="tdos_format 99, which this tdos .format 2. cannot read"):
+        open_store(cfg.store)
+
+
+def test_checkpoint_changed_since_creation_is_refused(tiny_checkpoints, tmp_path):
+    import shutil
+
+    from sweep.errors import CheckpointChanged
+
+    ckpt = tmp_path / "gpt2"
+    shutil.copytree(tiny_checkpoints["gpt2"], ckpt)
+    cfg = config_from_dict({"model": {"path": str(ckpt)}, "layers": [0], "store": str(tmp_path / "r.zarr"),
+                            "inputs": {"sequences": 1, "length": 4}})
+    prepare_store(cfg)
+    weights = ckpt / "model.safetensors"
+    os.utime(weights, ns=(1, 1))                 # touched, same bytes: the hash says unchanged
+    prepare_store(cfg)
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1                                # one bit of one weight
+    weights.write_bytes(bytes(data))
+    with pytest.raises(CheckpointChanged, match="model.safetensors changed since the store was made"):
+        prepare_store(cfg)

@@ -1,0 +1,94 @@
+"""What a tdos store holds on disk: the one declaration its writer and readers import.
+
+sweep/store.py creates and writes stores from these names, analysis/store.py and the
+live view read them, and tests/synthetic_store.py writes stores of known content with them.
+docs/store.md describes the layout for people. Any change of layout bumps FORMAT, and
+`check_format` is the one place an older store is told what to do.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# 1: the first layout (scale_*/shift_* arrays added later without a bump);
+# 2: every array always present, eig_backend per block, creation_id, checkpoint file stats
+FORMAT = 2
+UPGRADABLE = (1,)                 # formats `tdos upgrade STORE` rewrites to FORMAT in place
+
+# ledger codes, (layer, seq, block) int8: the single record of completion
+PENDING, DONE, FLAGGED = 0, 1, 2  # FLAGGED: done, but some value is non-finite
+LEDGER_CODES = {PENDING: "pending", DONE: "done", FLAGGED: "flagged"}
+
+# eig_backend codes, (layer, seq, block) int8: which eigensolver computed the block
+EIG_BACKENDS = ("unknown",        # not written yet, or a store upgraded from format 1
+                "torch-cpu",      # torch.linalg.eigvals: LAPACK geev of torch's bundled BLAS
+                "scipy-openblas",  # scipy.linalg.eigvals: geev of numpy/scipy's OpenBLAS
+                "torch-cuda")     # torch.linalg.eigvals on a CUDA device
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    dims: tuple[str, ...]
+    kind: str                     # "int64" | "int8" | "real" / "complex": in the compute dtype
+    per_token: bool = False       # chunks (1, 1, token_block, ...): written by block tasks
+    mamba: bool = False           # present only in Mamba groups
+
+
+# every array of a model group; NaN (or code 0) marks a value not written yet
+ARRAYS = {
+    "layer": ArraySpec(("layer",), "int64"),                   # model layer of each row
+    "layer_length": ArraySpec(("layer",), "int64"),            # tokens planned at that row
+    "tokens": ArraySpec(("seq", "token"), "int64"),            # token ids fed
+    "eigenvalues": ArraySpec(("layer", "seq", "token", "mode"), "complex", per_token=True),
+    # Rayleigh quotient ρ_t and relative residual r_t of J_tt along h_t (the norm's scale
+    # direction) and along 𝟙/√d (LayerNorm's shift direction)
+    "scale_rayleigh": ArraySpec(("layer", "seq", "token"), "real", per_token=True),
+    "scale_residual": ArraySpec(("layer", "seq", "token"), "real", per_token=True),
+    "shift_rayleigh": ArraySpec(("layer", "seq", "token"), "real", per_token=True),
+    "shift_residual": ArraySpec(("layer", "seq", "token"), "real", per_token=True),
+    "ledger": ArraySpec(("layer", "seq", "block"), "int8"),
+    "eig_backend": ArraySpec(("layer", "seq", "block"), "int8"),
+    "delta": ArraySpec(("layer", "seq", "token", "channel"), "real", per_token=True, mamba=True),
+    "a_log": ArraySpec(("model_layer", "channel", "state"), "real", mamba=True),
+}
+SCALE_ARRAYS = ("scale_rayleigh", "scale_residual")
+SHIFT_ARRAYS = ("shift_rayleigh", "shift_residual")
+COMPLEX = {"float32": "complex64", "float64": "complex128"}
+
+# attributes: root group, then each model group
+ROOT_ATTRS = ("tdos_format", "creation_id", "fingerprint", "config", "models", "software")
+GROUP_ATTRS = ("model", "checkpoint", "inputs", "complete", "worker_software")
+
+
+def dtype_of(name: str, compute_dtype: str) -> str:
+    """numpy dtype name of array `name` in a group swept in `compute_dtype` (float32|float64)."""
+    kind = ARRAYS[name].kind
+    if kind == "real":
+        return compute_dtype
+    if kind == "complex":
+        return COMPLEX[compute_dtype]
+    return kind
+
+
+def group_arrays(mamba: bool) -> tuple[str, ...]:
+    """Names of the arrays a group holds."""
+    return tuple(n for n, spec in ARRAYS.items() if mamba or not spec.mamba)
+
+
+class StoreError(Exception):
+    """A one-line, user-facing reason why a path cannot be used as a tdos store."""
+
+
+def check_format(attrs, path) -> None:
+    """Raise StoreError unless the root attributes `attrs` say this tdos can read the store."""
+    fmt = attrs.get("tdos_format")
+    if fmt == FORMAT:
+        return
+    if fmt is None:
+        raise StoreError(f"{path} is not a tdos store (no tdos_format attribute); give the path "
+                         f"of a sweep's store")
+    if fmt in UPGRADABLE:
+        raise StoreError(f"{path} is a tdos store of format {fmt}; this tdos reads format "
+                         f"{FORMAT}: run `tdos upgrade {path}` once (it adds the newer arrays and "
+                         f"attributes, keeping every value), then retry")
+    raise StoreError(f"{path} has tdos_format {fmt!r}, which this tdos (format {FORMAT}) cannot "
+                     f"read; use the tdos version that wrote it, or sweep again into a new store")

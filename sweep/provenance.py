@@ -1,0 +1,101 @@
+"""What a stored number depends on besides the config: the weight files, the software, the
+float settings. Recorded in the store (docs/store.md) and checked before anything is reused.
+
+A checkpoint directory can be overwritten in place (continued training saves over the same
+path), so a path alone never names the weights. The store records each weight file's size,
+mtime and sha256 when it is made; a later run compares sizes and mtimes (a few stat calls)
+and hashes only when they differ.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from pathlib import Path
+
+import torch
+
+from sweep.errors import CheckpointChanged
+
+_HASH_CHUNK = 1 << 22          # bytes read at a time when hashing a weight file
+
+
+def checkpoint_record(model) -> dict:
+    """{"dir", "files": {name: {"size", "mtime_ns", "sha256"}}} of a LoadedModel's weights.
+
+    The hashes are the ones load_model computed while loading; size and mtime are read now.
+    """
+    files = {}
+    for name, sha in model.identity["weights_sha256"].items():
+        s = os.stat(Path(model.local_dir) / name)
+        files[name] = {"size": s.st_size, "mtime_ns": s.st_mtime_ns, "sha256": sha}
+    return {"dir": str(model.local_dir), "files": files}
+
+
+def verify_checkpoint(record: dict, where: str) -> None:
+    """Raise CheckpointChanged unless the weight files in record["dir"] are the recorded ones.
+
+    Size and mtime equal: trusted without reading. Otherwise each file is hashed. A record
+    without a directory here (a store made on another machine, or upgraded from format 1)
+    is left to the workers, which compare the hash of what they load.
+    """
+    d = record.get("dir")
+    if not d or not Path(d).is_dir():
+        return
+    for name, want in record["files"].items():
+        p = Path(d) / name
+        if not p.is_file():
+            raise CheckpointChanged(f"{where}: weight file {p} recorded when the store was made "
+                                    f"is gone; restore it or sweep into a new store")
+        s = os.stat(p)
+        if (s.st_size, s.st_mtime_ns) == (want.get("size"), want.get("mtime_ns")):
+            continue
+        if sha256_file(p) != want["sha256"]:
+            raise CheckpointChanged(f"{where}: {p} changed since the store was made (sha256 "
+                                    f"differs); sweep the new weights into a new store")
+
+
+def file_state(local_dir, names) -> tuple:
+    """((name, size, mtime_ns, ctime_ns, inode), ...): changes whenever a file is rewritten."""
+    out = []
+    for name in sorted(names):
+        s = os.stat(Path(local_dir) / name)
+        out.append((name, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino))
+    return tuple(out)
+
+
+def sha256_file(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(_HASH_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def strict_fp32() -> None:
+    """Switch TensorFloat-32 off for matmul and cuDNN, whatever the process default.
+
+    TF32 keeps 10 mantissa bits: J_tt products on an Ampere-or-newer GPU would then carry
+    ~1e-3 relative error, far above the fp32 eigenvalues' own rounding. Set on every
+    worker before each task (cheap, and harmless on a CPU-only machine).
+    """
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def software() -> dict:
+    """Versions that decide the rounding of every stored value, JSON-able."""
+    import numpy
+    import scipy
+    import transformers
+
+    cuda = torch.version.cuda
+    device = torch.cuda.get_device_name(0) if cuda and torch.cuda.is_available() else None
+    return {"torch": torch.__version__, "cuda": cuda, "cudnn": _cudnn(), "device": device,
+            "transformers": transformers.__version__, "numpy": numpy.__version__,
+            "scipy": scipy.__version__, "python": platform.python_version()}
+
+
+def _cudnn():
+    return torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None

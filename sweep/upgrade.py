@@ -1,0 +1,55 @@
+"""`tdos upgrade STORE`: rewrite an older store to the current format in place.
+
+Format 1 -> 2 adds what format 2 always has and format 1 may lack, keeping every value:
+the scale_*/shift_* arrays (NaN: not computed, so the analysis classifies those tokens'
+ζ ≈ 1 modes by value, as it did before), eig_backend (code 0, "unknown"), a creation_id,
+and the checkpoint record (hashes only, from the recorded identity: sizes and mtimes were
+never recorded, so a later run hashes the weights once to check them).
+"""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import zarr
+
+from analysis import schema
+from sweep.errors import StoreMismatch
+from sweep.store import _create_array, group_ready
+
+
+def upgrade(path) -> int:
+    """Upgrade the store at `path` to schema.FORMAT; returns the format it had."""
+    if not (Path(path) / "zarr.json").is_file():
+        raise StoreMismatch(f"store: {path} not found; give the path of a sweep's store")
+    root = zarr.open_group(str(path), mode="r+")
+    fmt = root.attrs.get("tdos_format")
+    if fmt == schema.FORMAT:
+        return fmt
+    if fmt not in schema.UPGRADABLE:
+        raise StoreMismatch(f"store: {path} has tdos_format {fmt!r}; only formats "
+                            f"{list(schema.UPGRADABLE)} upgrade to {schema.FORMAT}")
+    for name in root.attrs.get("models", []):
+        if group_ready(root, name):
+            _upgrade_group(root[name])
+    # last: a crash midway leaves a format-1 store that upgrades again
+    root.attrs.update({"tdos_format": schema.FORMAT, "creation_id": uuid.uuid4().hex,
+                       "upgraded_from": fmt})
+    return fmt
+
+
+def _upgrade_group(g: zarr.Group) -> None:
+    R, S, L, d = g["eigenvalues"].shape
+    mamba = "a_log" in g
+    sizes = {"layer": R, "seq": S, "token": L, "mode": d, "block": g["ledger"].shape[2]}
+    if mamba:
+        sizes.update(zip(("model_layer", "channel", "state"), g["a_log"].shape))
+    dtype = g.attrs["model"]["dtype"]
+    B = g.attrs["inputs"]["token_block"]
+    for name in schema.group_arrays(mamba):
+        if name not in g:
+            _create_array(g, name, dtype, sizes, B, None)
+    if "checkpoint" not in g.attrs:
+        hashes = g.attrs["model"].get("weights_sha256", {})
+        g.attrs["checkpoint"] = {"dir": None,
+                                 "files": {f: {"sha256": h} for f, h in hashes.items()}}
