@@ -1,14 +1,15 @@
 """tdos analysis: reads only the store (and its aggregate beside it). See docs/api.md."""
 from .aggregate import Aggregate, aggregate
-from .fits import (IRFit, BootstrapIR, MLEFit, bootstrap_ir_exponent, bootstrap_ir_from_hists,
-                   fit_ir_exponent, fit_ir_from_hist, mle_ir_exponent)
+from .bootstrap import BootstrapIR, bootstrap_ir_exponent, bootstrap_ir_from_hists
+from .fits import IRFit, MLEFit, fit_ir_exponent, fit_ir_from_hist, mle_ir_exponent
 from .observables import (ComplexSpectrum, MemoryKernel, Spectrum, SpectrumFamily,
                           a_log_distribution, block_rates, complex_spectrum, delta_distribution,
                           effective_spectrum, effective_vs_length, intrinsic_by_layer,
                           intrinsic_spectrum, memory_kernel, memory_kernel_from_hist, tdos,
                           tdos_from_rates, tdos_vs_depth, tdos_vs_length)
-from .rates import classify, classify_rows, marginal_threshold, rates_of
-from .selfavg import compare_precision, self_averaging, smallest_rate_vs_length
+from .precision import PrecisionComparison, compare_precision, match_tokens
+from .rates import MODES, classify, classify_rows, marginal_threshold, rates_of
+from .selfavg import ir_resolution, self_averaging
 from .store import Store, StoreError, open_store
 from .tables import IRTable, beta_vs_depth, beta_vs_length
 
@@ -19,7 +20,8 @@ __all__ = [
     "block_rates", "complex_spectrum", "delta_distribution", "effective_spectrum",
     "effective_vs_length", "intrinsic_by_layer", "intrinsic_spectrum", "memory_kernel",
     "memory_kernel_from_hist", "tdos", "tdos_from_rates", "tdos_vs_depth", "tdos_vs_length",
-    "classify", "classify_rows", "marginal_threshold", "rates_of", "compare_precision", "self_averaging",
-    "smallest_rate_vs_length", "Store", "StoreError", "open_store", "IRTable", "beta_vs_depth",
+    "classify", "classify_rows", "marginal_threshold", "rates_of", "MODES", "compare_precision",
+    "PrecisionComparison", "match_tokens", "self_averaging",
+    "ir_resolution", "Store", "StoreError", "open_store", "IRTable", "beta_vs_depth",
     "beta_vs_length",
 ]

@@ -2,12 +2,14 @@
 
 Kept beside the store in `<store>.agg` (zarr v3; analysis never writes into the store):
 
-    <model>/hist_block  (layer, seq, token, col) uint32  stable collective rates λ = −ln|ζ|
-           /special     (layer, seq, token, class) uint32  marginal, unstable, zero, nonfinite, scale
-           /min_rate    (layer, seq, token) float64  smallest stable rate of the token (exact)
+    <model>/hist_<m>    (layer, seq, token, col) uint32  stable collective rates λ = −ln|ζ|
+           /special_<m> (layer, seq, token, class) uint32  marginal, unstable, zero, nonfinite, scale
+           /min_rate_<m> (layer, seq, token) float64  smallest stable rate of the token (exact)
            /hist_eff    (layer, seq, token, col) uint32  Δ_t·λ_A, all d_inner·d_state modes (Mamba)
            /hist_delta  (layer, seq, token, col) uint32  Δ_t, all d_inner channels (Mamba)
            /ledger      (layer, seq, block) int8   store ledger value the block was aggregated at
+
+<m> is each mode count (`rates.MODES`): all_stable and symmetry_removed, from one pass.
 
 Histograms are integer counts on fixed edges, so sums over any subset of (seq, token) equal
 a from-scratch pass exactly; `update` reads only blocks whose store ledger changed since.
@@ -21,11 +23,13 @@ from functools import lru_cache
 import numpy as np
 import zarr
 
-from .rates import CLASSES, N_COLS, SCALE_RESIDUAL_MAX, classify_rows, histogram_rows, marginal_threshold
+from .rates import (CLASSES, DEFAULT_MODES, MODES, N_COLS, SCALE_RESIDUAL_MAX, classify_rows,
+                    histogram_rows, marginal_threshold, mode_key)
+from .schema import SCALE_ARRAYS, SHIFT_ARRAYS
 from .store import LEDGER_DONE, LEDGER_FLAGGED, Store, open_store
 
-AGG_FORMAT = 4              # 2: the "scale" class; 3: LayerNorm's shift direction; 4: layer_length
-                            # (older aggregates are rebuilt)
+AGG_FORMAT = 5              # 2: the "scale" class; 3: LayerNorm's shift direction; 4: layer_length;
+                            # 5: both mode counts, bins 1e-17…1e8 (older aggregates are rebuilt)
 HISTS_MAMBA = ("hist_eff", "hist_delta")
 
 
@@ -71,17 +75,19 @@ def _create_model(root, st: Store):
     g.attrs.update({"threshold": marginal_threshold(st.dtype), "dtype": st.dtype,
                     "arch": st.arch, "layers": st.layers, "classes": list(CLASSES),
                     "layer_length": [st.layer_length[layer] for layer in st.layers],
-                    "scale_by_eigenvector": st.has_scale, "shift_by_eigenvector": st.has_shift,
-                    "scale_residual_max": SCALE_RESIDUAL_MAX})
-    names = ("hist_block",) + (HISTS_MAMBA if st.is_mamba else ())
+                    "scale_by_eigenvector": True, "shift_by_eigenvector": True,   # format 2: always stored
+                    "scale_residual_max": SCALE_RESIDUAL_MAX, "modes": list(MODES)})
+    names = tuple(f"hist_{mode_key(m)}" for m in MODES) + (HISTS_MAMBA if st.is_mamba else ())
     for name in names:
         g.create_array(name, shape=(rows, nseq, lmax, N_COLS), chunks=(1, 1, B, N_COLS),
                        dtype=np.uint32, fill_value=0,
                        dimension_names=("layer", "seq", "token", "col"))
-    g.create_array("special", shape=(rows, nseq, lmax, len(CLASSES)), chunks=(1, 1, B, len(CLASSES)),
-                   dtype=np.uint32, fill_value=0, dimension_names=("layer", "seq", "token", "class"))
-    g.create_array("min_rate", shape=(rows, nseq, lmax), chunks=(1, 1, B), dtype=np.float64,
-                   fill_value=np.nan, dimension_names=("layer", "seq", "token"))
+    for key in map(mode_key, MODES):
+        g.create_array(f"special_{key}", shape=(rows, nseq, lmax, len(CLASSES)),
+                       chunks=(1, 1, B, len(CLASSES)), dtype=np.uint32, fill_value=0,
+                       dimension_names=("layer", "seq", "token", "class"))
+        g.create_array(f"min_rate_{key}", shape=(rows, nseq, lmax), chunks=(1, 1, B),
+                       dtype=np.float64, fill_value=np.nan, dimension_names=("layer", "seq", "token"))
     g.create_array("ledger", shape=(rows, nseq, -(-lmax // B)), chunks=(rows, nseq, -(-lmax // B)),
                    dtype=np.int8, fill_value=0, dimension_names=("layer", "seq", "block"))
     return g
@@ -119,12 +125,13 @@ def _aggregate_block(st: Store, g, i, s, b, thr, lam_a, flagged):
     rho, resid = _scale_chunk(st, i, s, t0, t1)                       # (T, 2), (T, 2)
     if flagged:
         zeta = np.full_like(zeta, np.nan)
-    stable, special = classify_rows(zeta, thr, rho, resid)
-    g["hist_block"][i, s, t0:t1] = histogram_rows(stable)
-    g["special"][i, s, t0:t1] = special
-    with np.errstate(all="ignore"):
-        g["min_rate"][i, s, t0:t1] = np.where(np.isfinite(stable).any(1), np.nanmin(
-            np.where(np.isfinite(stable), stable, np.inf), axis=1), np.nan)
+    for modes, (stable, special) in classify_rows(zeta, thr, rho, resid).items():
+        key = mode_key(modes)
+        g[f"hist_{key}"][i, s, t0:t1] = histogram_rows(stable)
+        g[f"special_{key}"][i, s, t0:t1] = special
+        with np.errstate(all="ignore"):
+            g[f"min_rate_{key}"][i, s, t0:t1] = np.where(np.isfinite(stable).any(1), np.nanmin(
+                np.where(np.isfinite(stable), stable, np.inf), axis=1), np.nan)
     if lam_a is not None:
         delta = np.asarray(st.group["delta"][i, s, t0:t1], np.float64)   # (T, d_inner)
         if flagged:
@@ -135,14 +142,11 @@ def _aggregate_block(st: Store, g, i, s, b, thr, lam_a, flagged):
 
 
 def _scale_chunk(st: Store, i, s, t0, t1):
-    """ρ (T, 2), r (T, 2) of one block, columns scale (h_t) and shift (𝟙/√d); NaN (no such
-    mode, value rule only) where an older store lacks the arrays."""
-    out = []
-    for present, names in ((st.has_scale, ("scale_rayleigh", "scale_residual")),
-                           (st.has_shift, ("shift_rayleigh", "shift_residual"))):
-        out.append([np.asarray(st.group[n][i, s, t0:t1], np.float64) if present
-                    else np.full(t1 - t0, np.nan) for n in names])
-    return np.stack([out[0][0], out[1][0]], 1), np.stack([out[0][1], out[1][1]], 1)
+    """ρ (T, 2), r (T, 2) of one block, columns scale (h_t) and shift (𝟙/√d); NaN where not
+    computed (no such mode: value rule only)."""
+    rho, resid = ([np.asarray(st.group[n][i, s, t0:t1], np.float64) for n in pair]
+                  for pair in zip(SCALE_ARRAYS, SHIFT_ARRAYS))
+    return np.stack(rho, 1), np.stack(resid, 1)
 
 
 class Aggregate:
@@ -187,34 +191,40 @@ class Aggregate:
     def ledger(self) -> np.ndarray:
         return np.asarray(self.g["ledger"][:])
 
-    def token_hist(self, layer, kind="block") -> np.ndarray:
-        """(seq, token, col) per-token histograms of one layer (zeros where not aggregated)."""
-        return _load(self.path, self.name, f"hist_{kind}", self._row(layer), self._stamp())
+    def token_hist(self, layer, kind="block", modes=DEFAULT_MODES) -> np.ndarray:
+        """(seq, token, col) per-token histograms of one layer (zeros where not aggregated);
+        kind "block" (collective rates under mode count `modes`), "eff" or "delta" (Mamba)."""
+        name = f"hist_{mode_key(modes)}" if kind == "block" else f"hist_{kind}"
+        return _load(self.path, self.name, name, self._row(layer), self._stamp())
 
     def token_done(self, layer) -> np.ndarray:
         """(seq, token) bool: token rows aggregated from a done (unflagged) block."""
         row = self._row(layer)
         led = self.ledger()[row] == LEDGER_DONE
-        B = self.g["hist_block"].chunks[2]
-        done = np.repeat(led, B, axis=1)[:, : self.g["hist_block"].shape[2]]
+        arr = self.g[f"hist_{mode_key(DEFAULT_MODES)}"]
+        B = arr.chunks[2]
+        done = np.repeat(led, B, axis=1)[:, : arr.shape[2]]
         # a layer's last block may be partial: tokens past its planned length were never computed
         done[:, self.g.attrs["layer_length"][row]:] = False
         return done
 
-    def hist(self, layer, L=None, kind="block", seqs=None) -> np.ndarray:
+    def hist(self, layer, L=None, kind="block", seqs=None, modes=DEFAULT_MODES) -> np.ndarray:
         """(col,) counts pooled over sequences `seqs` (default all) and tokens t < L."""
-        h = self.token_hist(layer, kind)
+        h = self.token_hist(layer, kind, modes)
         h = h if seqs is None else h[list(seqs)]
         return h[:, :L].sum(axis=(0, 1), dtype=np.int64)
 
-    def special(self, layer, L=None) -> dict:
-        sp = np.asarray(self.g["special"][self._row(layer)])[:, :L].sum(axis=(0, 1), dtype=np.int64)
+    def special(self, layer, L=None, modes=DEFAULT_MODES) -> dict:
+        """Class counts of tokens t < L under `modes` (+ "tokens"). all-stable:
+        "unstable" counts |ζ| ≥ 1 and nothing is marginal or scale."""
+        arr = self.g[f"special_{mode_key(modes)}"]
+        sp = np.asarray(arr[self._row(layer)])[:, :L].sum(axis=(0, 1), dtype=np.int64)
         out = dict(zip(CLASSES, (int(x) for x in sp)))
         out["tokens"] = int(self.token_done(layer)[:, :L].sum())
         return out
 
-    def min_rate(self, layer, L=None) -> float:
-        m = np.asarray(self.g["min_rate"][self._row(layer)])[:, :L]
+    def min_rate(self, layer, L=None, modes=DEFAULT_MODES) -> float:
+        m = np.asarray(self.g[f"min_rate_{mode_key(modes)}"][self._row(layer)])[:, :L]
         return float(np.nanmin(m)) if np.isfinite(m).any() else float("nan")
 
     def _stamp(self):

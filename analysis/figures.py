@@ -20,11 +20,8 @@ def fig1_collective(cs, sp, kernel, title):
     sp.plot(axs.flat[5], view="linear", label="ρ_block")
     sp.plot(axs.flat[6], view="log", color="C0", label="ρ_block")
     _window_lines(axs.flat[6])
-    s = sp.special
     # the counts go inside the panel: as a title they collide with the panel letter
-    axs.flat[6].text(0.03, 0.03, f"{sp.n_modes:,} stable\nscale {s.get('scale', 0):,}, "
-                     f"marginal {s.get('marginal', 0):,}\nunstable {s.get('unstable', 0):,}, "
-                     f"zero {s.get('zero', 0):,}", transform=axs.flat[6].transAxes, fontsize=8,
+    axs.flat[6].text(0.03, 0.03, _counts_text(sp), transform=axs.flat[6].transAxes, fontsize=8,
                      va="bottom", bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
     kernel.plot(axs.flat[7])
     for ax, letter in zip(axs.flat, "abcdefgh"):
@@ -33,12 +30,27 @@ def fig1_collective(cs, sp, kernel, title):
     return fig
 
 
+def _counts_text(sp) -> str:
+    """What a collective spectrum counts: its mode count, the modes left out, the overflow."""
+    s = sp.special
+    text = f"{sp.n_modes:,} stable [{sp.modes}]\n"
+    if sp.modes == "all-stable":
+        text += f"left out: |ζ| ≥ 1 {s.get('unstable', 0):,}, ζ = 0 {s.get('zero', 0):,}"
+    else:
+        text += (f"left out: scale {s.get('scale', 0):,}, marginal {s.get('marginal', 0):,}\n"
+                 f"unstable {s.get('unstable', 0):,}, zero {s.get('zero', 0):,}")
+    note = sp.outside_note()
+    return text + (f"\n{note}" if note else "")
+
+
 def fig2_intrinsic(alog, sp_int, kernel_a, title):
     """(a) A_log distribution, (b) ρ_int(λ_A), (c) K_A(t) with the t^-1 reference."""
     fig = new_figure(15, 4.3)
     a, b, c = fig.subplots(1, 3)
     alog.plot(a)
     sp_int.plot(b, color="C2")
+    b.text(0.03, 0.03, f"{sp_int.n_modes:,} modes\n{sp_int.outside_note()}".strip(),
+           transform=b.transAxes, fontsize=7, va="bottom")
     kernel_a.plot(c, color="C2")
     for ax, letter in zip((a, b, c), "abc"):
         panel_label(ax, letter)
@@ -85,12 +97,17 @@ def fig_beta(table, title, reference=None):
     return fig
 
 
-def fig_self_averaging(selfavg, smallest, title):
-    fig = new_figure(13, 4.8)
-    a, b = fig.subplots(1, 2)
-    selfavg.plot(a)
-    smallest.plot(b)
-    panel_label(a, "a"), panel_label(b, "b")
+def fig_self_averaging(selfavg, resolution, title, kernel=None):
+    """App. B laws with fitted slopes and CIs: (a) band-weight variance vs T, (b) deep-IR
+    resolution vs T·d, (c) the memory kernel's long-time exponent (when given)."""
+    fig = new_figure(19 if kernel is not None else 13, 4.8)
+    axs = fig.subplots(1, 3 if kernel is not None else 2)
+    selfavg.plot(axs[0])
+    resolution.plot(axs[1])
+    if kernel is not None:
+        kernel.plot(axs[2])
+    for ax, letter in zip(axs, "abc"):
+        panel_label(ax, letter)
     fig.suptitle(title)
     return fig
 
@@ -105,11 +122,23 @@ def fig_single(result, title, w=7, h=5, **kw):
     return fig
 
 
-def fig_models_beta(tables, title):
-    """β vs L of several models side by side on one axis."""
+def fig_precision(cmp, title):
+    """(a) |δλ|/λ of matched modes against λ, (b) both TDOS with Δβ per L."""
+    fig = new_figure(13, 5)
+    a, b = fig.subplots(1, 2)
+    cmp.plot(a)
+    cmp.plot_tdos(b)
+    panel_label(a, "a"), panel_label(b, "b")
+    fig.suptitle(title)
+    return fig
+
+
+def fig_models_beta(tables, title, modes=None):
+    """β vs L of several models side by side on one axis (mode count `modes`)."""
     fig = new_figure(7.5, 4.8)
     ax = fig.add_subplot()
     for i, (name, table) in enumerate(tables.items()):
-        table.plot(ax, label=name, color=f"C{i}", xshift=1.04 ** i, marker="osD^v<>"[i % 7])
+        table.plot(ax, label=name, color=f"C{i}", xshift=1.04 ** i, marker="osD^v<>"[i % 7],
+                   modes=modes)
     ax.set_title(title)
     return fig

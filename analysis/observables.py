@@ -1,7 +1,9 @@
 """Spectral observables of one store: densities on the global bins, complex spectra, K(t).
 
-Densities are normalised per mode: ρ(λ) = counts / (N · Δλ), N = modes inside the bins, so
-∫ρ dλ = 1 (as the paper's ρ_block, ρ_int, ρ_eff). Prefix lengths L select tokens t < L of
+Densities are normalised per mode: ρ(λ) = counts / (N · Δλ), N = every counted mode,
+the under/overflow columns included (a rate beyond the bins is never dropped silently: the
+figures count it), so ∫ρ dλ over the bins = 1 − (outside)/N. Collective spectra carry the mode
+count they were made with (`modes`, see analysis.rates). Prefix lengths L select tokens t < L of
 one long sweep: by the causal block-triangular structure, eig of the length-L sequence
 Jacobian is exactly the union of eig(J_tt) for t < L.
 """
@@ -13,7 +15,8 @@ import numpy as np
 from scipy.special import exp1
 
 from ._plot import axes_or_new, sweep_colors
-from .rates import EDGES, N_BINS, classify, histogram, marginal_threshold
+from .rates import (DEFAULT_MODES, EDGES, MODES, N_BINS, check_modes, classify, histogram,
+                    marginal_threshold)
 
 LAMBDA = "relaxation rate λ (per block, Δs = 1)"
 
@@ -25,19 +28,38 @@ class Spectrum:
     label: str = ""
     xlabel: str = LAMBDA
     special: dict = field(default_factory=dict)   # marginal/unstable/zero/nonfinite/tokens
+    modes: str | None = None      # mode count of a collective spectrum; None for λ_A, λ_eff, Δ
 
     @property
     def in_range(self) -> np.ndarray:
         return np.asarray(self.counts[1:N_BINS + 1], np.float64)
 
     @property
+    def underflow(self) -> int:
+        """Counted rates below the first edge (1e-17)."""
+        return int(self.counts[0])
+
+    @property
+    def overflow(self) -> int:
+        """Counted rates at or above the last edge (1e8)."""
+        return int(self.counts[N_BINS + 1])
+
+    @property
     def n_modes(self) -> int:
-        return int(self.in_range.sum())
+        """Every counted mode, under/overflow included (the normalisation)."""
+        return int(np.asarray(self.counts).sum())
 
     @property
     def density(self) -> np.ndarray:
-        """(N_BINS,) ρ(λ) per bin, normalised to unit integral over the bins."""
+        """(N_BINS,) ρ(λ) per bin = counts / (n_modes · Δλ): under/overflow stay in n_modes."""
         return self.in_range / max(self.n_modes, 1) / np.diff(EDGES)
+
+    def outside_note(self) -> str:
+        """'' or a count of the modes beyond the bins, for a figure to show."""
+        if not (self.underflow or self.overflow):
+            return ""
+        return (f"outside the bins (counted in N): {self.underflow:,} < {EDGES[0]:.0e}, "
+                f"{self.overflow:,} ≥ {EDGES[-1]:.0e}")
 
     @property
     def centers(self) -> np.ndarray:
@@ -51,14 +73,15 @@ class Spectrum:
         ax = axes_or_new(ax)
         rho, c = self.density, self.centers
         ok = rho > 0
+        label = (label or self.label) + (f" [{self.modes}]" if self.modes else "")
         if view == "log":
-            ax.loglog(c[ok], rho[ok], ".-", ms=3, color=color, lw=1.0, label=label or self.label)
+            ax.loglog(c[ok], rho[ok], ".-", ms=3, color=color, lw=1.0, label=label)
         else:   # linear view: the bulk of the spectrum, up to its 99th percentile
             cum = np.cumsum(self.in_range) / max(self.n_modes, 1)
             hi = EDGES[min(np.searchsorted(cum, 0.99) + 1, N_BINS)]
             lin_edges = np.linspace(0, hi, 60)
             ax.stairs(_rebin_linear(self, lin_edges), lin_edges, color=color,
-                      label=label or self.label, fill=color is None, alpha=0.8)
+                      label=label, fill=color is None, alpha=0.8)
         ax.set_xlabel(self.xlabel)
         ax.set_ylabel(ylabel)
         return ax
@@ -86,38 +109,60 @@ class SpectrumFamily:
         for sp, v, c in zip(self.spectra, self.values, sweep_colors(len(self.spectra))):
             sp.plot(ax, view=view, color=c, label=f"{self.name} = {v}", ylabel=ylabel)
         ax.legend(fontsize=7, ncol=2 if len(self.spectra) > 6 else 1)
+        notes = [f"{self.name} = {v}: {sp.outside_note()}" for sp, v in zip(self.spectra, self.values)
+                 if sp.outside_note()]
+        if notes:
+            ax.text(0.02, 0.02, "\n".join(notes[-4:]), transform=ax.transAxes, fontsize=6,
+                    va="bottom", color="C3")
         return ax
+
+    @property
+    def outside(self) -> dict:
+        """{value: (underflow, overflow)} for every member with rates beyond the bins."""
+        return {v: (sp.underflow, sp.overflow) for sp, v in zip(self.spectra, self.values)
+                if sp.underflow or sp.overflow}
 
 
 # ----------------------------------------------------------------------------- collective
-def tdos(agg, layer, L=None, seqs=None) -> Spectrum:
-    """ρ_block(λ) of tokens t < L (all sequences by default), from the aggregate."""
-    sp = Spectrum(agg.hist(layer, L, "block", seqs), label=f"layer {layer}")
-    sp.special = agg.special(layer, L)
+def tdos(agg, layer, L=None, seqs=None, modes=DEFAULT_MODES) -> Spectrum:
+    """ρ_block(λ) of tokens t < L (all sequences by default) under mode count `modes`."""
+    sp = Spectrum(agg.hist(layer, L, "block", seqs, modes), label=f"layer {layer}", modes=modes)
+    sp.special = agg.special(layer, L, modes)
     return sp
 
 
-def tdos_from_rates(rates, label="") -> Spectrum:
+def tdos_from_rates(rates, label="", modes=None) -> Spectrum:
     r = np.asarray(rates, np.float64)
-    return Spectrum(histogram(r[np.isfinite(r) & (r > 0)]), label=label)
+    return Spectrum(histogram(r[np.isfinite(r) & (r > 0)]), label=label, modes=modes)
 
 
-def tdos_vs_length(agg, layer, lengths) -> SpectrumFamily:
-    return SpectrumFamily([tdos(agg, layer, L) for L in lengths], list(lengths), "L")
+def tdos_vs_length(agg, layer, lengths, modes=DEFAULT_MODES) -> SpectrumFamily:
+    return SpectrumFamily([tdos(agg, layer, L, modes=modes) for L in lengths], list(lengths), "L")
 
 
-def tdos_vs_depth(agg, layers, L) -> SpectrumFamily:
-    return SpectrumFamily([tdos(agg, l, L) for l in layers], list(layers), "layer")
+def tdos_vs_depth(agg, layers, L, modes=DEFAULT_MODES) -> SpectrumFamily:
+    return SpectrumFamily([tdos(agg, l, L, modes=modes) for l in layers], list(layers), "layer")
 
 
-def block_rates(store, layer, L=None, seqs=None):
-    """Stable collective rates of tokens t < L (raw, from the store) and the class counts."""
+def block_rates(store, layer, L=None, seqs=None, modes=DEFAULT_MODES):
+    """Stable collective rates λ = −ln|ζ| of tokens t < L (raw, from the store; all sequences
+    by default) under mode count `modes`, with the class counts (`rates.ModeClasses`).
+
+    "all-stable" (default, the paper's): every 0 < |ζ| < 1. "symmetry-removed": also drops
+    each token's norm-invariant-direction modes and |λ| < the dtype's marginal threshold.
+    """
+    return block_classes(store, layer, L, seqs)[check_modes(modes)]
+
+
+def block_classes(store, layer, L=None, seqs=None) -> dict:
+    """{modes: ModeClasses} for both mode counts from one read of the store."""
     seqs = range(store.n_seqs) if seqs is None else seqs
     zeta = np.concatenate([store.eigenvalues(layer, s)[:L] for s in seqs])      # (T, d)
     dirs = [store.norm_directions(layer, s) for s in seqs]
     rho = np.concatenate([r[:L] for r, _ in dirs])                               # (T, 2)
     resid = np.concatenate([e[:L] for _, e in dirs])                             # (T, 2)
-    return classify(zeta, marginal_threshold(store.dtype), rho, resid)
+    thr = marginal_threshold(store.dtype)
+    return {m: classify(zeta, thr, rho, resid, modes=m) for m in MODES}
 
 
 @dataclass
@@ -258,11 +303,13 @@ def memory_kernel(rates, t=None, beta=None, label="K(t)", chunk=200_000) -> Memo
 
 def memory_kernel_from_hist(sp: Spectrum, t=None, beta=None, label="K(t)") -> MemoryKernel:
     """K(t) from binned counts, treating the density as log-uniform inside each bin:
-    ⟨e^{−λt}⟩_bin = (E1(a t) − E1(b t)) / ln(b/a)  (exact for that within-bin density)."""
+    ⟨e^{−λt}⟩_bin = (E1(a t) − E1(b t)) / ln(b/a)  (exact for that within-bin density).
+    Rates below the bins (< 1e-17) contribute 1 and rates above (≥ 1e8) 0 at every t used."""
     t = default_times() if t is None else np.asarray(t, np.float64)
     a, b = EDGES[:-1], EDGES[1:]
-    w = sp.in_range / max(sp.n_modes, 1)
+    n = max(sp.n_modes, 1)
+    w = sp.in_range / n
     nz = w > 0
     tt = t[:, None]
     per_bin = (exp1(a[nz] * tt) - exp1(b[nz] * tt)) / np.log(b[nz] / a[nz])
-    return MemoryKernel(t, per_bin @ w[nz], sp.n_modes, beta, label)
+    return MemoryKernel(t, per_bin @ w[nz] + sp.underflow / n, sp.n_modes, beta, label)

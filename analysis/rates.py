@@ -1,18 +1,35 @@
-"""Eigenvalues → relaxation rates, mode classes, and the one global set of log bins.
+"""Eigenvalues → relaxation rates, mode classes (two named mode counts), and the one global
+set of log bins.
 
 Every histogram in tdos uses the same edges (`EDGES`), so histograms of different blocks,
 sequences and runs add exactly, and a cumulative count N(<λ) evaluated on an edge is exact.
+
+Two mode counts (`MODES`), carried side by side through every TDOS, count, fit and table:
+
+- "all-stable": the paper's count. Every eigenvalue with 0 < |ζ| < 1 is a stable mode
+  (λ = −ln|ζ| > 0); nothing is removed.
+- "symmetry-removed": additionally drops, per token, the eigenvalue along each of the
+  norm's invariant directions (the "scale" class below) and every |λ| below the marginal
+  threshold (|ζ| = 1 to rounding).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+MODES = ("all-stable", "symmetry-removed")
+DEFAULT_MODES = "all-stable"    # the paper's count: what a comparison with its Table I needs
+
 BINS_PER_DECADE = 20
-LOG10_LO, LOG10_HI = -12, 4
-# Edge k is 10**(LOG10_LO + k/20); integer exponents keep the edges reproducible bit for bit.
-EDGES = 10.0 ** (LOG10_LO + np.arange((LOG10_HI - LOG10_LO) * BINS_PER_DECADE + 1) / BINS_PER_DECADE)
+# The bins cover every rate tdos meets: fp64 rounding of ζ = 1 gives λ ≈ 1e-16 (counted under
+# all-stable), and intrinsic/effective rates reach beyond 1e4 (the paper's Figs 2, 4). Rates
+# outside still land in the under/overflow columns, are counted and enter every normalisation.
+LOG10_LO, LOG10_HI = -17, 8
+# Edge k is 10**((20·LOG10_LO + k)/20): an exact rational exponent, so an edge at a given
+# exponent is the same float whatever LOG10_LO is (fits on grid edges stay bit-reproducible).
+EDGES = 10.0 ** ((LOG10_LO * BINS_PER_DECADE + np.arange((LOG10_HI - LOG10_LO) * BINS_PER_DECADE + 1))
+                 / BINS_PER_DECADE)
 N_BINS = len(EDGES) - 1
 # Histogram columns: 0 = below EDGES[0], 1..N_BINS = [EDGES[k-1], EDGES[k]), N_BINS+1 = >= EDGES[-1].
 N_COLS = N_BINS + 2
@@ -54,6 +71,18 @@ MARGINAL_THRESHOLD = {"float32": 1e-9, "float64": 1e-10}
 SCALE_RESIDUAL_MAX = 0.05
 
 
+def check_modes(modes: str) -> str:
+    """`modes` itself when it names a mode count; a ValueError naming both otherwise."""
+    if modes not in MODES:
+        raise ValueError(f"modes must be one of {', '.join(MODES)}, not {modes!r}")
+    return modes
+
+
+def mode_key(modes: str) -> str:
+    """"all-stable" → "all_stable": the suffix of array names and table columns."""
+    return check_modes(modes).replace("-", "_")
+
+
 def marginal_threshold(dtype: str) -> float:
     return MARGINAL_THRESHOLD.get(str(dtype).replace("complex64", "float32")
                                   .replace("complex128", "float64"), 1e-9)
@@ -70,13 +99,20 @@ def rates_of(zeta) -> np.ndarray:
 
 @dataclass
 class ModeClasses:
-    """Stable rates (λ ≥ threshold, |ζ|>0, not the scale mode) and counts of everything else."""
-    stable: np.ndarray          # float64 rates of stable, non-marginal, non-scale modes
+    """Stable rates under one mode count and counts of everything else.
+
+    symmetry-removed: stable = λ ≥ threshold, |ζ| > 0, not the scale mode; `removed` holds
+    the rates λ > 0 of the scale and marginal modes (stable modes that all-stable counts).
+    all-stable: stable = every 0 < |ζ| < 1; unstable counts |ζ| ≥ 1; marginal = scale = 0.
+    """
+    stable: np.ndarray          # float64 rates of the stable modes of this count
     marginal: int
     unstable: int
     zero: int
     nonfinite: int
     scale: int = 0
+    modes: str = "symmetry-removed"
+    removed: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
     def counts(self) -> np.ndarray:
         return np.array([getattr(self, c) for c in CLASSES], np.int64)
@@ -108,11 +144,13 @@ def scale_mask(zeta, rho, resid) -> np.ndarray:
 
 
 def mode_masks(zeta, threshold, rho=None, resid=None) -> tuple[np.ndarray, dict]:
-    """λ (zeta's shape; NaN where ζ is not finite) and one bool mask per class + "stable".
+    """λ (zeta's shape; NaN where ζ is not finite) and one bool mask per class + "stable"
+    (symmetry-removed) + "all_stable" (every 0 < |ζ| < 1).
 
     With rho/resid ((T,) or (T, K), see `scale_mask`), zeta is (T, d) and the scale mode —
     the norm's invariant directions — takes precedence over the value
     classes (its λ may be tiny, negative, or inside the fit window); without, no scale mode.
+    threshold = 0 and no rho give the all-stable classes (unstable then means |ζ| ≥ 1).
     """
     z = np.asarray(zeta)
     finite = np.isfinite(z)
@@ -123,26 +161,42 @@ def mode_masks(zeta, threshold, rho=None, resid=None) -> tuple[np.ndarray, dict]
         marginal = finite & (np.abs(lam) < threshold) & ~scale
         unstable = finite & (lam <= -threshold) & ~scale
     stable = finite & ~zero & ~scale & ~marginal & ~unstable
+    with np.errstate(invalid="ignore"):
+        all_stable = finite & ~zero & (lam > 0)             # 0 < |ζ| < 1 in float64
     return lam, {"marginal": marginal, "unstable": unstable, "zero": zero,
-                 "nonfinite": ~finite, "scale": scale, "stable": stable}
+                 "nonfinite": ~finite, "scale": scale, "stable": stable, "all_stable": all_stable}
 
 
-def classify(zeta, threshold, rho=None, resid=None) -> ModeClasses:
-    """Split eigenvalues ζ (any shape; (T, d) with rho, resid (T,)) into stable rates and
-    counted special classes."""
+def _as_mode(lam, m, modes) -> dict:
+    """The class masks of one mode count (all-stable: nothing removed, |ζ| ≥ 1 unstable)."""
+    if check_modes(modes) == "symmetry-removed":
+        return m
+    none = np.zeros_like(m["stable"])
+    finite = ~m["nonfinite"]
+    return {"marginal": none, "scale": none, "zero": m["zero"], "nonfinite": m["nonfinite"],
+            "unstable": finite & ~m["zero"] & ~m["all_stable"], "stable": m["all_stable"]}
+
+
+def classify(zeta, threshold, rho=None, resid=None, modes="symmetry-removed") -> ModeClasses:
+    """Split eigenvalues ζ (any shape; (T, d) with rho, resid (T,)) into the stable rates of
+    mode count `modes` and counted special classes."""
     lam, m = mode_masks(zeta, threshold, rho, resid)
-    return ModeClasses(stable=lam[m["stable"]], **{c: int(m[c].sum()) for c in CLASSES})
+    c = _as_mode(lam, m, modes)
+    removed = lam[m["all_stable"] & ~m["stable"]] if modes == "symmetry-removed" else np.zeros(0)
+    return ModeClasses(stable=lam[c["stable"]], modes=modes, removed=removed,
+                       **{k: int(c[k].sum()) for k in CLASSES})
 
 
-def classify_rows(zeta, threshold, rho=None, resid=None) -> tuple[np.ndarray, np.ndarray]:
-    """(T, d) ζ → (T, d) stable rates (NaN elsewhere), (T, len(CLASSES)) uint32 class counts."""
+def classify_rows(zeta, threshold, rho=None, resid=None) -> dict:
+    """(T, d) ζ → {modes: ((T, d) stable rates, NaN elsewhere; (T, len(CLASSES)) uint32
+    class counts)} for both mode counts, from one pass."""
     lam, m = mode_masks(zeta, threshold, rho, resid)
-    special = np.stack([m[c].sum(1) for c in CLASSES], 1).astype(np.uint32)
-    return np.where(m["stable"], lam, np.nan), special
-
-
-def stable_rates(zeta, threshold) -> np.ndarray:
-    return classify(zeta, threshold).stable
+    out = {}
+    for modes in MODES:
+        c = _as_mode(lam, m, modes)
+        special = np.stack([c[k].sum(1) for k in CLASSES], 1).astype(np.uint32)
+        out[modes] = (np.where(c["stable"], lam, np.nan), special)
+    return out
 
 
 def bin_index(rates) -> np.ndarray:
@@ -174,7 +228,3 @@ def grid_indices(window) -> np.ndarray:
     lo, hi = window
     tol = 1e-9
     return np.nonzero((EDGES >= lo * (1 - tol)) & (EDGES <= hi * (1 + tol)))[0]
-
-
-def centers() -> np.ndarray:
-    return np.sqrt(EDGES[:-1] * EDGES[1:])

@@ -77,7 +77,7 @@ def _sweep(args) -> int:
 
 
 def _print_summary(store: str) -> None:
-    from sweep.summary import format_summary, summary_rows
+    from analysis.summary import format_summary, summary_rows
 
     print(f"\nstore: {store}   (tdos analyze {store} --out DIR for figures and fits)")
     print(format_summary(summary_rows(store)))

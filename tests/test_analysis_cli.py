@@ -1,5 +1,8 @@
 """`tdos analyze` end to end on synthetic Mamba-like and Transformer-like stores."""
+import csv
 import json
+
+import pytest
 
 from matplotlib.image import imread
 
@@ -32,11 +35,41 @@ def test_analyze_mamba_like_store(tmp_path, capsys):
     fits = json.loads((rep / "fits.json").read_text())["models"]["mamba-syn"]
     assert [r["L"] for r in fits["table1"]] == [8, 16, 32, 64]
     last = fits["table1"][-1]
-    assert abs(last["beta"] - (-0.2)) < 0.05 and last["ci_lo"] < last["beta"] < last["ci_hi"]
-    assert fits["modes"]["marginal"] == fits["modes"]["tokens"] == 2 * 64
+    for m in ("all_stable", "symmetry_removed"):
+        assert abs(last[f"beta_{m}"] - (-0.2)) < 0.05
+        assert last[f"ci_lo_{m}"] < last[f"beta_{m}"] < last[f"ci_hi_{m}"]
+    assert last["delta_beta"] == last["beta_all_stable"] - last["beta_symmetry_removed"]
+    # the marginal ζ ≈ 1 of every token: dropped by symmetry-removed; all-stable counts it
+    # only where complex64 rounded |ζ| below 1, and never as marginal
+    assert fits["modes"]["symmetry-removed"]["marginal"] == fits["modes"]["symmetry-removed"]["tokens"] == 2 * 64
+    assert fits["modes"]["all-stable"]["marginal"] == 0 and fits["modes_drawn"] == "all-stable"
+    with open(rep / "table1.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    for col in ("L", "layer", "beta_all_stable", "n_modes_all_stable", "beta_symmetry_removed",
+                "n_modes_symmetry_removed", "ci_lo_all_stable", "ci_hi_symmetry_removed",
+                "r2_all_stable", "r2_symmetry_removed", "mle_beta_all_stable",
+                "mle_beta_symmetry_removed", "delta_beta"):
+        assert col in rows[0], col
     report = (rep / "report.md").read_text()
     assert "−0.168" in report and "| 64 |" in report          # paper reference beside ours
-    assert "mamba-syn: layer 2, L = 64: β = -0.1" in capsys.readouterr().out
+    assert "the symmetry-removed count drops" in report and "below the window" in report
+    assert "figures draw the **all-stable** count" in report
+    out = capsys.readouterr().out
+    assert "mamba-syn: layer 2, L = 64: all-stable β = -0.1" in out and "Δβ" in out
+
+
+def test_modes_flag_picks_what_figures_draw(tmp_path):
+    m = synthetic_model(rows=1, lmax=16, d=16, n_ir=8, seed=6, n_model_layers=2)
+    write_store(tmp_path / "m.zarr", [m])
+    assert main([str(tmp_path / "m.zarr"), "--out", str(tmp_path / "rep"), "--n-boot", "20",
+                 "--quiet", "--modes", "symmetry-removed", "--lengths", "8", "12"]) == 0
+    fits = json.loads((tmp_path / "rep" / "fits.json").read_text())["models"]["mamba-syn"]
+    assert fits["modes_drawn"] == "symmetry-removed"
+    assert [r["L"] for r in fits["table1"]] == [8, 12, 16]     # configured lengths, then L_max
+    assert "figures draw the **symmetry-removed** count" in (tmp_path / "rep" / "report.md").read_text()
+    with pytest.raises(SystemExit) as e:                       # argparse names the choices
+        main([str(tmp_path / "m.zarr"), "--modes", "every-mode"])
+    assert e.value.code == 2
 
 
 def test_analyze_two_transformer_models_fp32_fp64(tmp_path):
@@ -55,9 +88,16 @@ def test_analyze_two_transformer_models_fp32_fp64(tmp_path):
     for name in ("models_beta.png", "precision_neox-fp32_vs_neox-fp64.png"):
         assert_real_png(rep / name)
     report = (rep / "report.md").read_text()
-    assert "Figures 2–4 skipped" in report and "Precision check" in report
-    prec = json.loads((rep / "fits.json").read_text())["models"]["neox-fp32"]["precision"][0]
-    assert abs(prec["delta_beta"]) < 0.02        # same spectra, two precisions
+    assert "Figures 2–4 skipped" in report and "Precision: neox-fp32 (float32) matched" in report
+    prec = json.loads((rep / "fits.json").read_text())["models"]["neox-fp64"]["precision"][0]
+    assert prec["reference"] == "neox-fp64" and prec["other"] == "neox-fp32"
+    for m in ("all-stable", "symmetry-removed"):
+        assert set(prec["delta_beta"][m]) == {"8", "16", "32"}
+    # same spectra in two precisions: symmetry-removed agrees; all-stable does not, because
+    # the per-token ζ ≈ 1 lands inside the unit circle at λ ~ 1e-14 for half the fp64 tokens
+    assert max(abs(v) for v in prec["delta_beta"]["symmetry-removed"].values()) < 0.02
+    assert max(abs(v) for v in prec["delta_beta"]["all-stable"].values()) > 0.2
+    assert prec["matched_pairs"] > 0 and prec["tokens"] == 2 * 32      # 2 sequences, layer 0
 
 
 def test_cli_rejects_foreign_path_in_one_line(tmp_path, capsys):

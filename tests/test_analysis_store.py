@@ -57,14 +57,16 @@ def test_partial_then_complete_aggregation_equals_one_pass(tmp_path, model):
     write_blocks(path, model, planned_mask(model) * (first == 0))    # the sweep finishes
     inc = aggregate(path)
     ref = aggregate(path, path=str(tmp_path / "scratch.agg"))
-    for name in ("hist_block", "hist_eff", "hist_delta", "special", "min_rate", "ledger"):
+    for name in ("hist_all_stable", "hist_symmetry_removed", "hist_eff", "hist_delta",
+                 "special_all_stable", "special_symmetry_removed", "min_rate_all_stable",
+                 "min_rate_symmetry_removed", "ledger"):
         np.testing.assert_array_equal(inc.g[name][:], ref.g[name][:], err_msg=name)
     # and the aggregate equals the raw rates of every stored token
     st = open_store(path)
     for layer in st.layers:
         cls = classify(np.concatenate([st.eigenvalues(layer, s) for s in range(2)]), 1e-9)
-        np.testing.assert_array_equal(inc.hist(layer), histogram(cls.stable))
-        assert fit_ir_from_hist(inc.hist(layer)).s == fit_ir_exponent(cls.stable).s
+        np.testing.assert_array_equal(inc.hist(layer, modes="symmetry-removed"), histogram(cls.stable))
+        assert fit_ir_from_hist(inc.hist(layer, modes="symmetry-removed")).s == fit_ir_exponent(cls.stable).s
 
 
 def test_update_reads_only_new_blocks(tmp_path, model):
@@ -83,17 +85,17 @@ def test_update_reads_only_new_blocks(tmp_path, model):
 def test_marginal_unstable_zero_modes_are_counted_apart(tmp_path, model):
     write_store(tmp_path / "run.zarr", [model])
     agg = aggregate(tmp_path / "run.zarr")
-    sp = agg.special(0)
+    sp = agg.special(0, modes="symmetry-removed")
     n_tok = 2 * 32
     # token_spectrum: one ζ≈1 (|λ| < 1e-9 after complex64 rounding) and one |ζ|>1 per token,
     # ζ = 0 at t % 16 == 5
     # no scale arrays in this store: the value rule alone, no "scale" mode
     assert sp == {"marginal": n_tok, "unstable": n_tok, "zero": 4, "nonfinite": 0, "scale": 0,
                   "tokens": n_tok}
-    assert agg.hist(0).sum() == n_tok * 24 - 2 * n_tok - 4
+    assert agg.hist(0, modes="symmetry-removed").sum() == n_tok * 24 - 2 * n_tok - 4
     # layer 2 is planned for 20 tokens: its last block (16..23) holds 4 real tokens, not 8
     assert agg.special(2)["tokens"] == 2 * 20
-    assert agg.min_rate(0) > 1e-9
+    assert agg.min_rate(0, modes="symmetry-removed") > 1e-9
     with np.errstate(divide="ignore"):                        # the ζ = 0 modes
         lam = -np.log(np.abs(model.eigenvalues[0].astype(np.complex128)))
     assert (np.abs(lam) < 1e-9).sum() == n_tok               # the truth the threshold must find
@@ -125,29 +127,29 @@ def test_scale_mode_is_found_by_its_eigenvector_and_kept_out_of_the_rates(tmp_pa
     write_blocks(path, m, planned_mask(m) * (first == 0))                 # incremental == one pass
     inc = aggregate(path)
     ref = aggregate(path, path=str(tmp_path / "scratch.agg"))
-    for name in ("hist_block", "special", "min_rate"):
+    for name in ("hist_symmetry_removed", "special_symmetry_removed", "min_rate_symmetry_removed"):
         np.testing.assert_array_equal(inc.g[name][:], ref.g[name][:], err_msg=name)
     n_tok, n_scale = 2 * 32, 2 * 32 * 6 // 8              # t % 8 in {3, 6}: no scale mode
-    sp = inc.special(0)
+    sp = inc.special(0, modes="symmetry-removed")
     assert inc.scale_by_eigenvector and sp["tokens"] == n_tok
     assert (sp["scale"], sp["marginal"], sp["unstable"], sp["zero"]) == (n_scale, 0, n_tok, 4)
     # the raw path (block_rates, used by the fits) agrees with the aggregate bin for bin
     st = open_store(path)
-    cls = block_rates(st, 0)
+    cls = block_rates(st, 0, modes="symmetry-removed")
     assert cls.scale == n_scale and np.sum(np.isclose(cls.stable, 3e-4, rtol=1e-3)) == n_tok - n_scale
-    np.testing.assert_array_equal(inc.hist(0), histogram(cls.stable))
-    assert inc.hist(0).sum() == n_tok * 24 - n_tok - 4 - n_scale
+    np.testing.assert_array_equal(inc.hist(0, modes="symmetry-removed"), histogram(cls.stable))
+    assert inc.hist(0, modes="symmetry-removed").sum() == n_tok * 24 - n_tok - 4 - n_scale
 
 
-def test_store_without_scale_arrays_falls_back_to_the_value_rule(tmp_path):
+def test_tokens_without_scale_direction_fall_back_to_the_value_rule(tmp_path):
     m = _with_scale_mode(synthetic_model(rows=1, lmax=16, d=24, n_ir=12, seed=8))
-    m.scale_rayleigh = m.scale_residual = None                           # an older store
+    m.scale_rayleigh = m.scale_residual = None             # NaN: not computed (upgraded store)
     write_store(tmp_path / "old.zarr", [m])
     agg = aggregate(tmp_path / "old.zarr")
-    sp = agg.special(0)
-    assert not agg.scale_by_eigenvector and sp["scale"] == 0 and sp["marginal"] == 0
+    sp = agg.special(0, modes="symmetry-removed")
+    assert sp["scale"] == 0 and sp["marginal"] == 0
     # 1 − 3e-4 is no rounding of 1: by value alone it poses as a stable in-window mode
-    assert np.sum(np.isclose(block_rates(open_store(tmp_path / "old.zarr"), 0).stable, 3e-4,
+    assert np.sum(np.isclose(block_rates(open_store(tmp_path / "old.zarr"), 0, modes="symmetry-removed").stable, 3e-4,
                              rtol=1e-3)) == 2 * 16
 
 
@@ -170,16 +172,16 @@ def test_shift_direction_removes_a_second_mode_exactly_and_incrementally(tmp_pat
     write_blocks(path, m, planned_mask(m) * (first == 0))
     inc = aggregate(path)
     ref = aggregate(path, path=str(tmp_path / "scratch.agg"))
-    for name in ("hist_block", "special", "min_rate"):
+    for name in ("hist_symmetry_removed", "special_symmetry_removed", "min_rate_symmetry_removed"):
         np.testing.assert_array_equal(inc.g[name][:], ref.g[name][:], err_msg=name)
     n_tok = 2 * 32
     n_scale = n_tok * 6 // 8 + n_tok * 7 // 8                 # scale: t%8∉{3,6}; shift: t%8≠5
-    sp = inc.special(0)
+    sp = inc.special(0, modes="symmetry-removed")
     assert inc.shift_by_eigenvector and sp["scale"] == n_scale
     st = open_store(path)
-    cls = block_rates(st, 0)
+    cls = block_rates(st, 0, modes="symmetry-removed")
     assert cls.scale == n_scale
     assert np.sum(cls.stable < 1e-6) == n_tok // 8                         # t % 8 == 5 keeps it
-    np.testing.assert_array_equal(inc.hist(0), histogram(cls.stable))
+    np.testing.assert_array_equal(inc.hist(0, modes="symmetry-removed"), histogram(cls.stable))
     rho, r = st.norm_directions(0, 0)
     assert rho.shape == r.shape == (32, 2) and np.all(rho[:, 1] == 1)

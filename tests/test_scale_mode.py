@@ -1,14 +1,20 @@
 """The norm's scale mode: ρ_t, r_t of J along h_t (and along 𝟙/√d, LayerNorm's shift
-direction), and the summary table's count of it."""
+direction), and its count by the symmetry-removed rule."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from analysis.rates import SCALE_RESIDUAL_MAX, marginal_threshold, mode_masks
+from analysis.rates import SCALE_RESIDUAL_MAX, classify, marginal_threshold, mode_masks
 from sweep.model import load_model
 from sweep.spectra import eigvals, scale_direction, shift_direction
-from sweep.summary import layer_summary
+
+
+def layer_summary(zeta, dtype, rho=None, resid=None) -> dict:
+    """Counts of the symmetry-removed classes of (T, d) eigenvalues, and λ min of the rest."""
+    c = classify(zeta, marginal_threshold(dtype), rho, resid, modes="symmetry-removed")
+    return {"scale": c.scale, "stable": c.stable.size, "marginal": c.marginal,
+            "unstable": c.unstable, "lam_min": c.stable.min()}
 
 
 def test_scale_direction_recovers_a_known_eigenpair():

@@ -118,7 +118,7 @@ def test_norm_invariant_directions_are_found(swept, name):
                 # Bauer–Fike: an eigenvalue within κ·r of ρ (measured ≤ 3.2e-3: J is not normal)
                 assert r.max() < 1e-2
                 assert np.abs(zeta - rho[:, None]).min(1).max() < 1e-2
-        sp = agg.special(layer)
+        sp = agg.special(layer, modes="symmetry-removed")
         # exactly one per token, none left marginal: Mamba the scale direction (RMSNorm),
         # sequential GPT-2 the shift direction (its r along h_t is large)
         assert sp["scale"] == SEQS * st.layer_length[layer] and sp["marginal"] == 0
