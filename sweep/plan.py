@@ -6,13 +6,12 @@ hidden states entering layer l advances them to the next layer instead of starti
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import zarr
 
-from sweep.checkpoint import load_tokenizer
 from sweep.config import ConfigError, InputsConfig, ModelSpec, SweepConfig
+from sweep.inputs import random_ids
 from sweep.store import PENDING, missing_a_log, planned_mask
 
 
@@ -26,7 +25,9 @@ class ModelRef:
     dtype: str
     revision: str | None
     device: str
-    fingerprint: str  # of the store's config: workers' cached array handles are keyed by it
+    fingerprint: str  # of the store's config      } the store's identity: every worker
+    store_id: str     # its creation_id             } cache is keyed by both
+    weights: tuple[tuple[str, str], ...]  # ((file, sha256), ...) recorded at store creation
     cpu_linalg: str = "auto"  # compute.cpu_linalg, resolved by each worker (sweep/linalg.py)
 
 
@@ -58,12 +59,13 @@ Task = BlockTask | ALogTask
 def plan(cfg: SweepConfig, root: zarr.Group) -> list[Task]:
     """Only what the store lacks: ledger cells at 0, A_log layers still NaN."""
     tasks: list[Task] = []
-    fp = root.attrs["fingerprint"]
+    fp, store_id = root.attrs["fingerprint"], root.attrs["creation_id"]
     for m in cfg.models:
         g = root[m.name]
+        weights = tuple(sorted((f, r["sha256"]) for f, r in g.attrs["checkpoint"]["files"].items()))
         ref = ModelRef(store=cfg.store, group=m.name, path=m.path, dtype=m.dtype,
                        revision=m.revision, device=cfg.compute.device, fingerprint=fp,
-                       cpu_linalg=cfg.compute.cpu_linalg)
+                       store_id=store_id, weights=weights, cpu_linalg=cfg.compute.cpu_linalg)
         todo = (g["ledger"][...] == PENDING) & planned_mask(g)        # (R, S, nb)
         lengths = g["layer_length"][...]                             # (R,)
         layers = g["layer"][...]                                     # (R,)
@@ -81,18 +83,12 @@ def plan(cfg: SweepConfig, root: zarr.Group) -> list[Task]:
 
 
 def make_tokens(m: ModelSpec, inputs: InputsConfig) -> np.ndarray:
-    """(S, L) int64 token ids: the text file tokenized with the model's own tokenizer, cut
-    into consecutive windows, or uniform random ids in [0, vocab) from `inputs.seed`."""
-    S, L = inputs.sequences, inputs.length
-    if not inputs.text:
-        rng = np.random.default_rng(inputs.seed)
-        return rng.integers(0, m.info.vocab_size, size=(S, L), dtype=np.int64)
-    tok = load_tokenizer(m.path, m.revision)
-    if tok is None:
-        raise ConfigError(f"inputs.text: {m.path} has no local tokenizer to read the text with; "
-                          f"use random tokens (remove `text`)")
-    ids = np.asarray(tok(Path(inputs.text).read_text())["input_ids"], dtype=np.int64)
-    if ids.size < S * L:
-        raise ConfigError(f"inputs.text: {inputs.text} gives {ids.size} tokens, need {S * L}; "
-                          f"use a longer text or fewer tokens")
-    return ids[: S * L].reshape(S, L)
+    """(S, L) int64 token ids of model `m`: fixed when the config was loaded (the text cut
+    into consecutive windows by the model's tokenizer, or uniform random ids from
+    `inputs.seed`; sweep/inputs.py)."""
+    if m.tokens is not None:
+        return m.tokens
+    if inputs.text:
+        raise ConfigError(f"inputs.text: {m.path} was not resolved by load_config — load the "
+                          f"config with sweep.config.load_config")
+    return random_ids(inputs.seed, inputs.sequences, inputs.length, m.info.vocab_size)

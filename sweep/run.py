@@ -11,12 +11,12 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-import numpy as np
 from tqdm import tqdm
 
 from sweep import store as st
 from sweep.config import SweepConfig, with_store
-from sweep.plan import ALogTask, BlockTask, make_tokens, plan
+from sweep.plan import ALogTask, BlockTask, plan
+from sweep.store import prepare_store
 from sweep.task import run_task
 
 RETRIES = 2          # task exceptions; a killed worker's tasks are rescheduled by the scheduler
@@ -42,37 +42,17 @@ def run_sweep(cfg: SweepConfig, store: str | None = None, workers: int | None = 
         cfg = with_store(cfg, store)
     root = prepare_store(cfg, create=not resume)
     tasks = plan(cfg, root)
-    total, done_before = _ledger_counts(cfg, root)[:2]
+    before = st.ledger_counts(root, [m.name for m in cfg.models])
     results, errors, interrupted = [], [], False
     if tasks:
-        with _connect(cfg, workers, scheduler, client) as c:
-            _say(f"dashboard: {_dashboard(c)}")
+        with _connect(cfg, workers, scheduler, client) as c, _tdos_page(c, cfg) as page:
+            _say(f"dashboard: {_dashboard(c)}{page.note}")
             with _LivePlot(cfg.store, cfg.compute.live_every):
                 try:
-                    _execute(c, cfg, tasks, total, done_before, progress, results, errors)
+                    _execute(c, cfg, tasks, before, progress, results, errors)
                 except KeyboardInterrupt:
                     interrupted = True
     return _verdict(cfg, root, tasks, results, errors, interrupted)
-
-
-def prepare_store(cfg: SweepConfig, create: bool = True):
-    """Open (or create) the store and every model group; tokens are fixed here, once."""
-    root = st.open_root(cfg, create=create)
-    for m in cfg.models:
-        if st.group_ready(root, m.name):
-            continue
-        from sweep.model import load_model
-
-        # the client loads each model once, for its identity (weights hash) and array shapes
-        model = load_model(m.path, dtype=m.dtype, revision=m.revision)
-        a_log = model.block(0).a_log()                       # (d_inner, d_state) or None
-        inputs = {"sequences": cfg.inputs.sequences, "length": cfg.inputs.length,
-                  "seed": cfg.inputs.seed, "text": cfg.inputs.text, "token_block": cfg.token_block}
-        st.create_group(root, m.name, identity=model.identity, dtype=m.dtype, inputs=inputs,
-                        layer_lengths=m.layer_lengths, token_block=cfg.token_block,
-                        tokens=make_tokens(m, cfg.inputs), d_model=model.d_model,
-                        a_log_shape=None if a_log is None else (model.n_layers, *a_log.shape))
-    return root
 
 
 def _connect(cfg, workers, scheduler, client):
@@ -83,19 +63,27 @@ def _connect(cfg, workers, scheduler, client):
     return connect(cfg.cluster, workers, scheduler)
 
 
+def _tdos_page(client, cfg):
+    """The dashboard's /tdos page (cluster/page.py): registered now, updated until the end."""
+    from analysis.live import live_snapshot
+    from cluster.dashboard import TdosPage
+
+    return TdosPage(client, lambda running: live_snapshot(cfg.store, running), cfg.compute.live_every)
+
+
 def _dashboard(client) -> str:
     from cluster import dashboard_link
 
     return dashboard_link(client) or "(none)"
 
 
-def _execute(client, cfg, tasks, total, done_before, progress, results, errors) -> None:
+def _execute(client, cfg, tasks, before, progress, results, errors) -> None:
     from cluster import task_resources
 
     resources = task_resources(cfg.cluster, client)
     futures = {client.submit(run_task, t, retries=RETRIES, pure=False, resources=resources): t
                for t in tasks}
-    bar = tqdm(total=total, initial=done_before, unit="block", desc="blocks",
+    bar = tqdm(total=before.total, initial=before.done, unit="block", desc="blocks",
                disable=not progress, file=sys.stderr, smoothing=0.1)
     from distributed import as_completed
 
@@ -122,22 +110,13 @@ def _describe(task) -> str:
     return f"{task.model.group} layer {task.layer} seq {task.seq} block {task.block}"
 
 
-def _ledger_counts(cfg: SweepConfig, root) -> tuple[int, int, int, int]:
-    """(planned blocks, in ledger, flagged, A_log layers missing) over all models."""
-    total = done = flagged = missing_a = 0
-    for m in cfg.models:
-        g = root[m.name]
-        cells = g["ledger"][...][st.planned_mask(g)]
-        total += cells.size
-        done += int(np.count_nonzero(cells != st.PENDING))
-        flagged += int(np.count_nonzero(cells == st.FLAGGED))
-        missing_a += len(st.missing_a_log(g))
-    return total, done, flagged, missing_a
-
-
 def _verdict(cfg, root, tasks, results, errors, interrupted) -> SweepResult:
-    total, done, flagged, missing_a = _ledger_counts(cfg, root)
-    complete = done == total and missing_a == 0
+    for m in cfg.models:
+        st.record_worker_software(root, m.name, [r["software"] for r in results
+                                                 if r.get("model") == m.name and "software" in r])
+    counts = st.ledger_counts(root, [m.name for m in cfg.models])
+    total, done, flagged, missing_a = counts.total, counts.done, counts.flagged, counts.missing_a_log
+    complete = counts.complete
     for e in errors:
         _say(f"failed: {e}")
     used = collections.Counter(r["linalg"] for r in results if "linalg" in r)

@@ -1,23 +1,22 @@
-"""Eigenvalues of the token-diagonal Jacobians, and the relaxation rates they define."""
+"""Eigenvalues of the token-diagonal Jacobians, and J_tt along the norms' invariant directions.
+
+The relaxation rates λ = −ln|ζ| and the mode classes are the analysis' (analysis/rates.py):
+the sweep stores ζ itself.
+"""
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from sweep import linalg
 
 
-def eigvals(J: torch.Tensor, device=None) -> torch.Tensor:
-    """(T, d, d) real -> (T, d) complex: eig(J_tt) per token, on J's device or `device`.
+def eigvals(J: torch.Tensor) -> torch.Tensor:
+    """(T, d, d) real -> (T, d) complex: eig(J_tt) per token, on J's device.
 
-    LAPACK geev on CPU (torch's or scipy's, as sweep.linalg says), torch's CUDA eig on GPU;
-    the result comes back on J's device.
-    A matrix with a non-finite entry gets a row of NaN (the ledger flags it) instead of
-    failing the whole block.
+    LAPACK geev on CPU, one matrix at a time (torch's or scipy's, as sweep.linalg says);
+    torch's CUDA eig on GPU, one batched call. A matrix with a non-finite entry gets a row
+    of NaN (the ledger flags it) instead of failing the whole block.
     """
-    src = J.device
-    if device is not None:
-        J = J.to(device)
     ok = all_finite(J)                                              # (T,)
     cdtype = torch.complex128 if J.dtype == torch.float64 else torch.complex64
     out = torch.full(J.shape[:2], complex("nan"), dtype=cdtype, device=J.device)  # (T, d)
@@ -33,7 +32,7 @@ def eigvals(J: torch.Tensor, device=None) -> torch.Tensor:
         out = torch.linalg.eigvals(J)                               # no boolean-index copy
     elif ok.any():
         out[ok] = torch.linalg.eigvals(J[ok])
-    return out.to(src)
+    return out
 
 
 def all_finite(J: torch.Tensor) -> torch.Tensor:
@@ -84,16 +83,3 @@ def rayleigh(J: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     rho = (h * Jh).sum(-1) / hh                                     # (T,)
     resid = torch.linalg.vector_norm(Jh - rho[:, None] * h, dim=-1) / hh.sqrt()   # (T,)
     return rho, resid
-
-
-def rates(zeta):
-    """complex array-like (...) -> 1-D float: λ = -ln|ζ| for the stable modes 0 < |ζ| < 1.
-
-    NaN eigenvalues (unwritten or flagged) fall out because every comparison with NaN is False.
-    Returns a torch tensor for a tensor input, else a numpy array.
-    """
-    if isinstance(zeta, torch.Tensor):
-        mod = zeta.abs().flatten()
-        return -torch.log(mod[(mod > 0) & (mod < 1)])
-    mod = np.abs(np.asarray(zeta)).ravel()
-    return -np.log(mod[(mod > 0) & (mod < 1)])
