@@ -12,7 +12,7 @@ import math
 import shutil
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +34,7 @@ def open_root(cfg: SweepConfig, create: bool = True) -> zarr.Group:
     if (p / "zarr.json").is_file():
         root = zarr.open_group(str(p), mode="r+")
         _check_same_config(root, cfg)
+        root.attrs["analysis"] = _jsonable(asdict(cfg.analysis))   # not identity: may change
         return root
     if p.exists() and any(p.iterdir()):
         raise StoreMismatch(f"store: {p} exists and is not a tdos store; choose another path")
@@ -44,7 +45,8 @@ def open_root(cfg: SweepConfig, create: bool = True) -> zarr.Group:
     # from the same config (a text file's content can change behind its path)
     root.attrs.update({"tdos_format": schema.FORMAT, "creation_id": uuid.uuid4().hex,
                        "config": _jsonable(identity_dict(cfg)), "fingerprint": fingerprint(cfg),
-                       "models": [m.name for m in cfg.models], "software": software()})
+                       "models": [m.name for m in cfg.models], "software": software(),
+                       "analysis": _jsonable(asdict(cfg.analysis))})
     return root
 
 
@@ -103,14 +105,21 @@ def prepare_store(cfg: SweepConfig, create: bool = True) -> zarr.Group:
         # the client loads each model once, for its identity (weights hash) and array shapes
         model = load_model(m.path, dtype=m.dtype, revision=m.revision)
         a_log = model.block(0).a_log()                       # (d_inner, d_state) or None
-        inputs = {"sequences": cfg.inputs.sequences, "length": cfg.inputs.length,
-                  "seed": cfg.inputs.seed, "text": cfg.inputs.text, "token_block": cfg.token_block}
         create_group(root, m.name, identity=model.identity, checkpoint=checkpoint_record(model),
-                     dtype=m.dtype, inputs=inputs, layer_lengths=m.layer_lengths,
+                     dtype=m.dtype, inputs=inputs_record(cfg), layer_lengths=m.layer_lengths,
                      token_block=cfg.token_block, tokens=make_tokens(m, cfg.inputs),
                      d_model=model.d_model,
                      a_log_shape=None if a_log is None else (model.n_layers, *a_log.shape))
     return root
+
+
+def inputs_record(cfg: SweepConfig) -> dict:
+    """Group attribute `inputs`: the inputs section, token_block, and which text was read
+    (files, characters, sha256: sweep/inputs.py) when the tokens come from text."""
+    i = cfg.inputs
+    out = {"sequences": i.sequences, "length": i.length, "seed": i.seed, "text": i.text,
+           "tokenizer": i.tokenizer, "token_block": cfg.token_block}
+    return out if i.source is None else {**out, **_jsonable(i.source.record())}
 
 
 # ---------------------------------------------------------------- model groups

@@ -54,7 +54,8 @@ def test_layout(tiny_checkpoints, tmp_path):
     assert root.attrs["config"]["inputs"] == {"sequences": 2, "length": 8, "seed": 0, "text": None}
     g = root["gpt2"]
     assert g.attrs["model"]["dtype"] == "float32" and g.attrs["model"]["arch"] == "gpt2"
-    assert g.attrs["inputs"] == {"sequences": 2, "length": 8, "seed": 0, "text": None, "token_block": 4}
+    assert g.attrs["inputs"] == {"sequences": 2, "length": 8, "seed": 0, "text": None,
+                                 "tokenizer": None, "token_block": 4}
     weights = tiny_checkpoints["gpt2"] / "model.safetensors"
     assert g.attrs["checkpoint"] == {"dir": str(tiny_checkpoints["gpt2"]), "files": {
         "model.safetensors": {"size": weights.stat().st_size, "mtime_ns": weights.stat().st_mtime_ns,
@@ -219,9 +220,12 @@ def test_text_inputs_are_consecutive_windows(tiny_checkpoints, tmp_path):
     cfg = config_from_dict({"model": {"path": str(d)}, "inputs": {"sequences": 3, "length": 8,
                                                                  "text": "corpus.txt"},
                             "layers": [0], "store": str(tmp_path / "t.zarr")}, base_dir=tmp_path)
-    tokens = prepare_store(cfg)["gpt2-tok"]["tokens"][...]
+    g = prepare_store(cfg)["gpt2-tok"]
     want = np.minimum(ids[:24], 63).reshape(3, 8)
-    np.testing.assert_array_equal(tokens, want)
+    np.testing.assert_array_equal(g["tokens"][...], want)
+    corpus = (tmp_path / "corpus.txt").read_text()             # the store says what was read
+    assert g.attrs["inputs"]["text_files"] == [str(tmp_path / "corpus.txt")]
+    assert g.attrs["inputs"]["text_sha256"] == hashlib.sha256(corpus.encode()).hexdigest()
 
 
 def _as_format_1(path) -> None:
