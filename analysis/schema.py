@@ -55,7 +55,8 @@ SHIFT_ARRAYS = ("shift_rayleigh", "shift_residual")
 COMPLEX = {"float32": "complex64", "float64": "complex128"}
 
 # attributes: root group, then each model group
-ROOT_ATTRS = ("tdos_format", "creation_id", "fingerprint", "config", "models", "software")
+ROOT_ATTRS = ("tdos_format", "creation_id", "fingerprint", "config", "models", "software",
+              "analysis")      # analysis: the config's `analysis:` section (Table I lengths, layer)
 GROUP_ATTRS = ("model", "checkpoint", "inputs", "complete", "worker_software")
 
 

@@ -71,6 +71,13 @@ class ComputeConfig:
 
 
 @dataclass(frozen=True)
+class AnalysisConfig:
+    """What `tdos analyze` tabulates; not part of the fingerprint (it decides no stored value)."""
+    lengths: typing.Any = None      # Table I rows: prefix lengths L (default 8, 16, 32, ...)
+    layer: int | None = None        # representative layer (default 24 if swept, else the middle)
+
+
+@dataclass(frozen=True)
 class SweepConfig:
     models: list[ModelSpec]
     inputs: InputsConfig
@@ -78,17 +85,19 @@ class SweepConfig:
     store: str
     compute: ComputeConfig = field(default_factory=ComputeConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
 
     @property
     def token_block(self) -> int:
         return self.compute.token_block
 
 
-_TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster")
+_TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster", "analysis")
 _YAML_FIELDS = {
     ModelSpec: ("path", "dtype", "revision", "name", "layers"),
     InputsConfig: ("sequences", "length", "seed", "text", "tokenizer"),
     ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg"),
+    AnalysisConfig: ("lengths", "layer"),
 }
 
 
@@ -139,8 +148,10 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     inputs = _resolve_inputs(inputs, base_dir)
     tokenizers: dict = {}           # one tokenizer (and its load) shared by the models
     models = [_resolve_model(m, inputs, layers, tokenizers) for m in models]
+    analysis = _section(AnalysisConfig, raw.get("analysis") or {}, "analysis")
+    _check_analysis(analysis, inputs.length, models)
     return SweepConfig(models=models, inputs=inputs, layers=layers, store=store,
-                       compute=compute, cluster=cluster)
+                       compute=compute, cluster=cluster, analysis=analysis)
 
 
 def identity_dict(cfg: SweepConfig) -> dict:
@@ -262,6 +273,18 @@ def _resolve_inputs(inputs: InputsConfig, base_dir) -> InputsConfig:
     if tok is not None and is_dir(Path(base_dir, tok).expanduser()):
         tok = str(Path(base_dir, tok).expanduser().resolve())
     return dataclasses.replace(inputs, text=source.spec, tokenizer=tok, source=source)
+
+
+def _check_analysis(a: AnalysisConfig, length: int, models: list[ModelSpec]) -> None:
+    """Table I lengths within 1..inputs.length; the representative layer swept by a model."""
+    if a.lengths is not None and not (isinstance(a.lengths, list) and a.lengths and all(
+            isinstance(L, int) and not isinstance(L, bool) and 1 <= L <= length for L in a.lengths)):
+        raise ConfigError(f"analysis.lengths: expected a list of token counts in 1..{length} "
+                          f"(inputs.length), got {a.lengths!r} — e.g. [8, 16, 24, 28]")
+    swept = sorted({layer for m in models for layer, _ in m.layer_lengths})
+    if a.layer is not None and a.layer not in swept:
+        raise ConfigError(f"analysis.layer: layer {a.layer} is not swept (swept: {swept}) — "
+                          f"pick one of them or add it to `layers`")
 
 
 def _check_compute(compute: ComputeConfig) -> None:

@@ -148,3 +148,42 @@ def test_effective_rates_above_1e4_are_all_in_the_spectrum(tmp_path):
     lam_eff = (m.delta[0, 0][:, :, None] * np.exp(m.a_log[0])[None]).ravel()   # every mode
     assert lam_eff.max() > 1e4 and sp.n_modes == lam_eff.size
     assert sp.in_range.sum() + sp.underflow + sp.overflow == lam_eff.size
+
+
+def _stand_in(tmp_path, arch, n_layers):
+    """A tiny random checkpoint with the paper model's layer count (no download)."""
+    import transformers
+
+    cls, cfg = {"mamba": ("MambaForCausalLM", transformers.MambaConfig(
+                    vocab_size=64, hidden_size=8, num_hidden_layers=n_layers, state_size=2,
+                    time_step_rank=2)),
+                "gpt_neox": ("GPTNeoXForCausalLM", transformers.GPTNeoXConfig(
+                    vocab_size=64, hidden_size=8, num_hidden_layers=n_layers, num_attention_heads=2,
+                    intermediate_size=16))}[arch]
+    getattr(transformers, cls)(cfg).save_pretrained(tmp_path / arch)
+    return str(tmp_path / arch)
+
+
+@pytest.mark.parametrize("name,arch,n_layers,layer,lengths", [
+    ("mamba370m-paper.yaml", "mamba", 48, 24, [8, 16, 32, 64, 128, 256, 512]),
+    ("pythia410m-paper.yaml", "gpt_neox", 24, 12, [8, 16, 24, 28, 32, 64, 128, 256, 512])])
+def test_paper_configs_name_layers_that_exist(tmp_path, name, arch, n_layers, layer, lengths):
+    import yaml
+
+    from sweep.config import config_from_dict
+    from sweep.store import open_root
+
+    raw = yaml.safe_load(open(f"configs/{name}").read())
+    stand_in = _stand_in(tmp_path, arch, n_layers)
+    for m in raw.get("models") or [raw["model"]]:
+        m["path"] = stand_in
+    raw["inputs"] = {k: v for k, v in raw["inputs"].items() if k not in ("text", "tokenizer")}
+    raw["store"] = str(tmp_path / "p.zarr")
+    cfg = config_from_dict(raw)
+    assert cfg.analysis.layer == layer and cfg.analysis.lengths == lengths
+    assert cfg.inputs.sequences >= 4
+    swept = {ly: n for m in cfg.models for ly, n in m.layer_lengths if m.dtype == "float32"}
+    assert swept[layer] == max(lengths) and max(swept) < n_layers
+    if arch == "mamba":                         # the fp64 rerun: layer 24, its own rows to 128
+        assert [(m.dtype, m.layer_lengths) for m in cfg.models][1] == ("float64", ((24, 128),))
+    assert dict(open_root(cfg).attrs)["analysis"] == {"lengths": lengths, "layer": layer}
