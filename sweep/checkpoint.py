@@ -88,7 +88,7 @@ def _hub_snapshot(repo_id: str, revision, download: bool) -> Path | None:
     """Snapshot from the HF cache, else (when allowed) a download: safetensors, else .bin."""
     from huggingface_hub import snapshot_download
 
-    for local_only in (True, False) if download else (True,):
+    for local_only in (True, False) if download and hub_reachable() else (True,):
         try:
             for weights in ("*.safetensors", "*.bin"):
                 d = Path(snapshot_download(repo_id, revision=revision, local_files_only=local_only,
@@ -391,15 +391,34 @@ def load_tokenizer(source: str, revision: str | None = None, where: str = "input
                           f"owner/name) — fix the path")
     from transformers import AutoTokenizer
 
-    errors = []
-    for local_only in (True, False):
+    why = "the hub is unreachable from here"
+    for local_only in (True, False) if hub_reachable() else (True,):
         try:
             tok = AutoTokenizer.from_pretrained(str(source), revision=revision,
                                                 local_files_only=local_only)
             if len(tok) > 0:
                 return tok
-        except Exception as e:  # offline, 404, unreadable files: say why once, below
-            errors.append(type(e).__name__)
+            why = "its vocabulary is empty"
+        except Exception as e:  # 404, gated, unreadable files: say why in one line, below
+            why = _first_line(e)[:120] if not local_only else why
     raise ConfigError(f"{where}: tokenizer {source} is not in the Hugging Face cache and could not "
-                      f"be downloaded ({errors[-1] if errors else 'empty vocabulary'}) — download it "
-                      f"first (hf download {source}) or give a local directory")
+                      f"be downloaded ({why}) — download it first (hf download {source}) or give "
+                      f"a local directory")
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub answers at all: offline, a download is not attempted
+    (huggingface_hub would retry for a minute and print every retry)."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False

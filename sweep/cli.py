@@ -1,17 +1,21 @@
 """`tdos`: sweep / status / analyze / cluster up. Thin: each command calls one function.
 
-A bad config or a store made from another config is a user error: one line
-`tdos: error: <message>` and exit status 2, no traceback.
+Every error that comes from the user's input (config, checkpoint, texts, store path) is one
+line, `tdos: error: <what> — <fix>`, with exit status 2 and no traceback. Anything else is a
+bug in tdos: its traceback, then one line asking for a report, exit status 1.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
+import unicodedata
 
-from sweep.config import ConfigError
+from sweep.errors import CheckpointChanged, ConfigError, StoreMismatch
 
-USAGE = """tdos sweep CONFIG.yaml [--store PATH] [--workers N] [--scheduler ADDRESS] [--resume]
+USAGE = """tdos sweep CONFIG.yaml [--store PATH] [--workers N] [--scheduler ADDRESS] [--resume] [--dry-run]
        tdos status STORE
+       tdos upgrade STORE
        tdos analyze STORE [--out DIR] [--window LO HI]
        tdos cluster up ..."""
 
@@ -26,18 +30,39 @@ def main(argv: list[str] | None = None) -> int:
         from cluster.cli import up
 
         return up(argv[2:])
-    args = _parser().parse_args(argv)
-    from sweep.store import StoreMismatch
-
     try:
+        args = _parser().parse_args(argv)
         return args.func(args)
-    except (ConfigError, StoreMismatch) as e:
-        print(f"tdos: error: {e}", file=sys.stderr)
+    except (ConfigError, StoreMismatch, CheckpointChanged) as e:
+        _error(str(e))
         return 2
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # not the user's input: a bug, reported with everything we know
+        traceback.print_exc()
+        _error("internal error (a bug in tdos, not in your input) — please report it with the "
+               "traceback above, the command and the config")
+        return 1
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse's usage errors as one `tdos: error:` line, like every other user error."""
+
+    def error(self, message):
+        raise ConfigError(f"{message} — see `tdos --help`")
+
+
+def _error(message: str) -> None:
+    """Print one line whatever the message holds: control characters (a newline in a
+    path) are escaped, and characters stderr cannot encode are written as escapes."""
+    line = "".join(repr(ch)[1:-1] if unicodedata.category(ch) in ("Cc", "Cs") else ch
+                   for ch in message)
+    enc = getattr(sys.stderr, "encoding", None) or "utf-8"
+    print(f"tdos: error: {line}".encode(enc, "backslashreplace").decode(enc), file=sys.stderr)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tdos", usage=USAGE,
+    p = _OneLineParser(prog="tdos", usage=USAGE,
                                 description="Per-token Jacobian spectra of LM blocks, swept on Dask.")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("sweep", help="run (or finish) a sweep")
@@ -47,25 +72,39 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--scheduler", help="address of a running scheduler (tcp://host:port)")
     s.add_argument("--resume", action="store_true",
                    help="finish an existing store: only blocks not in its ledger run")
+    s.add_argument("--dry-run", action="store_true",
+                   help="print the plan (blocks, store size, memory per worker, core-hours); run nothing")
     s.set_defaults(func=_sweep)
     t = sub.add_parser("status", help="blocks done per model and layer")
     t.add_argument("store")
     t.add_argument("--spectra", action="store_true",
                    help="also a spectral summary per layer (reads the eigenvalues)")
     t.set_defaults(func=_status)
+    u = sub.add_parser("upgrade", help="rewrite an older store to the current format, in place")
+    u.add_argument("store")
+    u.set_defaults(func=_upgrade)
     sub.add_parser("analyze", help="analysis report (see `tdos analyze --help`)")
     sub.add_parser("cluster", help="`tdos cluster up ...`: start a cluster and print its address")
     return p
 
 
 def _sweep(args) -> int:
+    from sweep.budget import check_fits, plan_sweep
     from sweep.config import load_config
-    from sweep.run import run_sweep
 
     overrides = {"store": args.store} if args.store else {}
     if args.workers is not None and args.workers < 1:
-        raise ConfigError(f"--workers: must be >= 1, got {args.workers}")
+        raise ConfigError(f"--workers: must be >= 1, got {args.workers} — leave it out for one per core")
     cfg = load_config(args.config, overrides)
+    plan = plan_sweep(cfg, args.workers, args.scheduler)
+    if args.dry_run:
+        print(plan.table())
+        print(plan.summary())
+        return 0
+    check_fits(plan)                 # refused with the numbers, before the store exists
+    print(plan.summary(), flush=True)
+    from sweep.run import run_sweep
+
     try:
         result = run_sweep(cfg, workers=args.workers, scheduler=args.scheduler, resume=args.resume)
     except KeyboardInterrupt:
@@ -86,10 +125,10 @@ def _print_summary(store: str) -> None:
 def _status(args) -> int:
     from pathlib import Path
 
-    from sweep.store import StoreMismatch, status_rows
+    from sweep.store import status_rows
 
     if not (Path(args.store) / "zarr.json").is_file():
-        raise StoreMismatch(f"store: {args.store} not found; give the path of a sweep's store")
+        raise StoreMismatch(f"store: {args.store} not found — give the path of a sweep's store")
     rows = status_rows(args.store)
     print(f"{'model':<28} {'layer':>5} {'done':>6} {'flagged':>7} {'total':>6} {'tokens':>6}  dtype")
     for r in rows:
@@ -102,3 +141,12 @@ def _status(args) -> int:
 
 def _s(v) -> str:
     return "-" if v is None else str(v)
+
+
+def _upgrade(args) -> int:
+    from analysis.schema import FORMAT
+    from sweep.upgrade import upgrade
+
+    old = upgrade(args.store)
+    print(f"{args.store}: format {FORMAT}" + (" already" if old == FORMAT else f" (was {old})"))
+    return 0

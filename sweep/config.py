@@ -48,7 +48,6 @@ class ModelSpec:
     layer_lengths: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
     where: str = field(default="model", compare=False, repr=False)
     tokens: typing.Any = field(default=None, compare=False, repr=False)     # (S, L) int64 ids
-    inputs_record: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -223,7 +222,8 @@ def _check_type(value, hint, where: str):
         if typ is bool and isinstance(value, bool):
             return value
     names = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in allowed)
-    raise ConfigError(f"{where}: expected {names}, got {value!r} ({type(value).__name__})")
+    raise ConfigError(f"{where}: expected {names}, got {value!r} ({type(value).__name__}) — "
+                      f"fix the value (docs/config.md lists every field)")
 
 
 def _clean_str(value: str, where: str) -> str:
@@ -317,7 +317,7 @@ def _check_store(store) -> str:
             probe = probe.parent
         writable = probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
         meta = p / "zarr.json"
-        damaged = meta.is_file() and not _is_json(meta)
+        damaged = meta.is_file() and not _is_zarr_group(meta)
     except OSError as e:
         raise ConfigError(f"store: {store!r} cannot be used as a path ({e.strerror or e}) — "
                           f"choose a shorter, plain path") from None
@@ -325,16 +325,17 @@ def _check_store(store) -> str:
         raise ConfigError(f"store: {store} is not writable ({probe} is not a writable directory) — "
                           f"choose a path in a writable directory")
     if damaged:
-        raise ConfigError(f"store: {meta} is not valid JSON (a damaged store) — remove {store} "
-                          f"or choose another path")
+        raise ConfigError(f"store: {meta} is not a zarr v3 group's metadata (a damaged store, or "
+                          f"another tool's directory) — remove {store} or choose another path")
     return str(p)
 
 
-def _is_json(f: Path) -> bool:
+def _is_zarr_group(f: Path) -> bool:
     try:
-        return isinstance(json.loads(f.read_text()), dict)
+        meta = json.loads(f.read_text())
     except (ValueError, UnicodeDecodeError):
         return False
+    return isinstance(meta, dict) and meta.get("zarr_format") == 3 and meta.get("node_type") == "group"
 
 
 # ---------------------------------------------------------------- layers
@@ -397,17 +398,15 @@ def _resolve_model(m: ModelSpec, inputs: InputsConfig, layers, tokenizers: dict)
     m = dataclasses.replace(m, info=info, layers=own, name=m.name or default_name(m))
     where = f"{w}.layers" if own is not None else "layers"
     lengths = _layer_lengths(own if own is not None else layers, where, m, inputs.length)
-    tokens, record = _tokens(m, inputs, tokenizers)
-    return dataclasses.replace(m, layer_lengths=lengths, tokens=tokens, inputs_record=record)
+    return dataclasses.replace(m, layer_lengths=lengths, tokens=_tokens(m, inputs, tokenizers))
 
 
 def _tokens(m: ModelSpec, inputs: InputsConfig, tokenizers: dict):
-    """((S, L) int64 token ids, the store's record of them) for model `m`."""
+    """(S, L) int64 token ids for model `m`: random from the seed, or the text's first
+    S * L tokens with inputs.tokenizer (default: the checkpoint's own)."""
     S, L, vocab = inputs.sequences, inputs.length, m.info.vocab_size
-    record = {"sequences": S, "length": L, "seed": inputs.seed, "text": inputs.text}
     if inputs.source is None:
-        ids = text_inputs.random_ids(inputs.seed, S, L, vocab)
-        return ids, {**record, "source": "random", "vocab_size": vocab}
+        return text_inputs.random_ids(inputs.seed, S, L, vocab)
     name = inputs.tokenizer or m.path
     if name not in tokenizers:
         if inputs.tokenizer:
@@ -417,8 +416,7 @@ def _tokens(m: ModelSpec, inputs: InputsConfig, tokenizers: dict):
     if tokenizers[name] is None:
         raise ConfigError(f"inputs.text: {m.path} ships no tokenizer to read the text with — set "
                           f"inputs.tokenizer (a hub id or directory), or remove `text` for random tokens")
-    ids = text_inputs.text_ids(inputs.source, tokenizers[name], name, S, L, vocab, m.path)
-    return ids, {**record, "source": "text", "tokenizer": name, **inputs.source.record()}
+    return text_inputs.text_ids(inputs.source, tokenizers[name], name, S, L, vocab, m.path)
 
 
 def default_name(m: ModelSpec) -> str:

@@ -83,12 +83,13 @@ def _not_a_dir(tmp_path):
 BAD = {
     "unknown_field": ({"inptus": {}},
                       "inptus: unknown field — did you mean 'inputs'? "
-                      "(known: model, models, inputs, layers, store, compute, cluster)"),
+                      "(known: model, models, inputs, layers, store, compute, cluster, analysis)"),
     "unknown_nested": ({"compute.tokenblock": 4},
                        "compute.tokenblock: unknown field — did you mean 'token_block'? "
                        "(known: token_block, device, live_every, cpu_linalg)"),
     "wrong_type": ({"inputs.sequences": "two"},
-                   "inputs.sequences: expected an integer, got 'two' (str)"),
+                   "inputs.sequences: expected an integer, got 'two' (str) — fix the value "
+                   "(docs/config.md lists every field)"),
     "missing_field": ({"inputs": {"sequences": 2}},
                       "inputs.length: required field missing — add `length: ...`"),
     "bad_dtype": ({"model.dtype": "float16"},

@@ -56,9 +56,8 @@ def test_default_text_needs_no_download(tmp_path):
     text = _stdlib_text()
     expected = np.frombuffer(text.encode("utf-8")[:32], dtype=np.uint8).astype(np.int64).reshape(2, 16)
     np.testing.assert_array_equal(m.tokens, expected)
-    rec = m.inputs_record
-    assert rec["source"] == "text" and rec["text"] == DEFAULT_TEXT
-    assert rec["tokenizer"] == str(BYTES_MAMBA)
+    rec = cfg.inputs.source.record()
+    assert rec["text"] == DEFAULT_TEXT and cfg.inputs.text == DEFAULT_TEXT
     assert rec["text_sha256"] == hashlib.sha256(text.encode()).hexdigest()
     assert rec["text_chars"] == len(text) > 100_000          # English prose, plenty for long sweeps
     assert rec["python"].count(".") == 2
@@ -72,8 +71,8 @@ def test_tokenizer_given_apart_from_the_checkpoint(tmp_path, bare_mamba):
     (m,) = cfg.models
     expected = np.frombuffer(b"natural text, natural text, natu", dtype=np.uint8).astype(np.int64)
     np.testing.assert_array_equal(m.tokens.ravel(), expected)
-    assert m.inputs_record["tokenizer"] == str(BYTES_TOKENIZER)
-    assert m.inputs_record["text_files"] == [str((tmp_path / "t.txt").resolve())]
+    assert cfg.inputs.tokenizer == str(BYTES_TOKENIZER)
+    assert cfg.inputs.source.record()["text_files"] == [str((tmp_path / "t.txt").resolve())]
     # the tokenizer is part of what the store holds: another one is another store
     own = load_config(_config(tmp_path, BYTES_MAMBA, text="t.txt"))
     given = load_config(_config(tmp_path, BYTES_MAMBA, text="t.txt", tokenizer=str(BYTES_TOKENIZER)))
@@ -94,8 +93,10 @@ def test_directory_and_glob_read_in_sorted_order(tmp_path):
         (m,) = cfg.models
         want = np.frombuffer(text.encode()[:32], dtype=np.uint8).astype(np.int64).reshape(2, 16)
         np.testing.assert_array_equal(m.tokens, want)
-        assert m.inputs_record["text_sha256"] == hashlib.sha256(text.encode()).hexdigest()
-        assert [Path(f).name for f in m.inputs_record["text_files"]] == (
+        rec = cfg.inputs.source.record()
+        assert rec["text_sha256"] == hashlib.sha256(text.encode()).hexdigest()
+        assert rec["text_file_count"] == len(rec["text_files"])
+        assert [Path(f).name for f in rec["text_files"]] == (
             ["a.txt", "b.txt", "c.md"] if spec == "corpus" else ["a.txt", "b.txt"])
 
 
@@ -104,8 +105,7 @@ def test_random_ids_stay_available(tmp_path):
     (m,) = cfg.models
     want = np.random.default_rng(7).integers(0, 256, size=(2, 16), dtype=np.int64)
     np.testing.assert_array_equal(m.tokens, want)
-    assert m.inputs_record == {"sequences": 2, "length": 16, "seed": 7, "text": None,
-                               "source": "random", "vocab_size": 256}
+    assert cfg.inputs.source is None and cfg.inputs.text is None
 
 
 def _bad_inputs(tmp_path, bare_mamba):

@@ -1,0 +1,194 @@
+"""Property-based: whatever a user puts in a config or does to a checkpoint directory, `tdos
+sweep` ends with exit 2 and one `tdos: error:` line before any compute, never a traceback,
+and leaves no store behind; once the input is fixed the same command just works.
+
+Each example calls the CLI's `main` in-process with --dry-run (everything is validated,
+nothing runs), so the fast subset stays a few seconds per property (small max_examples,
+deadline=None: the first checkpoint inspection imports transformers).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sweep.cli import main
+
+FAST = settings(max_examples=8, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+_count = itertools.count()
+
+
+def _base(ckpt: Path, store: Path) -> dict:
+    return {"model": {"path": str(ckpt), "dtype": "float32"},
+            "inputs": {"sequences": 1, "length": 8, "seed": 0},
+            "layers": [0], "store": str(store),
+            "compute": {"token_block": 8, "live_every": 0},
+            "cluster": {"kind": "local", "workers": 1}, "analysis": {}}
+
+
+def _run(doc: dict, work: Path, *extra: str) -> tuple[int, str, str]:
+    path = work / f"cfg{next(_count)}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["sweep", str(path), *extra])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _assert_one_line_error(code: int, err: str) -> None:
+    assert code == 2, err
+    assert err.startswith("tdos: error: ") and err.endswith("\n") and err.count("\n") == 1, err
+
+
+# values a user might type: wrong types, wrong ranges, odd unicode (control characters,
+# lone surrogates, right-to-left marks), empty things
+ODD_TEXT = st.text(st.one_of(st.characters(), st.characters(categories=("Cs", "Cc", "Cf"))), max_size=12)
+VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-2**70, 2**70), st.integers(-3, 3),
+    st.floats(allow_nan=True, allow_infinity=True), ODD_TEXT,
+    st.sampled_from(["", ".", "/", "all", "float16", "-1", "nan", "~", "a/b", "../..", "x" * 300]),
+    st.lists(st.one_of(st.integers(-3, 5), ODD_TEXT), max_size=3),
+    st.dictionaries(st.one_of(st.integers(-2, 5), ODD_TEXT), st.integers(-2, 9), max_size=2),
+)
+FIELDS = ["model", "model.path", "model.dtype", "model.revision", "model.name", "model.layers",
+          "inputs", "inputs.sequences", "inputs.length", "inputs.seed", "inputs.text",
+          "inputs.tokenizer", "layers", "store", "compute", "compute.token_block",
+          "compute.device", "compute.live_every", "compute.cpu_linalg", "cluster.kind",
+          "cluster.workers", "analysis.lengths", "analysis.layer", "unknown_top_level",
+          "inputs.unknown"]
+
+
+def _set(doc: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    node = doc
+    for p in parents:
+        node = node[p]
+    node[last] = value
+
+
+@pytest.mark.parametrize("field", FIELDS)
+@FAST
+@given(value=VALUES)
+def test_any_field_value_is_refused_in_one_line_or_accepted(tiny_checkpoints, tmp_path, field, value):
+    work = tmp_path / f"w{next(_count)}"
+    work.mkdir()
+    store = work / "run.zarr"
+    doc = _base(tiny_checkpoints["gpt2"], store)
+    _set(doc, field, value)
+    code, out, err = _run(doc, work, "--dry-run")
+    if code != 0:
+        _assert_one_line_error(code, err)
+    else:
+        assert out.splitlines()[-1].startswith("plan: ") and err == ""
+    assert not store.exists()                       # --dry-run, or refused: nothing written
+
+
+# ---------------------------------------------------------------- broken checkpoint directories
+
+SHAPE_FIELDS = {  # config.json fields every value of which (but the saved one) changes a weight's shape
+    "gpt2": ["n_embd", "vocab_size", "n_layer", "n_positions", "n_inner"],
+    "gpt_neox": ["hidden_size", "vocab_size", "num_hidden_layers", "intermediate_size"],
+    "llama": ["hidden_size", "vocab_size", "num_hidden_layers", "intermediate_size"],
+    "mamba": ["hidden_size", "vocab_size", "num_hidden_layers", "state_size", "intermediate_size"],
+    "mamba_ssm": ["d_model", "n_layer"],
+}
+DAMAGE = st.one_of(
+    st.tuples(st.just("truncate"), st.floats(0.0, 0.999)),
+    st.tuples(st.just("remove"), st.sampled_from(["config.json", "weights"])),
+    st.tuples(st.just("edit"), st.integers(0, 4), st.integers(1, 300)),
+)
+
+
+def _damage(d: Path, arch: str, damage) -> bool:
+    """Apply `damage` to checkpoint dir `d`; False when it left the checkpoint as it was."""
+    weights = next(f for f in d.iterdir() if f.suffix in (".safetensors", ".bin"))
+    if damage[0] == "truncate":
+        data = weights.read_bytes()
+        weights.write_bytes(data[: int(len(data) * damage[1])])
+    elif damage[0] == "remove":
+        (d / "config.json" if damage[1] == "config.json" else weights).unlink()
+    else:
+        fields = SHAPE_FIELDS[arch]
+        name = fields[damage[1] % len(fields)]
+        cfg = json.loads((d / "config.json").read_text())
+        if cfg.get(name) == damage[2] or (name == "n_inner" and damage[2] == 4 * cfg["n_embd"]):
+            return False
+        cfg[name] = damage[2]
+        (d / "config.json").write_text(json.dumps(cfg))
+    return True
+
+
+@pytest.mark.parametrize("arch", sorted(SHAPE_FIELDS))
+@FAST
+@given(damage=DAMAGE)
+def test_broken_checkpoint_is_one_line_and_fixing_it_just_works(tiny_checkpoints, tmp_path, arch, damage):
+    work = tmp_path / f"w{next(_count)}"
+    ckpt = shutil.copytree(tiny_checkpoints[arch], work / "ckpt")
+    store = work / "run.zarr"
+    doc = _base(ckpt, store)
+    if not _damage(ckpt, arch, damage):
+        return
+    code, _, err = _run(doc, work, "--dry-run")
+    _assert_one_line_error(code, err)
+    assert not store.exists()
+    shutil.rmtree(ckpt)                              # the fix: a fresh download
+    shutil.copytree(tiny_checkpoints[arch], ckpt)
+    code, out, err = _run(doc, work, "--dry-run")
+    assert code == 0 and err == "" and out.splitlines()[-1].startswith("plan: 1 blocks")
+
+
+# ---------------------------------------------------------------- the real command
+
+def test_failed_run_then_fix_then_same_command_completes(tiny_checkpoints, tmp_path):
+    """A truncated download fails the sweep before a store exists; after re-downloading,
+    the very same command runs to completion."""
+    ckpt = shutil.copytree(tiny_checkpoints["mamba"], tmp_path / "ckpt")
+    weights = ckpt / "model.safetensors"
+    whole = weights.read_bytes()
+    weights.write_bytes(whole[: len(whole) // 2])
+    doc = _base(ckpt, tmp_path / "run.zarr")
+    code, _, err = _run(doc, tmp_path)
+    _assert_one_line_error(code, err)
+    assert "model.safetensors is truncated or corrupt" in err and not (tmp_path / "run.zarr").exists()
+    weights.write_bytes(whole)
+    code, out, err = _run(doc, tmp_path)
+    assert code == 0, err
+    assert out.startswith("plan: 1 blocks over 1 layer rows")       # the one-line plan first
+    assert "sweep complete: 1/1 blocks" in out
+
+
+def test_sweep_that_cannot_fit_in_memory_is_refused_with_the_numbers(tiny_checkpoints, tmp_path):
+    from sweep.budget import PROCESS_BYTES
+
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    workers = ram // PROCESS_BYTES + 1            # each worker needs at least the bare process
+    code, _, err = _run(_base(tiny_checkpoints["gpt2"], tmp_path / "run.zarr"), tmp_path,
+                        "--workers", str(workers))
+    _assert_one_line_error(code, err)
+    assert err.startswith(f"tdos: error: compute: {workers} worker(s) x ")
+    assert "exceeds this machine's" in err and not (tmp_path / "run.zarr").exists()
+
+
+def test_store_paths_that_cannot_hold_a_store(tiny_checkpoints, tmp_path):
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("mine")
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "zarr.json").write_text('{"zarr_format": 3')
+    cases = {"file": "exists and is a file", "file/run.zarr": "is not writable",
+             "foreign": "exists and is not a tdos store", "damaged": "is not a zarr v3 group's metadata"}
+    for path, what in cases.items():
+        code, _, err = _run(_base(tiny_checkpoints["gpt2"], tmp_path / path), tmp_path)
+        _assert_one_line_error(code, err)
+        assert what in err
+    assert sorted(os.listdir(tmp_path / "foreign")) == ["notes.txt"]
