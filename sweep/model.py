@@ -16,7 +16,6 @@ needing mamba_ssm installed: the two layouts differ only in `embedding` vs `embe
 """
 from __future__ import annotations
 
-import hashlib
 import importlib
 import itertools
 import json
@@ -30,6 +29,7 @@ import torch
 from sweep.blocks.base import BlockOps
 from sweep.checkpoint import HF_CLASSES, SUPPORTED, find_tokenizer, locate, mamba_ssm_to_hf_config
 from sweep.checkpoint import weight_files as _weight_files
+from sweep.provenance import sha256_file
 
 # model_type -> (transformers class name, BlockOps "module:Class"); the supported
 # architectures and everything about locating files live in sweep/checkpoint.py
@@ -234,14 +234,7 @@ def _parse_dtype(dtype) -> torch.dtype:
 
 def _weights_sha256(d: Path) -> dict:
     """{file name: sha256} of the weight files that were loaded."""
-    out = {}
-    for f in _weight_files(d):
-        h = hashlib.sha256()
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 22), b""):
-                h.update(chunk)
-        out[f.name] = h.hexdigest()
-    return out
+    return {f.name: sha256_file(f) for f in _weight_files(d)}
 
 
 # ---------------------------------------------------------------- HF format
@@ -252,7 +245,8 @@ def _load_hf(local: Path, model_type: str, dtype: torch.dtype):
     import transformers
 
     cls = getattr(transformers, _ARCHS[model_type][0])
-    # eager attention: the reference path every attention BlockOps is checked against
+    # the sweep never runs HF's attention (the BlockOps compute their own), so this choice
+    # changes no stored number; eager loads on any transformers build without extra kernels
     kw = {} if model_type == "mamba" else {"attn_implementation": "eager"}
     return cls.from_pretrained(str(local), dtype=dtype, local_files_only=True, **kw)
 
