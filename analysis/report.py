@@ -107,6 +107,7 @@ def analyze_model(st, agg, out, window, n_boot, level, seed, progress, modes=DEF
                       agg.threshold, agg.scale_by_eigenvector, modes=modes)
     res.extra["tables_by_layer"] = {ly: t.to_dicts() for ly, t in tables.items()}
     res.extra["shift_by_eigenvector"] = agg.shift_by_eigenvector
+    res.extra["inputs"] = st.inputs        # the store's record of what the tokens came from
     res.files = _model_figures(st, agg, res, out, window)
     res.table.to_csv(out / "table1.csv")
     (out / "table1.md").write_text(table_markdown(res) + "\n")
