@@ -8,13 +8,10 @@ and the store path. Every failure is a one-line `ConfigError`, `<field>: <what> 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 import math
-import os
 import typing
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +23,7 @@ from sweep.checkpoint import ModelInfo, find_tokenizer, inspect_checkpoint, load
 from sweep.checkpoint import is_dir
 from sweep.errors import ConfigError
 from sweep.linalg import CHOICES as CPU_LINALG
+from sweep.validate import check_store, check_type, reject_unknown, set_dotted
 
 __all__ = ["ConfigError", "ModelSpec", "InputsConfig", "ComputeConfig", "SweepConfig",
            "load_config", "config_from_dict", "fingerprint", "identity_dict", "with_store"]
@@ -123,7 +121,7 @@ def load_config(path, overrides: dict | None = None) -> SweepConfig:
         raise ConfigError(f"{path}: expected a mapping with model, inputs, layers, store, "
                           f"got {type(raw).__name__} — see configs/tiny.yaml")
     for key, value in (overrides or {}).items():
-        _set_dotted(raw, key, value)
+        set_dotted(raw, key, value)
     return config_from_dict(raw, base_dir=path.parent)
 
 
@@ -132,7 +130,7 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     if not isinstance(raw, dict):
         raise ConfigError(f"config: expected a mapping with model, inputs, layers, store, got "
                           f"{type(raw).__name__} — see configs/tiny.yaml")
-    _reject_unknown(raw, _TOP_KEYS, "")
+    reject_unknown(raw, _TOP_KEYS, "")
     models = _models(raw)
     inputs = _section(InputsConfig, raw.get("inputs"), "inputs")
     compute = _section(ComputeConfig, {} if raw.get("compute") is None else raw["compute"], "compute")
@@ -142,7 +140,7 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     if "layers" not in raw:
         raise ConfigError("layers: required field missing — add e.g. `layers: [0, 1]` or `layers: all`")
     layers = _normalize_layers(raw["layers"], "layers")
-    store = _check_store(raw.get("store"))
+    store = check_store(raw.get("store"))
     _check_unique_names([dataclasses.replace(m, name=m.name or default_name(m)) for m in models])
     inputs = _resolve_inputs(inputs, base_dir)
     tokenizers: dict = {}           # one tokenizer (and its load) shared by the models
@@ -190,7 +188,7 @@ def _section(cls, raw, where: str):
             raise ConfigError(f"{where}: required section missing — see configs/tiny.yaml")
         raise ConfigError(f"{where}: expected a mapping of fields, got {type(raw).__name__} {raw!r}")
     names = _YAML_FIELDS[cls]
-    _reject_unknown(raw, names, where)
+    reject_unknown(raw, names, where)
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for f in dataclasses.fields(cls):
@@ -200,45 +198,10 @@ def _section(cls, raw, where: str):
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise ConfigError(f"{where}.{f.name}: required field missing — add `{f.name}: ...`")
             continue
-        kwargs[f.name] = _check_type(raw[f.name], hints[f.name], f"{where}.{f.name}")
+        kwargs[f.name] = check_type(raw[f.name], hints[f.name], f"{where}.{f.name}")
     if cls is ModelSpec:
         kwargs["where"] = where
     return cls(**kwargs)
-
-
-def _check_type(value, hint, where: str):
-    if hint is typing.Any:
-        return value
-    allowed = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, _UnionType) else (hint,)
-    if value is None and type(None) in allowed:
-        return None
-    for typ in allowed:
-        if typ is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if typ is int and isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if typ is str and isinstance(value, str):
-            return _clean_str(value, where)
-        if typ is bool and isinstance(value, bool):
-            return value
-    names = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in allowed)
-    raise ConfigError(f"{where}: expected {names}, got {value!r} ({type(value).__name__}) — "
-                      f"fix the value (docs/config.md lists every field)")
-
-
-def _clean_str(value: str, where: str) -> str:
-    """Refuse control characters and lone surrogates: no path or name holds them, and they
-    would break the one-line error and the store's JSON attributes."""
-    for i, ch in enumerate(value):
-        if unicodedata.category(ch) in ("Cc", "Cs"):
-            raise ConfigError(f"{where}: {value!r} holds the control character {ch!r} at {i} — "
-                              f"remove it")
-    return value
-
-
-_UnionType = type(int | None)
-_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true/false",
-               type(None): "null"}
 
 
 MAX_TOKENS = 10**8      # sequences * length: far past any sweep (~1e4 core-years of eig at d = 1024)
@@ -302,42 +265,6 @@ def _check_compute(compute: ComputeConfig) -> None:
                           f"{compute.live_every} — use e.g. 10, or 0 to disable")
 
 
-def _check_store(store) -> str:
-    """The store path, absolute; refused here (before anything is created) when it is a
-    file, under a file, not writable, or a damaged store."""
-    if not isinstance(store, str) or not store:
-        raise ConfigError(f"store: expected a path like out/run.zarr, got {store!r}")
-    _clean_str(store, "store")
-    try:
-        p = Path(store).expanduser().resolve()
-        if p.exists() and not p.is_dir():
-            raise ConfigError(f"store: {store} exists and is a file — give a directory path like out/run.zarr")
-        probe = p
-        while not probe.exists():
-            probe = probe.parent
-        writable = probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
-        meta = p / "zarr.json"
-        damaged = meta.is_file() and not _is_zarr_group(meta)
-    except OSError as e:
-        raise ConfigError(f"store: {store!r} cannot be used as a path ({e.strerror or e}) — "
-                          f"choose a shorter, plain path") from None
-    if not writable:
-        raise ConfigError(f"store: {store} is not writable ({probe} is not a writable directory) — "
-                          f"choose a path in a writable directory")
-    if damaged:
-        raise ConfigError(f"store: {meta} is not a zarr v3 group's metadata (a damaged store, or "
-                          f"another tool's directory) — remove {store} or choose another path")
-    return str(p)
-
-
-def _is_zarr_group(f: Path) -> bool:
-    try:
-        meta = json.loads(f.read_text())
-    except (ValueError, UnicodeDecodeError):
-        return False
-    return isinstance(meta, dict) and meta.get("zarr_format") == 3 and meta.get("node_type") == "group"
-
-
 # ---------------------------------------------------------------- layers
 
 def _normalize_layers(raw, where: str):
@@ -346,15 +273,15 @@ def _normalize_layers(raw, where: str):
         return "all"
     if isinstance(raw, list) and raw:
         for i, v in enumerate(raw):
-            _check_type(v, int, f"{where}[{i}]")
+            check_type(v, int, f"{where}[{i}]")
         dup = sorted({v for v in raw if raw.count(v) > 1})
         if dup:
             raise ConfigError(f"{where}: layer {dup[0]} listed twice; list each layer once")
         return sorted(raw)
     if isinstance(raw, dict) and raw:
         for k, v in raw.items():
-            _check_type(k, int, f"{where}.{k}")
-            _check_type(v, int, f"{where}.{k}")
+            check_type(k, int, f"{where}.{k}")
+            check_type(v, int, f"{where}.{k}")
         return dict(sorted(raw.items()))
     raise ConfigError(f"{where}: expected a list of layer indices, \"all\", or a mapping "
                       f"{{layer: tokens}}; got {raw!r}")
@@ -438,25 +365,6 @@ def _check_unique_names(models: list[ModelSpec]) -> None:
         seen[m.name] = m.where
 
 
-# ---------------------------------------------------------------- helpers
-
-def _reject_unknown(raw: dict, known, where: str) -> None:
-    for key in raw:
-        if key not in known:
-            close = difflib.get_close_matches(str(key), list(known), n=1)
-            hint = f" — did you mean {close[0]!r}?" if close else ""
-            prefix = f"{where}." if where else ""
-            raise ConfigError(f"{prefix}{key}: unknown field{hint} (known: {', '.join(known)})")
-
-
-def _set_dotted(raw: dict, key: str, value) -> None:
-    *parents, last = key.split(".")
-    node = raw
-    for p in parents:
-        node = node.setdefault(p, {})
-    node[last] = value
-
-
 def with_store(cfg: SweepConfig, store: str) -> SweepConfig:
     """`cfg` writing to another store path (checked like the YAML `store` field)."""
-    return dataclasses.replace(cfg, store=_check_store(store))
+    return dataclasses.replace(cfg, store=check_store(store))
