@@ -1,0 +1,42 @@
+"""The package layers: block math free of Dask and YAML, analysis free of sweep, one schema."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _imports(path: Path) -> set[str]:
+    """Top-level module names a file imports, at any depth of its code."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+def test_block_math_imports_neither_dask_nor_yaml():
+    code = ("import sweep.blocks.mamba, sweep.blocks.attention, sweep.linalg, sweep.spectra, sys; "
+            "print([m for m in ('dask', 'distributed', 'yaml') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_analysis_never_imports_sweep_or_cluster():
+    for f in sorted((REPO / "analysis").glob("*.py")):
+        bad = {m for m in _imports(f) if m.split(".")[0] in ("sweep", "cluster")}
+        assert not bad, f"{f.name} imports {sorted(bad)}"
+
+
+def test_store_layout_is_declared_once():
+    """Writer, reader and the tests' synthetic stores take array names from analysis.schema."""
+    for f in ("sweep/store.py", "analysis/store.py", "tests/synthetic_store.py"):
+        text = (REPO / f).read_text()
+        assert "schema" in text, f
+        assert '"scale_rayleigh", "scale_residual"' not in text, f"{f} spells out the arrays again"
