@@ -1,0 +1,242 @@
+"""A fast CPU training scan for Mamba-1: the selective scan with a hand-written backward.
+
+transformers' reference scan (`modeling_mamba.mamba_selective_scan`, the recurrent path
+MambaMixer takes without the CUDA kernels) records autograd nodes per position and layer; the
+backward then pays for every node, every strided per-position slice of the (b, d, L, N)
+tensors and the final stack. Here the recurrence runs outside autograd and its gradient is
+the adjoint recurrence run backwards in time (as the mamba_ssm kernels do):
+
+    forward   h_t = a_t h_{t-1} + u_t,           a_t = exp(dt_t A),   u_t = dt_t x_t B_t
+              y_t = <C_t, h_t>
+    backward  g_t = dy_t C_t + a_{t+1} g_{t+1}   (g_t = dLoss/dh_t along every path)
+              dLoss/du_t = g_t,   dLoss/d(dt_t A) = g_t h_{t-1} a_t
+
+Two backends compute exactly this:
+
+- "chunked" (torch): inside chunks of T positions all chunks advance together (one op per
+  in-chunk position), a short loop across chunks carries each chunk's true end state into the
+  next, and a second in-chunk sweep adds it, decayed position by position. Decays enter only
+  as products of factors in (0, 1]: they may underflow to 0, which is right (that past is
+  forgotten), but never overflow, and nothing is divided by a decay. (An exp(-cumsum(dt A))
+  form has a range set by the learned A and dt: no fixed chunk is safe for every checkpoint.)
+- "fused" (selective_scan.c, compiled on first use): one pass per (batch, channel) sequence
+  with the state in registers. On the shared 2-core machine every (b, L, d, N) pass of the
+  chunked backend is memory-bound and contended; measured side by side
+  (benchmarks/bench_train_scan.py) the fused kernel is several times faster, so training
+  uses it and the chunked backend is the fallback where no C compiler is found.
+
+`selective_scan_fast` has the reference's signature so it can stand in for it; the reference
+stays the oracle (tests/test_train_scan.py compares values and gradients of both backends).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import subprocess
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+CHUNK = 16  # positions per chunk: at L=128, 8 chunks advance together; see chunk_length
+
+
+def chunk_length(L: int, chunk: int) -> int:
+    """The largest divisor of L that is <= chunk (1 for a prime L: a plain sequential scan)."""
+    return max(t for t in range(1, min(chunk, L) + 1) if L % t == 0)
+
+
+def linear_scan_(coef: torch.Tensor, u: torch.Tensor, reverse: bool = False,
+                 chunk: int = CHUNK) -> torch.Tensor:
+    """First-order linear recurrence along dim 1, written into u in place; returns u.
+
+    forward:  h_t = coef_t h_{t-1} + u_t  (h_{-1} = 0)
+    reverse:  h_t = coef_t h_{t+1} + u_t  (h_L = 0)
+    coef, u: (b, L, d, N); coef may be a strided view (dims 2, 3 contiguous).
+    """
+    b, L = u.shape[:2]
+    T = chunk_length(L, chunk)
+    K = L // T
+    uc = u.view(b, K, T, *u.shape[2:])  # (b, K, T, d, N)
+    cc = coef.unflatten(1, (K, T))
+    # reverse runs the same steps mirrored: position t -> T-1-t, chunk k -> K-1-k
+    pos = (lambda t: T - 1 - t) if reverse else (lambda t: t)
+    for t in range(1, T):  # every chunk from a zero state, all chunks at once
+        uc[:, :, pos(t)].addcmul_(cc[:, :, pos(t)], uc[:, :, pos(t - 1)])
+    if K == 1:
+        return u
+    # state entering each chunk: a short loop over chunks, each carrying its neighbour's end
+    total = cc[:, :, 0].clone()  # (b, K, d, N): decay across a whole chunk
+    for t in range(1, T):
+        total.mul_(cc[:, :, t])
+    incoming = torch.zeros_like(total)  # (b, K, d, N)
+    for k in range(1, K):
+        dst, src = (K - 1 - k, K - k) if reverse else (k, k - 1)
+        torch.addcmul(uc[:, src, pos(T - 1)], total[:, src], incoming[:, src], out=incoming[:, dst])
+    # add each incoming state, decayed position by position, to every chunk but the first
+    rest = slice(0, K - 1) if reverse else slice(1, K)
+    carried = incoming[:, rest]
+    for t in range(T):
+        carried.mul_(cc[:, rest, pos(t)])
+        uc[:, rest, pos(t)].add_(carried)
+    return u
+
+
+class _SSM(torch.autograd.Function):
+    """y = <C, scan(exp(dt A), dt x B)>: the selective state-space map without D and gate.
+
+    x, dt: (b, L, d); A: (d, N); B, C: (b, L, N) -> y (b, L, d), final state (b, d, N).
+    All contiguous. chunk: positions per chunk of the scans (see linear_scan_).
+    """
+
+    @staticmethod
+    def forward(ctx, x, dt, A, B, C, chunk):
+        b, L, d = x.shape
+        # one spare zero position: the reverse scan's coefficient a_{t+1} is then a view
+        a_ext = x.new_empty(b, L + 1, d, A.shape[1])  # (b, L+1, d, N)
+        a = a_ext[:, :L]
+        torch.mul(dt.unsqueeze(-1), A, out=a).exp_()
+        a_ext[:, L].zero_()
+        h = (dt * x).unsqueeze(-1) * B.unsqueeze(2)  # u_t = dt x B, then h in place
+        linear_scan_(a, h, chunk=chunk)
+        ctx.chunk = chunk
+        ctx.save_for_backward(x, dt, A, B, C, a_ext, h)
+        last = h[:, -1].clone()  # (b, d, N): what a cache would keep; no gradient flows back
+        ctx.mark_non_differentiable(last)
+        return (h @ C.unsqueeze(-1)).squeeze(-1), last  # (b, L, d), (b, d, N)
+
+    @staticmethod
+    def backward(ctx, gy, _):  # gy (b, L, d)
+        x, dt, A, B, C, a_ext, h = ctx.saved_tensors
+        L = x.shape[1]
+        a = a_ext[:, :L]
+        # sums over d as multiply-then-reduce: einsum would permute (copy) the big operand
+        gC = (h * gy.unsqueeze(-1)).sum(2)  # (b, L, N)
+        g = gy.unsqueeze(-1) * C.unsqueeze(2)  # dy_t C_t: (b, L, d, N)
+        linear_scan_(a_ext[:, 1:], g, reverse=True, chunk=ctx.chunk)  # g_t += a_{t+1} g_{t+1}
+        gu_B = (g @ B.unsqueeze(-1)).squeeze(-1)  # sum_N g B: (b, L, d)
+        gB = (g * (dt * x).unsqueeze(-1)).sum(2)  # (b, L, N)
+        g.mul_(a)  # dLoss/d(dt A) = g_t h_{t-1} a_t, h_{-1} = 0
+        g[:, 1:].mul_(h[:, :-1])
+        g[:, 0].zero_()
+        gdt = gu_B * x + (g * A).sum(-1)
+        gA = g.mul_(dt.unsqueeze(-1)).sum((0, 1))  # (d, N)
+        return gu_B * dt, gdt, gA, gB, gC, None
+
+
+# ---------------------------------------------------------------- fused C kernel
+
+KERNEL_SOURCE = Path(__file__).with_name("selective_scan.c")
+# -ffast-math at compile time only, for the vectorised expf of glibc's libmvec; linking without
+# it keeps crtfastmath (which would flush denormals process-wide) out of the library.
+COMPILE_FLAGS = ["-O3", "-march=native", "-ffast-math", "-fopenmp-simd", "-fPIC"]
+LINK_FLAGS = ["-shared", "-lmvec", "-lm"]
+
+
+@functools.lru_cache(maxsize=1)
+def load_kernel() -> ctypes.CDLL | None:
+    """selective_scan.c compiled for this machine, or None (with a warning) if it cannot be.
+
+    Cached in the temp dir under a key naming everything that decides the binary: the
+    source, the compiler and its flags, and the host (-march=native).
+    """
+    cc = os.environ.get("CC", "cc")
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
+        key = hashlib.sha256("\0".join([KERNEL_SOURCE.read_text(), cc, version, *COMPILE_FLAGS,
+                                        *LINK_FLAGS, platform.node(), platform.machine()])
+                             .encode()).hexdigest()[:16]
+        lib = Path(tempfile.gettempdir()) / f"tdos-selective-scan-{key}.so"
+        if not lib.exists():
+            with tempfile.TemporaryDirectory() as tmp:
+                obj, so = Path(tmp) / "scan.o", Path(tmp) / "scan.so"
+                subprocess.run([cc, *COMPILE_FLAGS, "-c", str(KERNEL_SOURCE), "-o", str(obj)],
+                               check=True, capture_output=True)
+                subprocess.run([cc, str(obj), "-o", str(so), *LINK_FLAGS], check=True,
+                               capture_output=True)
+                os.replace(so, lib)  # atomic: concurrent builders never load a partial file
+        kernel = ctypes.CDLL(str(lib))
+    except (OSError, subprocess.CalledProcessError) as err:
+        warnings.warn(f"fused selective scan unavailable ({err}); using the chunked torch scan")
+        return None
+    int4 = [ctypes.c_int] * 4
+    kernel.ssm_forward.argtypes = int4 + [ctypes.c_void_p] * 7
+    kernel.ssm_backward.argtypes = int4 + [ctypes.c_void_p] * 11
+    return kernel
+
+
+def _ptrs(*tensors: torch.Tensor) -> list[ctypes.c_void_p]:
+    """Raw pointers: they do not keep the tensors alive, the caller's names must."""
+    assert all(t.dtype == torch.float32 and t.is_contiguous() for t in tensors)
+    return [ctypes.c_void_p(t.data_ptr()) for t in tensors]
+
+
+class _FusedSSM(torch.autograd.Function):
+    """_SSM's map through the C kernel, in the MambaMixer's own layouts.
+
+    x, dt: (b, d, L); A: (d, N); B, C: (b, L, N); float32, contiguous
+    -> y (b, d, L), final state (b, d, N).
+    """
+
+    @staticmethod
+    def forward(ctx, x, dt, A, B, C):
+        b, d, L = x.shape
+        y, last = x.new_empty(b, d, L), x.new_empty(b, d, A.shape[1])
+        load_kernel().ssm_forward(b, d, L, A.shape[1], *_ptrs(x, dt, A, B, C, y, last))
+        ctx.save_for_backward(x, dt, A, B, C)
+        ctx.mark_non_differentiable(last)
+        return y, last
+
+    @staticmethod
+    def backward(ctx, gy, _):  # gy (b, d, L)
+        x, dt, A, B, C = ctx.saved_tensors
+        b, d, L = x.shape
+        gx, gdt = torch.empty_like(x), torch.empty_like(dt)
+        gA, gB, gC = torch.zeros_like(A), torch.zeros_like(B), torch.zeros_like(C)
+        gy = gy.contiguous()  # bound to a name: a temporary could be freed before the call
+        load_kernel().ssm_backward(b, d, L, A.shape[1], *_ptrs(x, dt, A, B, C, gy, gx, gdt, gA,
+                                                                 gB, gC))
+        return gx, gdt, gA, gB, gC
+
+
+# ---------------------------------------------------------------- the drop-in
+
+def selective_scan_fast(hidden_states, dt, A, B, C, D=None, z=None, delta_bias=None,
+                        delta_softplus=False, return_last_state=False, backend=None,
+                        chunk=CHUNK, **kwargs):
+    """Drop-in for transformers' `mamba_selective_scan` (no initial state, as the reference).
+
+    hidden_states, dt, z: (b, d, L); A: (d, N); B, C: (b, N, L); D, delta_bias: (d,)
+    -> (b, d, L) [, final state (b, d, N)]. backend: "fused" (the C kernel, float32 only),
+    "chunked" (torch; chunk positions per chunk) or None: fused when it compiles and the
+    inputs are float32. Other keywords (use_mambapy, ...) pick among the reference's own
+    paths and mean nothing here.
+    """
+    if delta_bias is not None:
+        dt = dt + delta_bias[..., None]
+    if delta_softplus:
+        dt = F.softplus(dt)
+    if backend is None:
+        backend = "fused" if hidden_states.dtype == torch.float32 and load_kernel() else "chunked"
+    if backend == "fused":
+        if load_kernel() is None or hidden_states.dtype != torch.float32:
+            raise RuntimeError("backend fused: needs float32 inputs and a C compiler (see load_kernel)")
+        y, last = _FusedSSM.apply(hidden_states.contiguous(), dt.contiguous(), A.contiguous(),
+                                  B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous())
+    elif backend == "chunked":
+        x, dt_, B_, C_ = (t.transpose(1, 2).contiguous() for t in (hidden_states, dt, B, C))
+        y, last = _SSM.apply(x, dt_, A.contiguous(), B_, C_, chunk)
+        y = y.transpose(1, 2)  # (b, d, L)
+    else:
+        raise ValueError(f"backend: expected fused, chunked or None, got {backend!r}")
+    if D is not None:
+        y = y + hidden_states * D[None, :, None]
+    if z is not None:
+        y = y * F.silu(z)
+    return (y, last) if return_last_state else y
