@@ -29,7 +29,7 @@ def checkpoint_record(model) -> dict:
     for name, sha in model.identity["weights_sha256"].items():
         s = os.stat(Path(model.local_dir) / name)
         files[name] = {"size": s.st_size, "mtime_ns": s.st_mtime_ns, "sha256": sha}
-    return {"dir": str(model.local_dir), "files": files}
+    return {"dir": str(Path(model.local_dir).resolve()), "files": files}
 
 
 def verify_checkpoint(record: dict, where: str) -> None:

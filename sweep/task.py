@@ -31,6 +31,8 @@ from sweep.plan import ALogTask, BlockTask, ModelRef
 
 HIDDEN_CACHE = 4           # (model, sequence) hidden states kept per worker: (n_ctx, d) each
 ARRAY_CACHE = 8            # open store groups kept per worker (metadata is read once)
+MMAP_THRESHOLD = 32 << 20  # bytes: glibc's largest; smaller temporaries come from the heap
+TRIM_THRESHOLD = 256 << 20  # bytes of freed heap kept for the next block instead of trimmed
 
 
 @dataclass
@@ -133,8 +135,8 @@ def _keep_temporaries_on_heap() -> None:
     if mallopt is None:
         return
     m_trim_threshold, m_mmap_threshold = -1, -3            # glibc malloc.h
-    mallopt(m_mmap_threshold, 32 << 20)
-    mallopt(m_trim_threshold, 256 << 20)
+    mallopt(m_mmap_threshold, MMAP_THRESHOLD)
+    mallopt(m_trim_threshold, TRIM_THRESHOLD)
 
 
 def _release_memory() -> None:
