@@ -15,14 +15,15 @@ recorded `tdos sweep configs/mamba370m-paper.yaml` on the random-init 370M (2 wo
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.config import SweepConfig
-from sweep.errors import ConfigError
+from sweep.config import SweepConfig, fingerprint
+from sweep.errors import ConfigError, StoreMismatch
 
 GiB, MiB = 1 << 30, 1 << 20
 D_REF = 1024                        # d_model of the measured blocks
@@ -123,6 +124,7 @@ def plan_sweep(cfg: SweepConfig, workers: int | None = None, scheduler: str | No
         seconds += n * _load_seconds(m.info, m.dtype)
         peak = max(peak, _worker_bytes(m, cfg, weights))
     seconds += n * WORKER_START_S
+    _check_existing_store(cfg)
     now = _du(Path(cfg.store))
     return SweepPlan(tuple(rows), cfg.store, n, store_bytes, now, _free(Path(cfg.store)), peak,
                      _memory_total(), kind in ("local", "auto", "cuda") and not scheduler, seconds)
@@ -136,6 +138,18 @@ def check_fits(plan: SweepPlan) -> None:
 
 
 # ---------------------------------------------------------------- pieces
+
+def _check_existing_store(cfg: SweepConfig) -> None:
+    """A store made from another config is refused here too (read-only), so --dry-run says
+    what the real run would."""
+    meta = Path(cfg.store) / "zarr.json"
+    if not meta.is_file():
+        return
+    attrs = json.loads(meta.read_text()).get("attributes", {})
+    if "fingerprint" in attrs and attrs["fingerprint"] != fingerprint(cfg):
+        raise StoreMismatch(f"store: {cfg.store} was made from a different config — use a new "
+                            f"--store path or the original config")
+
 
 def _seconds_per_token(info, dtype: str) -> float:
     family = "mamba" if info.arch == "mamba" else "attention"

@@ -159,3 +159,52 @@ def test_cli_prints_one_line_and_exits_2(tiny_checkpoints, tmp_path, capsys):
     assert err == (f"tdos: error: layers[0]: layer 5 out of range for {tiny_checkpoints['gpt2']} "
                    f"(0..1) — use a value < 2\n")
     assert not (tmp_path / "run.zarr").exists()      # refused before anything was written
+
+
+# ---------------------------------------------------------------- the plan (--dry-run)
+
+def test_dry_run_prints_the_plan_and_writes_nothing(tiny_checkpoints, tmp_path, capsys):
+    doc = _base(tiny_checkpoints, tmp_path)           # gpt2 d = 32, layers 0 and 1, 2 x 8 tokens, blocks of 4
+    code = main(["sweep", _write(tmp_path, doc), "--dry-run", "--workers", "2"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0 and not (tmp_path / "run.zarr").exists()
+    assert out[1].split() == ["gpt2", "float32", "0", "8", "4"] and out[2].split() == ["gpt2", "float32", "1", "8", "4"]
+    assert "blocks: 8" in out
+    # eigenvalues (complex64) + 4 fp32 scale/shift values per token, 32 tokens, + int64 ids
+    assert any(line.startswith(f"store on disk: <= {(32 * 32 * 8 + 32 * 16 + 16 * 8) / 1024:.3g} KiB")
+               for line in out)
+    assert out[-1].startswith("plan: 8 blocks over 2 layer rows; store <= ")
+
+
+def test_dry_run_refuses_another_configs_store(tiny_checkpoints, tmp_path, capsys):
+    import zarr
+
+    root = zarr.open_group(str(tmp_path / "run.zarr"), mode="w", zarr_format=3)
+    root.attrs["fingerprint"] = "0" * 64
+    code = main(["sweep", _write(tmp_path, _base(tiny_checkpoints, tmp_path)), "--dry-run"])
+    assert code == 2
+    assert capsys.readouterr().err.startswith(f"tdos: error: store: {(tmp_path / 'run.zarr').resolve()} "
+                                              f"was made from a different config — ")
+
+
+def test_core_hours_match_the_recorded_paper_sweep(tiny_checkpoints, tmp_path):
+    """configs/mamba370m-paper.yaml as it was benchmarked (random ids, 1 sequence, layers
+    0..47 at 128 tokens and 24 at 512, plus the fp64 rerun of layer 24 at 128) on Mamba-370M
+    shapes: benchmarks/README.md records 435 s on 2 workers = 870 core-seconds."""
+    import dataclasses
+
+    from sweep.budget import plan_sweep
+    from sweep.checkpoint import ModelInfo
+
+    cfg = load_config(_write(tmp_path, _base(tiny_checkpoints, tmp_path)))
+    m370 = ModelInfo("mamba", 48, 1024, None, 50277, weight_bytes=1_493_000_000,
+                     block_params=7_300_000, d_inner=2048, d_state=16)
+    rows32 = tuple((layer, 512 if layer == 24 else 128) for layer in (0, 8, 16, 24, 32, 40, 47))
+    models = [dataclasses.replace(cfg.models[0], name="mamba-370m", info=m370, layer_lengths=rows32),
+              dataclasses.replace(cfg.models[0], name="mamba-370m-float64", dtype="float64", info=m370,
+                                  layer_lengths=((24, 128),))]
+    paper = dataclasses.replace(cfg, models=models, compute=dataclasses.replace(cfg.compute, token_block=32),
+                                inputs=dataclasses.replace(cfg.inputs, sequences=1, length=512))
+    plan = plan_sweep(paper, workers=2)
+    assert plan.blocks == 44
+    assert 0.5 < plan.core_seconds / 870 < 2
