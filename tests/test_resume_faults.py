@@ -49,14 +49,18 @@ def _ledger(store) -> np.ndarray:
     return zarr.open_group(str(store), path=NAME, mode="r")["ledger"][...]      # (R, S, nb)
 
 
-def _wait_for_blocks(store, n: int, timeout: float = 120) -> int:
-    """Poll the ledger until at least n blocks are done; returns how many were."""
+def _wait_for_blocks(store, n: int, timeout: float = 300, proc=None, log=None) -> int:
+    """Poll the ledger until at least n blocks are done; returns how many were. With `proc`,
+    a sweep process that exits first fails the wait at once, with its output."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if (Path(store) / NAME / "ledger" / "zarr.json").is_file():
             done = int(np.count_nonzero(_ledger(store)))
             if done >= n:
                 return done
+        if proc is not None and proc.poll() is not None:
+            log.seek(0)
+            raise AssertionError(f"tdos sweep exited ({proc.returncode}) early:\n{log.read()}")
         time.sleep(0.02)
     raise AssertionError(f"fewer than {n} blocks landed in {timeout}s")
 
@@ -113,7 +117,7 @@ def test_interrupted_run_resumes_only_unfinished(tiny_checkpoints, tmp_path, cli
                              "--scheduler", client.scheduler.address],
                             cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     try:
-        _wait_for_blocks(cfg.store, 5)
+        _wait_for_blocks(cfg.store, 5, proc=proc, log=log)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=120) == 130
     finally:
