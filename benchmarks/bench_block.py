@@ -227,7 +227,7 @@ def phases(model, task, g, reps: int) -> dict:
     faults = (minor_faults() - f0) / (reps + 1) / J.shape[0]
     et, _, eig = timed(lambda: eigvals(J).numpy(), reps)
     d_np = None if delta is None else delta.numpy()
-    wt, _, _ = timed(lambda: store.write_block(g, task.row, task.seq, task.block, task.t0, eig, d_np), reps)
+    wt, _, _ = timed(lambda: store.write_block(g, task.row, task.seq, task.block, task.t0, store.BlockValues(eig, d_np)), reps)
     return {"hidden": hid, "jacobian": jt, "eig": et, "write": wt,
             "jac_minor_faults_per_token": faults, "J": J}
 
