@@ -108,6 +108,9 @@ def load_config(path, overrides: dict | None = None) -> SweepConfig:
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 text (byte offset {e.start}) — give a YAML config "
                           f"file") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: YAML nested too deeply to read — a sweep config is a few "
+                          f"levels deep; see configs/tiny.yaml") from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot read ({e.strerror}) — check its permissions") from None
     except yaml.YAMLError as e:

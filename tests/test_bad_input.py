@@ -192,3 +192,33 @@ def test_store_paths_that_cannot_hold_a_store(tiny_checkpoints, tmp_path):
         _assert_one_line_error(code, err)
         assert what in err
     assert sorted(os.listdir(tmp_path / "foreign")) == ["notes.txt"]
+
+
+YAML_NOISE = st.one_of(
+    st.binary(max_size=120),
+    st.text(max_size=120).map(str.encode),
+    st.lists(st.sampled_from(["model:", "  path: x", "inputs:", "- 1", "[", "]", "{", "}", ": ", "&a",
+                              "*a", "!!python/name:os.system", "\t", "---", "...", "? ", "%YAML 1.1",
+                              "layers: all", "store: ''", "\x00", "\ufeff", "'", '"']),
+             max_size=12).map(lambda parts: "\n".join(parts).encode("utf-8", "surrogatepass")),
+)
+
+
+@FAST
+@given(data=YAML_NOISE)
+def test_any_config_file_content_is_refused_in_one_line(tmp_path, data):
+    path = tmp_path / f"noise{next(_count)}.yaml"
+    path.write_bytes(data)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["sweep", str(path), "--dry-run"])
+    _assert_one_line_error(code, err.getvalue())
+
+
+def test_deeply_nested_yaml_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text("inputs: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["sweep", str(path), "--dry-run"])
+    _assert_one_line_error(code, err.getvalue())
