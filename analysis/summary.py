@@ -8,8 +8,6 @@ of the layer. Figures and Table I are `tdos analyze`'s job; this is the sanity c
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .aggregate import aggregate
 from .fits import WINDOW, fit_ir_from_hist
 from .rates import MODES, mode_key
