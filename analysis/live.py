@@ -11,7 +11,6 @@ read now, plus the last picture and β that `render_live` wrote.
 from __future__ import annotations
 
 import base64
-import inspect
 import json
 import os
 import time
@@ -21,10 +20,12 @@ import numpy as np
 
 from ._plot import new_figure, save, sweep_colors
 from .aggregate import aggregate
-from .fits import WINDOW, bootstrap_ir_from_hists, fit_ir_from_hist
+from .fits import WINDOW, fit_ir_from_hist
 from .observables import Spectrum
-from .rates import DEFAULT_MODES, MODES, N_COLS
-from .store import LEDGER_PENDING, LEDGER_FLAGGED, open_store
+from .rates import DEFAULT_MODES, MODES
+from .schema import DONE, FLAGGED, PENDING
+from .store import open_store
+from .tables import bootstrap_from_agg
 
 LIVE_BOOT = 200             # bootstrap draws per live β CI (the report uses more)
 LIVE_LEVEL = 0.9            # CI level
@@ -48,30 +49,29 @@ def render_live(store_path, out_png, window=WINDOW) -> Path:
 
 
 def beta_method(window) -> str:
-    return (f"β: slope − 1 of the grid fit of N(<λ) over λ in [{window[0]:g}, {window[1]:g}]; "
-            f"CI: {LIVE_LEVEL:.0%} percentile bootstrap over tokens (done blocks only), "
-            f"{LIVE_BOOT} draws; done counts every block in the ledger, flagged ones included")
+    return (f"β: slope − 1 of the grid fit of N(<λ) over λ in [{window[0]:g}, {window[1]:g}], "
+            f"all done tokens; CI: {LIVE_LEVEL:.0%} bootstrap, {LIVE_BOOT} replicates (the "
+            f"resampling unit per layer is in tdos.json); done counts every block in the "
+            f"ledger, flagged ones included")
 
 
 def live_betas(agg, window=WINDOW) -> dict:
-    """{layer: {modes: {beta, lo, hi}}} for both mode counts; None where no token is done."""
+    """{layer: {modes: {beta, lo, hi, method}}} for both mode counts; None where no token is
+    done. The same CI as `tdos analyze` (tables.bootstrap_from_agg), with fewer replicates."""
     out = {}
     for layer in agg.layers:
-        done = agg.token_done(layer)                                   # (seq, token)
-        seq = np.nonzero(done)[0]                                      # resampling tags
-        out[str(layer)] = {m: _beta_ci(agg.token_hist(layer, modes=m)[done].reshape(-1, N_COLS),
-                                       seq, window) for m in MODES}
+        out[str(layer)] = {m: _beta_ci(agg, layer, m, window) for m in MODES}
     return out
 
 
-def _beta_ci(units, seq, window) -> dict | None:
-    if not units.sum():
+def _beta_ci(agg, layer, modes, window) -> dict | None:
+    if not agg.token_done(layer).any():
         return None
-    kw = {"seq": seq} if "seq" in inspect.signature(bootstrap_ir_from_hists).parameters else {}
-    ci = bootstrap_ir_from_hists(units, window, n_boot=LIVE_BOOT, level=LIVE_LEVEL, **kw)
-    finite = [np.isfinite(v) for v in (ci.beta, ci.lo, ci.hi)]
-    return {"beta": float(ci.beta) if finite[0] else None,
-            "lo": float(ci.lo) if all(finite) else None, "hi": float(ci.hi) if all(finite) else None}
+    ci, _ = bootstrap_from_agg(agg, layer, None, modes, window, LIVE_BOOT, LIVE_LEVEL, seed=0)
+    ok = all(np.isfinite(v) for v in (ci.beta, ci.lo, ci.hi))
+    return {"beta": float(ci.beta) if np.isfinite(ci.beta) else None,
+            "lo": float(ci.lo) if ok else None, "hi": float(ci.hi) if ok else None,
+            "method": ci.method}
 
 
 def _write_json(path: Path, doc: dict) -> None:
@@ -111,8 +111,8 @@ def _model_counts(st, betas: dict) -> dict:
     for i, layer in enumerate(st.layers):
         row = led[i]
         layers.append({"layer": layer, "total": int((row >= 0).sum()),
-                       "done": int(((row >= 0) & (row != LEDGER_PENDING)).sum()),
-                       "flagged": int((row == LEDGER_FLAGGED).sum()),
+                       "done": int(((row >= 0) & (row != PENDING)).sum()),
+                       "flagged": int((row == FLAGGED).sum()),
                        "beta": betas.get(str(layer), {})})
     counts = {k: sum(r[k] for r in layers) for k in ("done", "flagged", "total")}
     return {"name": st.name, "counts": counts, "layers": layers}
@@ -146,6 +146,6 @@ def _model_panels(ax_rho, ax_beta, st, agg, window):
     ax_beta.axhline(0, color="k", lw=0.6)
     ax_beta.set_xlabel("layer")
     ax_beta.set_ylabel("current β (grid fit, ± regression s.e.)")
-    done = agg.ledger() == 1
+    done = agg.ledger() == DONE
     ax_beta.set_title("blocks aggregated per layer: " + ", ".join(
         f"{l}:{int(done[i].sum())}" for i, l in enumerate(st.layers[:12])), fontsize=8)

@@ -100,7 +100,7 @@ class ClusterConfig:
     address: str | None = None
     scheduler_file: str | None = None
     host: str | None = None
-    dashboard_address: str | None = "127.0.0.1:0"   # None: no dashboard
+    dashboard_address: str | None = "127.0.0.1:0"   # None: port 8787 on the scheduler's host
     tls: TLSConfig = field(default_factory=TLSConfig)
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     where: str = field(default="cluster", repr=False, compare=False)

@@ -89,7 +89,7 @@ def _model_table(m: dict, s: dict) -> str:
     head = "".join(f"<th>β, {e(mode)} modes</th>" for mode in modes)
     rows = []
     for r in m["layers"]:
-        cells = "".join(f"<td>{_beta(r.get('beta', {}).get(mode))}</td>" for mode in modes)
+        cells = "".join(_beta_cell(r.get("beta", {}).get(mode)) for mode in modes)
         rows.append(f"<tr><td>{r['layer']}</td><td>{r['done']}</td><td>{r['flagged']}</td>"
                     f"<td>{r['total']}</td>{cells}</tr>")
     c = m["counts"]
@@ -98,11 +98,12 @@ def _model_table(m: dict, s: dict) -> str:
             f"{''.join(rows)}</table>")
 
 
-def _beta(b: dict | None) -> str:
+def _beta_cell(b: dict | None) -> str:
+    """β [CI]; hovering shows how the CI was made (level, replicates, resampling unit)."""
     if not b or b.get("beta") is None:
-        return "–"
+        return "<td>–</td>"
     ci = "" if b.get("lo") is None else f" [{b['lo']:+.3f}, {b['hi']:+.3f}]"
-    return f"{b['beta']:+.3f}{ci}"
+    return f"<td title='{html.escape(b.get('method', ''), quote=True)}'>{b['beta']:+.3f}{ci}</td>"
 
 
 _CSS = ("body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;"

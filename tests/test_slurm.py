@@ -108,11 +108,11 @@ def test_scancel_mid_sweep_then_rerun(slurm, in_tmp, tiny_checkpoints, reference
     proc = subprocess.Popen([sys.executable, "-m", "sweep", "sweep", "sweep.yaml"],
                             cwd=in_tmp, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_for_blocks(doc["store"], 3)
+        wait_for_blocks(doc["store"], 3, timeout=600)
         first = _queue()
         subprocess.run(["scancel", *first], check=True)
         done_at_cancel = int(np.count_nonzero(ledger(doc["store"])))
-        code = proc.wait(timeout=300)
+        code = proc.wait(timeout=600)
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
@@ -142,7 +142,7 @@ def test_walltime_expiry_mid_sweep_moves_tasks_to_a_new_job(slurm, in_tmp, tiny_
         sweep = threading.Thread(target=lambda: out.update(result=run_sweep(cfg, client=client,
                                                                             progress=False)))
         sweep.start()
-        wait_for_blocks(cfg.store, 3)
+        wait_for_blocks(cfg.store, 3, timeout=600)
         first = _queue()
         # another user's long task takes the worker's only thread until the walltime
         holder = client.submit(time.sleep, 600, priority=100, pure=False)
@@ -151,7 +151,7 @@ def test_walltime_expiry_mid_sweep_moves_tasks_to_a_new_job(slurm, in_tmp, tiny_
             time.sleep(0.5)
         done_at_expiry = int(np.count_nonzero(ledger(cfg.store)))
         client.cancel(holder)
-        sweep.join(timeout=300)
+        sweep.join(timeout=600)
     result = out["result"]
     assert _job_state(first[0]) == "TIMEOUT"
     assert done_at_expiry < TOTAL

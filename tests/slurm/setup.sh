@@ -61,10 +61,18 @@ fi
 node_line=$(slurmd -C | head -1)
 node=$(echo "$node_line" | sed 's/^NodeName=\([^ ]*\).*/\1/')
 stop_daemons
+# ports of our own, free now: a SLURM already running here (the site's, or another DIR's)
+# keeps its 6817/6818 and is never talked to
+read -r ctld_port slurmd_port < <(python3 -c 'import socket
+s = [socket.socket() for _ in range(2)]
+[x.bind(("127.0.0.1", 0)) for x in s]
+print(*(x.getsockname()[1] for x in s))') || cannot "python3 is needed to pick free ports"
 mkdir -p "$dir/state" "$dir/spool"
 cat >"$conf" <<CONF
 ClusterName=tdostest
 SlurmctldHost=$node(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -101,6 +109,9 @@ for _ in $(seq 100); do
     sleep 0.2
 done
 [ "$state" = idle ] || cannot "node $node is '${state:-unknown}', not idle (see $dir/*.log)"
+for d in slurmctld slurmd; do
+    kill -0 "$(cat "$dir/$d.pid" 2>/dev/null)" 2>/dev/null || cannot "$d exited (see $dir/$d.log)"
+done
 answer=$(timeout 60 srun -N1 -n1 hostname 2>&1) || cannot "srun hostname failed: $answer"
 echo "SLURM up: node $node idle, srun hostname -> $answer"
 echo "SLURM_CONF=$conf"

@@ -1,0 +1,94 @@
+"""The /tdos page of the Dask dashboard, fetched over HTTP from real schedulers.
+
+(The page on a plain `dask scheduler` after a sweep: tests/test_dask_cli.py.)
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+import time
+import urllib.request
+
+import psutil
+from distributed import Client, LocalCluster
+
+from analysis import aggregate, fit_ir_from_hist
+from cluster.dashboard import TdosPage, page_link
+from sweep.config import config_from_dict
+from sweep.run import run_sweep
+from sweep_helpers import sweep_doc
+
+
+def _get(url: str) -> str:
+    return urllib.request.urlopen(url, timeout=30).read().decode()
+
+
+def _listening() -> set:
+    """TCP ports this process listens on (the LocalCluster's scheduler lives here)."""
+    return {c.laddr for c in psutil.Process().net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+
+
+def test_page_adds_no_listener_and_refreshes_while_running():
+    with LocalCluster(n_workers=0, host="127.0.0.1", scheduler_port=0,
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
+        before = _listening()
+        pushes = itertools.count()
+        snapshot = lambda running: {"store": "/data/run.zarr", "running": running,   # noqa: E731
+                                    "verdict": f"push {next(pushes)}", "models": []}
+        with TdosPage(client, snapshot, every=0.1) as page:
+            assert page.link == page_link(client) == client.dashboard_link.replace("/status", "/tdos")
+            assert page.note == f"  (tdos page: {page.link})"
+            first = _get(page.link)
+            assert "/data/run.zarr" in first and 'http-equiv="refresh"' in first
+            end = time.monotonic() + 20
+            while "push 0" in _get(page.link):                 # pushed again while running
+                assert time.monotonic() < end, "the page was not updated while running"
+                time.sleep(0.2)
+        last = _get(page.link)
+        assert _listening() == before                          # served by the dashboard's socket
+        assert 'http-equiv="refresh"' not in last and "ended" in last
+        (sweep,) = json.loads(_get(page.link + ".json"))["sweeps"]
+        assert sweep["running"] is False and sweep["store"] == "/data/run.zarr"
+
+
+def test_sweep_page_shows_counts_betas_and_tdos(tiny_checkpoints, tmp_path):
+    """A sweep on a LocalCluster with the live plot on: while it runs the page reloads
+    itself; at the end it holds every layer's counts and β with CI for both mode counts."""
+    doc = sweep_doc(tiny_checkpoints, tmp_path / "run.zarr")
+    doc["compute"].update(live_every=5, token_block=4)           # 3 layers x 4 seqs x 4 blocks
+    cfg = config_from_dict(doc)
+    with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1", scheduler_port=0,
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
+        link = page_link(client)
+        out = {}
+        sweep = threading.Thread(target=lambda: out.update(
+            result=run_sweep(cfg, client=client, progress=False)))
+        sweep.start()
+        seen_running = False
+        while sweep.is_alive():
+            try:
+                seen_running |= 'http-equiv="refresh"' in _get(link)
+            except urllib.error.HTTPError:                  # 404 until the sweep registers
+                pass
+            time.sleep(0.3)
+        sweep.join()
+        assert out["result"].exit_code == 0
+        page = _get(link)
+        (snap,) = json.loads(_get(link + ".json"))["sweeps"]
+    assert seen_running
+    assert str(tmp_path / "run.zarr") in page and "complete: 48/48 blocks" in page
+    assert "data:image/png;base64," in page                # the live TDOS picture
+    assert snap["modes"] == ["all-stable", "symmetry-removed"]
+    (model,) = snap["models"]
+    agg = aggregate(cfg.store).model("mamba")
+    for row in model["layers"]:
+        assert (row["done"], row["flagged"], row["total"]) == (16, 0, 16)
+        for modes in snap["modes"]:
+            b = row["beta"][modes]
+            want = fit_ir_from_hist(agg.hist(row["layer"], modes=modes)).beta   # the report's fit
+            assert abs(b["beta"] - want) < 1e-12 and b["lo"] < b["hi"], (row["layer"], modes, b)
+    # the page prints the same β and CI as the JSON carries
+    b0 = model["layers"][0]["beta"]["all-stable"]
+    assert re.search(re.escape(f"{b0['beta']:+.3f} [{b0['lo']:+.3f}, {b0['hi']:+.3f}]"), page)
