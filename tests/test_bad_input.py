@@ -222,3 +222,28 @@ def test_deeply_nested_yaml_is_refused_in_one_line(tmp_path):
     with contextlib.redirect_stderr(err):
         code = main(["sweep", str(path), "--dry-run"])
     _assert_one_line_error(code, err.getvalue())
+
+
+BYTES_MAMBA = Path(__file__).resolve().parents[1] / "checkpoints" / "tiny-mamba-bytes"
+
+
+@FAST
+@given(data=st.one_of(st.binary(max_size=64), st.text(max_size=40).map(lambda t: t.encode("utf-8", "surrogatepass"))))
+def test_any_text_file_is_read_or_refused_in_one_line(tmp_path, data):
+    """inputs.text of arbitrary bytes, read by the shipped byte-level tokenizer: a plan when
+    it is UTF-8 text of at least sequences*length = 8 bytes, else one line."""
+    work = tmp_path / f"w{next(_count)}"
+    work.mkdir()
+    (work / "t.txt").write_bytes(data)
+    doc = _base(BYTES_MAMBA, work / "run.zarr")
+    doc["inputs"]["text"] = "t.txt"
+    code, out, err = _run(doc, work, "--dry-run")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    ok = text is not None and "\x00" not in text and text.strip() != "" and len(data) >= 8
+    if ok:
+        assert code == 0 and out.splitlines()[-1].startswith("plan: 1 blocks"), err
+    else:
+        _assert_one_line_error(code, err)
