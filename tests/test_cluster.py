@@ -148,6 +148,22 @@ def test_slurm_job_script_gpu_and_cpu():
     assert "--nworkers 4" in cpu and "--nthreads 1" in cpu       # one 1-thread worker per core
 
 
+def test_slurm_cluster_scheduler_binds_host_and_dashboard():
+    """dask-jobqueue refuses host/dashboard_address as direct arguments (kind slurm died at
+    once); through scheduler_options they bind where the config says. No job is submitted
+    here: tests/test_slurm.py runs real jobs."""
+    from dask_jobqueue import SLURMCluster
+
+    from cluster.slurm import scheduler_options, slurm_job_kwargs
+
+    cfg = ClusterConfig(kind="slurm", host="127.0.0.1", slurm=SlurmConfig(cores=1, memory="1GB"))
+    with SLURMCluster(scheduler_options=scheduler_options(cfg), **slurm_job_kwargs(cfg)) as c:
+        assert c.scheduler_address.startswith("tcp://127.0.0.1:")
+        sockets = {s.getsockname()[0] for s in c.scheduler.http_server._sockets.values()}
+        assert sockets == {"127.0.0.1"} and c.dashboard_link.startswith("http://127.0.0.1:")
+    assert "host" not in scheduler_options(ClusterConfig(kind="slurm"))   # every interface
+
+
 def test_cluster_up_slurm_dry_run_prints_script(capsys):
     rc = up(["--kind", "slurm", "--dry-run", "--slurm-queue", "long", "--slurm-walltime",
              "12:00:00", "--slurm-memory", "64GB", "--slurm-gpus", "1"])
