@@ -52,6 +52,32 @@ def test_sweep_completes(swept, client):
     assert {r["linalg"] for r in result.results if "block" in r} == {expected}
 
 
+def _worker_numerics() -> tuple:
+    import torch
+
+    return (torch.__version__, torch.version.cuda, torch.backends.cuda.matmul.allow_tf32,
+            torch.backends.cudnn.allow_tf32)
+
+
+@pytest.mark.parametrize("name,dtype", [("mamba-float64", "float64"), ("gpt2", "float32")])
+def test_store_records_numerics_provenance(swept, client, name, dtype):
+    """torch and CUDA versions of the client and of every worker, TF32 off on every worker,
+    and per block the eigensolver that ran it (as the task reported it)."""
+    cfg, result = swept
+    st = open_store(cfg.store, model=name)
+    assert (st.software["torch"], st.software["cuda"]) == (torch.__version__, torch.version.cuda)
+    workers = client.run(_worker_numerics)
+    assert set(workers.values()) == {(torch.__version__, torch.version.cuda, False, False)}
+    assert [(w["torch"], w["cuda"]) for w in st.worker_software] == [(torch.__version__, torch.version.cuda)]
+    lib = linalg.resolve("auto", threads=1)["eig64" if dtype == "float64" else "eig32"]
+    want = {"torch": "torch-cpu", "openblas": "scipy-openblas"}[lib]
+    for r in result.results:
+        if r.get("model") == name and "block" in r:
+            assert r["eig_backend"] == want
+            assert st.eig_backend(r["layer"])[r["seq"], r["block"]] == want
+    assert all((st.eig_backend(layer) == want).all() for layer in st.layers)
+
+
 @pytest.mark.parametrize("name,arch", [("mamba-float64", "mamba"), ("gpt2", "gpt2"),
                                        ("mamba_ssm", "mamba_ssm")])
 def test_values_equal_direct_computation(swept, tiny_checkpoints, name, arch):
