@@ -240,3 +240,31 @@ def selective_scan_fast(hidden_states, dt, A, B, C, D=None, z=None, delta_bias=N
     if z is not None:
         y = y * F.silu(z)
     return (y, last) if return_last_state else y
+
+
+def install() -> None:
+    """Swap in the fast training scan after checking it against the reference it replaces.
+
+    The saved weights are plain transformers weights; the check guarantees the
+    function they were trained under computes what every loader will run.
+    """
+    from transformers.models.mamba import modeling_mamba
+
+    gen = torch.Generator().manual_seed(0)
+    b, d, L, N = 2, 8, 48, 4  # L = 3 chunks of 16: the carry across chunks is exercised
+    leaves = [torch.randn(b, d, L, generator=gen), torch.randn(b, d, L, generator=gen),
+              -torch.rand(d, N, generator=gen), torch.randn(b, N, L, generator=gen),
+              torch.randn(b, N, L, generator=gen), torch.randn(d, generator=gen),
+              torch.randn(b, d, L, generator=gen), torch.randn(d, generator=gen)]
+    # transposed, as the gradient reaching the scan inside MambaMixer is: not contiguous
+    weight = torch.randn(b, L, d, generator=gen).transpose(1, 2)
+
+    def value_and_grads(scan):
+        ts = [t.clone().requires_grad_() for t in leaves]
+        y = scan(*ts[:5], D=ts[5], z=ts[6], delta_bias=ts[7], delta_softplus=True)
+        return [y, *torch.autograd.grad((y * weight).sum(), ts)]
+
+    for new, ref in zip(value_and_grads(selective_scan_fast),
+                        value_and_grads(modeling_mamba.mamba_selective_scan)):
+        torch.testing.assert_close(new, ref, rtol=1e-4, atol=1e-4)
+    modeling_mamba.mamba_selective_scan = selective_scan_fast

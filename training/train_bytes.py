@@ -54,6 +54,7 @@ class TrainConfig:
     seed: int = 0
     eval_windows: int = 128
     log_every: int = 50
+    init_from: str = ""  # a checkpoint dir (ours) to continue from instead of a fresh init
 
     def __post_init__(self):
         if self.arch not in ("mamba", "gpt_neox"):
@@ -132,38 +133,36 @@ def build_model(cfg: TrainConfig):
     from transformers import AutoModelForCausalLM
 
     if cfg.arch == "mamba":
-        use_train_scan()
+        from mamba_train_scan import install  # training/ is on sys.path as the script's dir
+
+        install()
     torch.manual_seed(cfg.seed)
-    return AutoModelForCausalLM.from_config(build_config(cfg), dtype=torch.float32)
+    if not cfg.init_from:
+        return AutoModelForCausalLM.from_config(build_config(cfg), dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(cfg.init_from, dtype=torch.float32)
+    bookkeeping = {"_name_or_path", "architectures", "dtype", "transformers_version"}
+    shape = [{k: v for k, v in c.to_dict().items() if k not in bookkeeping}
+             for c in (model.config, build_config(cfg))]
+    if shape[0] != shape[1]:
+        raise ValueError(f"init_from: {cfg.init_from} is not a {cfg.arch} of d_model {cfg.d_model}, "
+                         f"{cfg.n_layers} layers as built here")
+    return model
 
 
-def use_train_scan() -> None:
-    """Swap in the fast training scan after checking it against the reference it replaces.
+def earlier_stages(cfg: TrainConfig) -> list[str]:
+    """The commands that trained --init-from's weights, read from its model card (in order)."""
+    if not cfg.init_from:
+        return []
+    card = (Path(cfg.init_from) / "README.md").read_text()
+    return [line for line in card.splitlines() if line.startswith("python training/train_bytes.py")]
 
-    The saved weights are plain transformers weights; the check guarantees the
-    function they were trained under computes what every loader will run.
-    """
-    from mamba_train_scan import selective_scan_fast  # training/ is on sys.path as the script's dir
-    from transformers.models.mamba import modeling_mamba
 
-    gen = torch.Generator().manual_seed(0)
-    b, d, L, N = 2, 8, 48, 4  # L = 3 chunks of 16: the carry across chunks is exercised
-    leaves = [torch.randn(b, d, L, generator=gen), torch.randn(b, d, L, generator=gen),
-              -torch.rand(d, N, generator=gen), torch.randn(b, N, L, generator=gen),
-              torch.randn(b, N, L, generator=gen), torch.randn(d, generator=gen),
-              torch.randn(b, d, L, generator=gen), torch.randn(d, generator=gen)]
-    # transposed, as the gradient reaching the scan inside MambaMixer is: not contiguous
-    weight = torch.randn(b, L, d, generator=gen).transpose(1, 2)
+def stage_tokens(command: str) -> int:
+    """Training tokens of one recorded command: steps run x batch x seq len."""
+    import shlex
 
-    def value_and_grads(scan):
-        ts = [t.clone().requires_grad_() for t in leaves]
-        y = scan(*ts[:5], D=ts[5], z=ts[6], delta_bias=ts[7], delta_softplus=True)
-        return [y, *torch.autograd.grad((y * weight).sum(), ts)]
-
-    for new, ref in zip(value_and_grads(selective_scan_fast),
-                        value_and_grads(modeling_mamba.mamba_selective_scan)):
-        torch.testing.assert_close(new, ref, rtol=1e-4, atol=1e-4)
-    modeling_mamba.mamba_selective_scan = selective_scan_fast
+    stage = parse_args(shlex.split(command)[2:])
+    return (stage.stop_after or stage.steps) * stage.batch * stage.seq_len
 
 
 def keep_freed_memory() -> None:
@@ -289,7 +288,7 @@ def command_line(cfg: TrainConfig, steps_done: int) -> str:
     return (f"python training/train_bytes.py --arch {cfg.arch} --out {cfg.out}{stop} "
             f"--steps {cfg.steps} --warmup {cfg.warmup} --minutes {cfg.minutes:g} --seed {cfg.seed} "
             f"--d-model {cfg.d_model} --batch {cfg.batch} --seq-len {cfg.seq_len} "
-            f"--lr {cfg.lr:g}")
+            f"--lr {cfg.lr:g}" + (f" --init-from {cfg.init_from}" if cfg.init_from else ""))
 
 
 def bits(nats: float) -> float:
@@ -327,7 +326,7 @@ linear warmup {cfg.warmup} steps then cosine to 10% of peak, grad-norm clip 1.0.
 {result['steps_done']} steps of batch {cfg.batch} x seq len {cfg.seq_len} random windows
 (seed {cfg.seed}): {result['steps_done'] * cfg.batch * cfg.seq_len:,} training tokens (bytes) seen.
 1 CPU thread, {result['wall_s'] / 60:.1f} minutes wall ({result['wall_s'] / max(result['steps_done'], 1):.2f} s a step,
-on a 2-core machine shared with other jobs).{stopped}{scan_note(cfg)}
+on a 2-core machine shared with other jobs).{stopped}{scan_note(cfg)}{continued(cfg, result)}
 {a_log_section(result.get('a_log'))}
 ## Loss
 Held-out loss: mean over {cfg.eval_windows} fixed, evenly spaced {cfg.seq_len}-byte windows,
@@ -341,17 +340,28 @@ the training byte frequencies (add-0.5 smoothing).
 ## Reproduce
 ```
 torch {torch.__version__}, Python {meta['python']}
-{command_line(cfg, result['steps_done'])}
+{chr(10).join(result['earlier_stages'] + [command_line(cfg, result['steps_done'])])}
 ```
 """
+
+
+def continued(cfg: TrainConfig, result: dict) -> str:
+    if not cfg.init_from:
+        return ""
+    earlier = sum(stage_tokens(c) for c in result["earlier_stages"])
+    total = earlier + result["steps_done"] * cfg.batch * cfg.seq_len
+    return (f"\n**Continued training:** these steps started from the weights in {cfg.init_from} "
+            f"(fresh optimizer state, new warmup), which the earlier command(s) under Reproduce had "
+            f"trained on {earlier:,} tokens: {total:,} training tokens seen in all.")
 
 
 def scan_note(cfg: TrainConfig) -> str:
     if cfg.arch != "mamba":
         return ""
-    return ("\nThe selective scan ran through training/mamba_train_scan.py (chunked, hand-written "
-            "backward), checked against transformers' reference scan at start-up; the weights "
-            "are plain transformers weights and load and run through the reference.")
+    return ("\nThe selective scan ran through training/mamba_train_scan.py (its fused C kernel, "
+            "training/selective_scan.c, with a hand-written backward), checked against transformers' "
+            "reference scan at start-up; the weights are plain transformers weights and load and "
+            "run through the reference.")
 
 
 def a_log_section(shift: dict | None) -> str:
@@ -364,7 +374,8 @@ def a_log_section(shift: dict | None) -> str:
 Over all {shift['entries']:,} A_log entries (every layer x channel x state; rate lambda_A = exp(A_log)):
 {shift['moved']:.1%} moved by |delta A_log| > 0.1 from their initial values (median |delta| {shift['median_abs_delta']:.3f},
 max {shift['max_abs_delta']:.2f}); the Kolmogorov-Smirnov distance between the initial and trained
-value sets is {shift['ks']:.3f}. lambda_A spans {lo0:.2f} ... {hi0:.2f} at init, {lo:.3g} ... {hi:.3g} trained.
+value sets is {shift['ks']:.3f} (the initial values are the atoms log 1 ... log N of S4D-real init: KS registers even small moves,
+the fraction moved is the robust measure). lambda_A spans {lo0:.2f} ... {hi0:.2f} at init, {lo:.3g} ... {hi:.3g} trained.
 """
 
 
@@ -375,38 +386,11 @@ def arch_details(cfg: TrainConfig) -> str:
             "parallel residual, max_position_embeddings 1024, untied embeddings.")
 
 
-def save_byte_tokenizer(out: Path) -> None:
-    """tokenizer.json + tokenizer_config.json mapping each byte to the id equal to its value.
-
-    The GPT-2 byte-to-unicode table gives every byte a printable character; a BPE with
-    those 256 characters as its vocabulary and no merges is then exactly bytes -> ids."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    # no special tokens: they would get ids >= 256; config.json already names 0 for pad/bos/eos
-    tok = Tokenizer(models.BPE(vocab=_bytes_to_unicode(), merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tok.decoder = decoders.ByteLevel()
-    PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(out)
-
-
-def _bytes_to_unicode() -> dict[str, int]:
-    """The GPT-2 table: printable characters for all 256 bytes, as {character: byte}."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) \
-        + list(range(ord("®"), ord("ÿ") + 1))
-    chars, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            chars[chr(b)] = b
-        else:
-            chars[chr(256 + extra)] = b
-            extra += 1
-    return chars
-
-
 def save(model, cfg: TrainConfig, meta: dict, result: dict) -> None:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    from byte_tokenizer import save_byte_tokenizer  # training/ is on sys.path as the script's dir
+
     model.save_pretrained(out, safe_serialization=True)
     save_byte_tokenizer(out)
     (out / "README.md").write_text(model_card(cfg, meta, result, n_params(model)))
@@ -428,7 +412,9 @@ def main(argv: list[str] | None = None) -> None:
     model = build_model(cfg)
     print(f"{cfg.arch}: {n_params(model):,} params; {meta}", flush=True)
     a_log_init = a_log_values(model)
+    stages = earlier_stages(cfg)  # read before --out (possibly the same dir) is overwritten
     result = train(model, train_data, cfg)
+    result["earlier_stages"] = stages
     if a_log_init.numel():
         result["a_log"] = a_log_shift(a_log_init, a_log_values(model))
     result["val_nats"] = evaluate(model, val_data, cfg)
