@@ -12,7 +12,7 @@ PY := .venv/bin/python
 venv: .venv/.ready
 
 test: .venv/.ready
-	$(PY) -m pytest -q -x --durations=15
+	$(PY) -m pytest -q -x -rs --durations=15
 
 demo: .venv/.ready
 	.venv/bin/tdos sweep configs/demo.yaml

@@ -81,7 +81,10 @@ def _serve(cluster, kind: str, scheduler_file: str | None) -> int:
         unit = "SLURM job(s) submitted" if kind == "slurm" else "worker(s)"
         print(f"tdos cluster up: {kind} cluster, {len(cluster.workers)} {unit}", flush=True)
         print(f"scheduler: {address}", flush=True)
-        print(f"dashboard: {cluster.dashboard_link or 'none'}", flush=True)
+        link = cluster.dashboard_link
+        print(f"dashboard: {link or 'none'}", flush=True)
+        if link:
+            print(f"tdos page (once a sweep runs): {link.rsplit('/', 1)[0]}/tdos", flush=True)
         if scheduler_file:
             print(f"scheduler file: {scheduler_file}", flush=True)
         print(f"run a sweep on it:\n  tdos sweep CONFIG.yaml --scheduler {address}", flush=True)

@@ -189,7 +189,8 @@ def test_cluster_up_subprocess_serves_until_sigint(tmp_path):
         text = "".join(lines)
         address = re.search(r"^scheduler: (tcp://127\.0\.0\.1:\d+)$", text, re.M).group(1)
         assert f"tdos sweep CONFIG.yaml --scheduler {address}" in text
-        assert re.search(r"^dashboard: http://127\.0\.0\.1:\d+/status$", text, re.M)
+        port = re.search(r"^dashboard: http://127\.0\.0\.1:(\d+)/status$", text, re.M).group(1)
+        assert f"tdos page (once a sweep runs): http://127.0.0.1:{port}/tdos" in text
         with Client(address) as client:
             assert client.submit(max, 4, 9).result() == 9
         with Client(scheduler_file=str(sf)) as client:

@@ -27,6 +27,11 @@ REPO = Path(__file__).resolve().parents[1]
 SETUP = REPO / "tests" / "slurm" / "setup.sh"
 
 
+# the first test also installs SLURM when missing (apt-get), and a walltime test waits
+# out a real 1-minute walltime
+pytestmark = pytest.mark.timeout(900)
+
+
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
     """SLURM_CONF of a running single-node SLURM; stopped after the module."""
@@ -121,6 +126,7 @@ def test_scancel_mid_sweep_then_rerun(slurm, in_tmp, tiny_checkpoints, reference
     assert done_at_cancel < TOTAL, "the sweep ended before scancel landed"
     assert code == 0, text
     assert f"sweep complete: {TOTAL}/{TOTAL} blocks" in text
+    assert "(tdos page: http://127.0.0.1:" in text            # the dashboard page on SLURM too
     assert _job_state(first[0]) == "CANCELLED"
     assert len(list(in_tmp.glob("slurm-*.out"))) == 2       # the cancelled job and its replacement
     _wait_queue_empty()
