@@ -48,17 +48,19 @@ def aggregate(store_path, path=None, progress=None) -> "Aggregate":
 
 
 def _open_root(path, st: Store):
-    """Open the aggregate; rebuild from scratch when it belongs to another store/config."""
+    """Open the aggregate; rebuild from scratch when it belongs to another store/config
+    (a store made again at the same path from the same config is another store)."""
     if os.path.exists(path):
         root = zarr.open_group(path, mode="r+")
         a = root.attrs
         if (a.get("agg_format") == AGG_FORMAT and a.get("fingerprint") == st.fingerprint
+                and a.get("creation_id") == st.creation_id
                 and a.get("models") == st.models and _shapes_match(root, st)):
             return root
         shutil.rmtree(path)
     root = zarr.open_group(path, mode="w")
     root.attrs.update({"agg_format": AGG_FORMAT, "fingerprint": st.fingerprint,
-                       "models": st.models, "store": os.path.abspath(st.path)})
+                       "creation_id": st.creation_id, "models": st.models, "store": os.path.abspath(st.path)})
     return root
 
 
@@ -228,8 +230,9 @@ class Aggregate:
         return float(np.nanmin(m)) if np.isfinite(m).any() else float("nan")
 
     def _stamp(self):
-        """Changes whenever the aggregate ledger changes, invalidating the per-layer cache."""
-        return hash(self.ledger().tobytes())
+        """Changes whenever the aggregate ledger or the store behind it changes,
+        invalidating the per-layer cache."""
+        return hash((self.root.attrs.get("creation_id"), self.ledger().tobytes()))
 
 
 @lru_cache(maxsize=16)

@@ -98,6 +98,11 @@ class Store:
     def fingerprint(self) -> str:
         return str(self.root.attrs.get("fingerprint", ""))
 
+    @property
+    def creation_id(self) -> str:
+        """New each time a store is created: with the fingerprint, the store's identity."""
+        return str(self.root.attrs["creation_id"])
+
     @cached_property
     def layers(self) -> list[int]:
         """Model layer index of each planned row."""

@@ -185,3 +185,25 @@ def test_shift_direction_removes_a_second_mode_exactly_and_incrementally(tmp_pat
     np.testing.assert_array_equal(inc.hist(0, modes="symmetry-removed"), histogram(cls.stable))
     rho, r = st.norm_directions(0, 0)
     assert rho.shape == r.shape == (32, 2) and np.all(rho[:, 1] == 1)
+
+
+def test_aggregate_of_a_store_made_again_at_the_same_path_is_rebuilt(tmp_path):
+    """Same config (fingerprint), other content: a text file or the weights changed behind
+    their paths and the store was deleted and swept again. Its aggregate is rebuilt, and the
+    in-process cache of aggregate arrays serves the new content."""
+    import shutil
+
+    path = tmp_path / "run.zarr"
+    old, new = (synthetic_model(rows=1, lmax=16, d=24, n_ir=12, beta=b, seed=s)
+                for b, s in ((-0.2, 1), (0.3, 2)))
+    write_store(path, [old])
+    fingerprint = zarr.open_group(str(path), mode="r").attrs["fingerprint"]
+    first = aggregate(path).hist(0)                              # cached in this process
+    shutil.rmtree(path)
+    write_store(path, [new])
+    root = zarr.open_group(str(path), mode="r+")
+    root.attrs["fingerprint"] = fingerprint                      # the same config
+    root.attrs["creation_id"] = "another store"
+    again = aggregate(path).hist(0)
+    np.testing.assert_array_equal(again, aggregate(path, path=str(tmp_path / "scratch.agg")).hist(0))
+    assert not np.array_equal(again, first)
