@@ -7,9 +7,12 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import psutil
 from distributed import Client, LocalCluster
@@ -19,6 +22,8 @@ from cluster.dashboard import TdosPage, page_link
 from sweep.config import config_from_dict
 from sweep.run import run_sweep
 from sweep_helpers import sweep_doc
+
+REPO = str(Path(__file__).resolve().parents[1])
 
 
 def _get(url: str) -> str:
@@ -92,3 +97,41 @@ def test_sweep_page_shows_counts_betas_and_tdos(tiny_checkpoints, tmp_path):
     # the page prints the same β and CI as the JSON carries
     b0 = model["layers"][0]["beta"]["all-stable"]
     assert re.search(re.escape(f"{b0['beta']:+.3f} [{b0['lo']:+.3f}, {b0['hi']:+.3f}]"), page)
+
+
+# A `dask scheduler` whose Python cannot import tdos: the editable install's finder and the
+# repository are taken off the import path before the scheduler starts.
+_SCHEDULER_WITHOUT_TDOS = """
+import importlib.util, sys
+sys.meta_path = [f for f in sys.meta_path if 'editable' not in repr(f)]
+sys.path = [p for p in sys.path if p not in ('', '.', REPO)]
+assert importlib.util.find_spec('cluster') is None, 'tdos still importable'
+sys.argv = ['dask-scheduler', '--host', '127.0.0.1', '--port', '0',
+            '--dashboard-address', '127.0.0.1:0', '--scheduler-file', FILE]
+from distributed.cli.dask_scheduler import main
+main()
+"""
+
+
+def test_page_on_a_scheduler_that_cannot_import_tdos(tmp_path):
+    sf = tmp_path / "scheduler.json"
+    code = _SCHEDULER_WITHOUT_TDOS.replace("REPO", repr(str(REPO))).replace("FILE", repr(str(sf)))
+    log = open(tmp_path / "scheduler.log", "w")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+        end = time.monotonic() + 60
+        while not sf.is_file():
+            assert proc.poll() is None and time.monotonic() < end, (tmp_path / "scheduler.log").read_text()
+            time.sleep(0.1)
+        with Client(scheduler_file=str(sf)) as client:
+            # a lambda travels by value (a function of this module would need the module there)
+            finds = lambda: __import__("importlib.util").util.find_spec("cluster") is not None  # noqa: E731
+            assert client.run_on_scheduler(finds) is False
+            snapshot = lambda running: {"store": "/data/run.zarr", "running": running}  # noqa: E731
+            with TdosPage(client, snapshot, every=1) as page:
+                assert page.link, page.note
+            assert "/data/run.zarr" in _get(page.link)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
