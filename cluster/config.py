@@ -70,13 +70,13 @@ class SlurmConfig:
                               f"set cores >= gpus")
         try:
             parse_bytes(self.memory)
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, AttributeError, OverflowError):  # lists, inf: not sizes
             raise ConfigError(f"{w}.memory: {self.memory!r} is not a size; write e.g. '16GB'") from None
         try:
             _walltime_seconds(self.walltime)
         except (ValueError, TypeError):
             raise ConfigError(f"{w}.walltime: {self.walltime!r} is not HH:MM:SS; write e.g. '02:00:00'") from None
-        if isinstance(self.job_extra_directives, str) or not all(
+        if not isinstance(self.job_extra_directives, (list, tuple)) or not all(
                 isinstance(d, str) for d in self.job_extra_directives):
             raise ConfigError(f"{w}.job_extra_directives: expected a list of strings like ['--qos=high']")
         object.__setattr__(self, "job_extra_directives", tuple(self.job_extra_directives))
@@ -122,7 +122,7 @@ class ClusterConfig:
         if self.memory_limit is not None and self.memory_limit != "auto":
             try:
                 parse_bytes(self.memory_limit)
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, AttributeError, OverflowError):  # lists, inf: not sizes
                 raise ConfigError(f"{w}.memory_limit: {self.memory_limit!r} is not a size; "
                                   f"write e.g. '4GB', 'auto' or null") from None
         if self.kind == "scheduler" and not (self.address or self.scheduler_file):

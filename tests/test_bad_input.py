@@ -33,7 +33,7 @@ def _base(ckpt: Path, store: Path) -> dict:
             "inputs": {"sequences": 1, "length": 8, "seed": 0},
             "layers": [0], "store": str(store),
             "compute": {"token_block": 8, "live_every": 0},
-            "cluster": {"kind": "local", "workers": 1}, "analysis": {}}
+            "cluster": {"kind": "local", "workers": 1, "slurm": {}}, "analysis": {}}
 
 
 def _run(doc: dict, work: Path, *extra: str) -> tuple[int, str, str]:
@@ -64,7 +64,8 @@ FIELDS = ["model", "model.path", "model.dtype", "model.revision", "model.name", 
           "inputs", "inputs.sequences", "inputs.length", "inputs.seed", "inputs.text",
           "inputs.tokenizer", "layers", "store", "compute", "compute.token_block",
           "compute.device", "compute.live_every", "compute.cpu_linalg", "cluster.kind",
-          "cluster.workers", "analysis.lengths", "analysis.layer", "unknown_top_level",
+          "cluster.workers", "cluster.memory_limit", "cluster.slurm.memory",
+          "cluster.slurm.job_extra_directives", "analysis.lengths", "analysis.layer", "unknown_top_level",
           "inputs.unknown"]
 
 
