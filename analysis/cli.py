@@ -8,6 +8,7 @@ import sys
 from .rates import DEFAULT_MODES, MODES
 from .report import analyze
 from .store import StoreError
+from .uncertainty import law_lines
 
 
 def parser() -> argparse.ArgumentParser:
@@ -51,7 +52,9 @@ def main(argv=None) -> int:
         parts = [f"{m} β = {row.get('beta', m):+.3f} [{row.get('ci_lo', m):+.3f}, "
                  f"{row.get('ci_hi', m):+.3f}] ({row.get('n_modes', m):,} modes)" for m in MODES]
         print(f"{name}: layer {r.layer}, L = {row.L}: " + "; ".join(parts)
-              + f"; Δβ = {row.delta_beta:+.3f}")
+              + f"; Δβ = {row.delta_beta:+.3f}; CIs resample {row.ci_unit}")
+        for line in law_lines(r.extra["laws"]) if r.extra.get("laws") else []:
+            print("  " + line)
     print(f"report: {out}/report.md")
     return 0
 

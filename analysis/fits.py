@@ -6,6 +6,7 @@ same in the least squares, whatever the mode density, and N at an edge is exactl
 streaming histograms hold, so a fit from `<store>.agg` equals the fit from raw rates bit for
 bit (live β = final β). `points="rates"` evaluates N(≤λ_i) = i at every sorted in-window rate
 instead (weights dense regions more; kept for comparison with point-wise fits).
+Confidence intervals of β: `bootstrap.py` (resampling units: `resampling.py`).
 """
 from __future__ import annotations
 
@@ -100,84 +101,6 @@ def _fit_points(x, n_cum, window, n_modes, points, n_total):
     s, a, r2, se = _regress(np.log10(x[ok]), np.log10(n_cum[ok]))
     return IRFit(s=s, beta=s - 1, r2=r2, n_modes=n_modes, window=tuple(window), intercept=a,
                  stderr=se, x=x, n_cum=n_cum, points=points, n_total=n_total)
-
-
-# ----------------------------------------------------------------------------- bootstrap
-@dataclass
-class BootstrapIR:
-    """Percentile bootstrap CI of β from resampling whole blocks with replacement."""
-    fit: IRFit
-    lo: float
-    hi: float
-    level: float
-    n_boot: int
-    n_blocks: int
-    betas: np.ndarray = field(repr=False)
-
-    @property
-    def beta(self):
-        return self.fit.beta
-
-    @property
-    def se(self):
-        return float(np.nanstd(self.betas))
-
-    def covers(self, beta):
-        return self.lo <= beta <= self.hi
-
-    def plot(self, ax=None):
-        ax = axes_or_new(ax)
-        ax.hist(self.betas[np.isfinite(self.betas)], bins=40, color="0.6")
-        for v, ls in ((self.lo, "--"), (self.hi, "--"), (self.beta, "-")):
-            ax.axvline(v, color="C3", ls=ls)
-        ax.set_xlabel("β (bootstrap replicates)")
-        ax.set_ylabel("replicates")
-        ax.set_title(f"{self.level:.0%} CI [{self.lo:+.3f}, {self.hi:+.3f}], {self.n_blocks} blocks")
-        return ax
-
-
-def bootstrap_ir_exponent(rates_by_block, window=WINDOW, n_boot=1000, level=0.9, seed=0):
-    """Resample whole blocks (e.g. one token's eig(J_tt)): the d eigenvalues of one matrix are
-    correlated, so resampling single eigenvalues would understate the spread."""
-    blocks = [_clean(b) for b in rates_by_block]
-    x = EDGES[grid_indices(window)]
-    cum = np.stack([np.searchsorted(b, x, "left") for b in blocks])      # (n_blocks, n_pts)
-    fit = fit_ir_exponent(np.concatenate(blocks), window)
-    return _bootstrap(cum, x, fit, n_boot, level, seed)
-
-
-def bootstrap_ir_from_hists(block_hists, window=WINDOW, n_boot=1000, level=0.9, seed=0):
-    """Same as `bootstrap_ir_exponent` from (n_blocks, col) global-bin histograms."""
-    h = np.asarray(block_hists, np.int64)
-    idx = grid_indices(window)
-    cum = cumulative_at_edges(h)[:, idx]
-    return _bootstrap(cum, EDGES[idx], fit_ir_from_hist(h.sum(0), window), n_boot, level, seed)
-
-
-def _bootstrap(cum, x, fit, n_boot, level, seed):
-    rng = np.random.default_rng(seed)
-    nb = cum.shape[0]
-    draws = rng.integers(0, nb, size=(n_boot, nb)) + nb * np.arange(n_boot)[:, None]
-    weights = np.bincount(draws.ravel(), minlength=n_boot * nb).reshape(n_boot, nb)
-    n_cum = (weights @ cum).astype(np.float64)                   # (n_boot, n_pts)
-    betas = _slopes(np.log10(x), n_cum) - 1
-    q = (1 - level) / 2
-    lo, hi = np.nanquantile(betas, [q, 1 - q])
-    return BootstrapIR(fit=fit, lo=float(lo), hi=float(hi), level=level, n_boot=n_boot,
-                       n_blocks=nb, betas=betas)
-
-
-def _slopes(logx, n_cum):
-    """Row-wise least-squares slopes of log10 n_cum on logx, skipping zero counts."""
-    w = (n_cum > 0).astype(np.float64)
-    y = np.log10(np.where(n_cum > 0, n_cum, 1.0))
-    sw = w.sum(1)
-    mx = (w * logx).sum(1) / np.maximum(sw, 1)
-    my = (w * y).sum(1) / np.maximum(sw, 1)
-    dx = logx - mx[:, None]
-    sxx = (w * dx * dx).sum(1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(sw >= 3, (w * dx * (y - my[:, None])).sum(1) / sxx, np.nan)
 
 
 # ----------------------------------------------------------------------------- MLE

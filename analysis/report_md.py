@@ -5,6 +5,7 @@ import os
 
 from .rates import MODES, SCALE_RESIDUAL_MAX
 from .tables import PAPER_BETA, PAPER_MODES, PAPER_PYTHIA
+from .uncertainty import laws_markdown, table_note
 
 FIGURE_CAPTIONS = {
     "fig1_collective_spectrum.png": "Fig 1: eigenvalues ζ of J_tt (plane, near ζ=1, |ζ|, θ, λ–θ), "
@@ -110,9 +111,11 @@ def _model_section(name, r, window, rel) -> list:
           f"- inputs: {inputs_line(r.extra.get('inputs', {}))}",
           f"- representative layer {r.layer}, L = {r.L}: {_modes_line(r)}",
           f"- figures draw the **{r.modes}** count (`tdos analyze --modes`); tables carry both", "",
-          f"### Table I (layer {r.layer})", "", table_markdown(r), "", _reference_line(r), "",
-          symmetry_sentences(r, window), "",
-          f"### β across depth (L = {r.L})", "", r.depth.to_markdown(), ""]
+          f"### Table I (layer {r.layer})", "", table_markdown(r), "",
+          table_note(r.table, int(r.extra.get("inputs", {}).get("sequences", 1))), "",
+          _reference_line(r), "", symmetry_sentences(r, window), "",
+          f"### β across depth (L = {r.L})", "", r.depth.to_markdown(), "",
+          *laws_markdown(r.extra.get("laws"))]
     for p in r.extra.get("precision", []):
         if p["reference"] == name:
             md += precision_lines(p)

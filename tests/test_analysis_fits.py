@@ -70,24 +70,30 @@ def block_trial(rng, beta, n_blocks=400, centers=12, dups=4, lam_max=0.06):
     return list((c * np.exp(0.05 * rng.normal(size=(n_blocks, centers, dups)))).reshape(n_blocks, -1))
 
 
-def test_block_bootstrap_covers_true_beta_at_nominal_rate():
-    rng = np.random.default_rng(11)
-    beta, level, trials = -0.2, 0.9, 200
-    hits = 0
-    for i in range(trials):
-        ci = bootstrap_ir_exponent(block_trial(rng, beta), WINDOW, n_boot=200, level=level, seed=i)
-        hits += ci.covers(beta)
-    assert hits / trials >= level - 0.05, hits / trials
+def test_independent_tokens_get_short_blocks_and_a_token_sized_interval():
+    """Uncorrelated tokens: the measured autocorrelation gives k ≤ 3, and the interval is
+    about as wide as the i.i.d. single-token one (coverage itself: test_bootstrap_coverage)."""
+    blocks = block_trial(np.random.default_rng(11), -0.2)
+    auto = bootstrap_ir_exponent(blocks, WINDOW, n_boot=400, seed=0)
+    iid = bootstrap_ir_exponent(blocks, WINDOW, n_boot=400, seed=0, unit="tokens")
+    assert auto.block_length <= 3 and iid.unit == "single tokens (i.i.d.)"
+    assert 0.85 < (auto.hi - auto.lo) / (iid.hi - iid.lo) < 1.35
+    assert auto.lo < auto.beta < auto.hi
 
 
-def test_single_eigenvalue_resampling_would_understate_the_spread():
-    """Why blocks: treating each of 4 near-copies as independent shrinks the CI by ~2."""
+def test_correlated_neighbours_are_found_and_blocked():
+    """Feed each mode as its own 'token': 4 neighbours are near-copies. Drawing them i.i.d.
+    shrinks the CI by ~2; the automatic rule measures the correlation and blocks them."""
     blocks = block_trial(np.random.default_rng(3), -0.2)
-    by_block = bootstrap_ir_exponent(blocks, WINDOW, n_boot=200, seed=0)
-    by_mode = bootstrap_ir_exponent([[x] for x in np.concatenate(blocks)], WINDOW, n_boot=200, seed=0)
-    assert by_block.beta == by_mode.beta
+    by_block = bootstrap_ir_exponent(blocks, WINDOW, n_boot=300, seed=0, unit="tokens")
+    singles = [[x] for x in np.concatenate(blocks)]
+    by_mode = bootstrap_ir_exponent(singles, WINDOW, n_boot=300, seed=0, unit="tokens")
+    auto = bootstrap_ir_exponent(singles, WINDOW, n_boot=300, seed=0)
+    assert by_block.beta == by_mode.beta == auto.beta
     ratio = (by_block.hi - by_block.lo) / (by_mode.hi - by_mode.lo)
     assert 1.5 < ratio < 2.6, ratio
+    assert auto.block_length >= 4
+    assert 0.8 < (auto.hi - auto.lo) / (by_block.hi - by_block.lo) < 1.4
 
 
 def test_memory_kernel_matches_laplace_transforms():
