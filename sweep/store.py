@@ -34,7 +34,9 @@ def open_root(cfg: SweepConfig, create: bool = True) -> zarr.Group:
     if (p / "zarr.json").is_file():
         root = zarr.open_group(str(p), mode="r+")
         _check_same_config(root, cfg)
-        root.attrs["analysis"] = _jsonable(asdict(cfg.analysis))   # not identity: may change
+        analysis = _jsonable(asdict(cfg.analysis))        # not identity: may change
+        if root.attrs.get("analysis") != analysis:        # a reopened store stays untouched
+            root.attrs["analysis"] = analysis
         return root
     if p.exists() and any(p.iterdir()):
         raise StoreMismatch(f"store: {p} exists and is not a tdos store; choose another path")
