@@ -102,7 +102,7 @@ def bootstrap_ir_from_hists(token_hists, window=WINDOW, n_boot=1000, level=0.9, 
     h = np.asarray(token_hists, np.int64)
     order, s = group_by_sequence(seq, len(h))
     idx = grid_indices(window)
-    hs = h[order]
+    hs = h if (order == np.arange(len(h))).all() else h[order]
     # N(<EDGES[k]) = columns 0..k summed (column 0: below the first edge); only k in idx needed
     cum = np.cumsum(hs[:, idx[0]:idx[-1] + 1], axis=1)[:, idx - idx[0]] \
         + hs[:, :idx[0]].sum(1, keepdims=True)                          # (N, n_pts)

@@ -118,15 +118,19 @@ def _circular_block_sums(v, seq, k):
 
 def _draw_sums(units, n_draw, n_boot, rng):
     """(n_boot, p): sums of n_draw units drawn uniformly with replacement, per replicate.
-    Replicates go in chunks so the (chunk, n_units) count matrix stays ~32 MB."""
-    n = len(units)
-    chunk = max(1, min(n_boot, 2 ** 22 // max(n, 1)))
-    out = np.empty((n_boot, units.shape[1]))
+    Few draws (blocks): gather the drawn units; many (single tokens): a (chunk, n_units)
+    count matrix times the units, chunked to stay ~32 MB. The draws are the same either way."""
+    n, p = units.shape
+    chunk = max(1, min(n_boot, 2 ** 22 // max(n_draw * p if n_draw < n else n, 1)))
+    out = np.empty((n_boot, p))
     for b0 in range(0, n_boot, chunk):
         c = min(chunk, n_boot - b0)
-        draws = rng.integers(0, n, size=(c, n_draw)) + n * np.arange(c)[:, None]
-        counts = np.bincount(draws.ravel(), minlength=c * n).reshape(c, n)
-        out[b0:b0 + c] = counts @ units
+        draws = rng.integers(0, n, size=(c, n_draw))
+        if n_draw < n:
+            out[b0:b0 + c] = units[draws].sum(1)
+        else:
+            flat = (draws + n * np.arange(c)[:, None]).ravel()
+            out[b0:b0 + c] = np.bincount(flat, minlength=c * n).reshape(c, n).astype(np.float64) @ units
     return out
 
 
@@ -135,6 +139,8 @@ def group_by_sequence(seq, n):
     s = np.zeros(n, np.int64) if seq is None else np.asarray(seq).ravel()
     if len(s) != n:
         raise ValueError(f"seq has {len(s)} entries for {n} tokens")
+    if len(s) < 2 or (s[1:] >= s[:-1]).all():     # already grouped: no copy of the data
+        return np.arange(len(s)), s
     order = np.argsort(s, kind="stable")
     return order, s[order]
 

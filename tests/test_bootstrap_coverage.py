@@ -8,6 +8,7 @@ expectation over a ~ N(0, 1) taken by Gauss–Hermite quadrature.
 """
 import numpy as np
 import pytest
+from scipy.signal import lfilter
 
 from analysis import bootstrap_ir_exponent, bootstrap_ir_from_hists
 from analysis.bootstrap import _slopes
@@ -22,11 +23,8 @@ N_SEQ, N_TOK, D = 2, 512, 64
 def ar1(rng, n_seq, n_tok, phi):
     """(n_seq, n_tok) stationary AR(1) with unit variance."""
     e = rng.normal(size=(n_seq, n_tok))
-    a = np.empty_like(e)
-    a[:, 0] = e[:, 0]
-    for t in range(1, n_tok):
-        a[:, t] = phi * a[:, t - 1] + np.sqrt(1 - phi ** 2) * e[:, t]
-    return a
+    e[:, 1:] *= np.sqrt(1 - phi ** 2)                  # a_0 = e_0, a_t = φ a_{t−1} + √(1−φ²) e_t
+    return lfilter([1.0], [1.0, -phi], e, axis=1)
 
 
 def drifting_spectra(rng, phi=PHI, sigma=SIGMA, n_seq=N_SEQ, offsets=None):
