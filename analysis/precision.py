@@ -189,7 +189,8 @@ def compare_precision(path_a, path_b=None, model_a=None, model_b=None, layer=Non
 
 def precision_pairs(stores) -> list:
     """(reference, other, layer) for every two models of one checkpoint (path, revision) in
-    different dtypes that share a layer: the fp64 reruns of a paper config."""
+    different dtypes that share a layer: the fp64 reruns of a paper config. The layer is 24
+    (the paper's representative) when both hold it, else the middle shared layer."""
     out = []
     names = list(stores)
     for i, a in enumerate(names):
@@ -200,5 +201,5 @@ def precision_pairs(stores) -> list:
             shared = sorted(set(sa.layers) & set(sb.layers))
             if same and sa.dtype != sb.dtype and shared:
                 ref, other = (a, b) if sa.dtype == "float64" else (b, a)
-                out.append((ref, other, shared[0]))
+                out.append((ref, other, 24 if 24 in shared else shared[len(shared) // 2]))
     return out
