@@ -126,3 +126,10 @@ def test_drop_in_through_the_unmodified_hf_model(monkeypatch):
     torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
     for name, g in grads.items():
         torch.testing.assert_close(g, ref_grads[name], rtol=1e-3, atol=1e-5, msg=name)
+
+
+def test_install_checks_then_swaps_the_scan_in(monkeypatch):
+    """install() is what training calls: after its check the MambaMixer calls the fast scan."""
+    monkeypatch.setattr(modeling_mamba, "mamba_selective_scan", REFERENCE)  # restored afterwards
+    ms.install()
+    assert modeling_mamba.mamba_selective_scan is ms.selective_scan_fast
