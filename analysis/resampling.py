@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from ._plot import axes_or_new
+
 SEQUENCES_MIN = 20      # sequences needed to resample whole sequences (see module docstring)
 BLOCK_FACTOR = 2        # k = BLOCK_FACTOR × Politis–White length
 UNITS = ("auto", "sequences", "blocks", "tokens")
@@ -67,6 +69,20 @@ class Resampling:
         """What one draw is, in words."""
         return {"sequences": "sequences", "tokens": "single tokens (i.i.d.)"}.get(
             self.kind, f"moving blocks of {self.block_length} tokens")
+
+    def plot(self, ax=None):
+        """The measured autocorrelation that set k, with k marked."""
+        ax = axes_or_new(ax)
+        if len(self.acf):
+            ax.plot(np.arange(len(self.acf)), self.acf, "o-", ms=3, label="ρ(lag), influence series")
+        if self.kind == "blocks":
+            ax.axvline(self.block_length, color="C3", ls="--", label=f"k = {self.block_length}")
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_xlabel("lag (tokens)")
+        ax.set_ylabel("autocorrelation")
+        ax.set_title(self.unit, fontsize=9)
+        ax.legend(fontsize=8)
+        return ax
 
     def interval(self, point, replicates, level):
         """(lo, hi): the percentile interval of `replicates`, each side stretched about

@@ -55,3 +55,26 @@ def test_a_steeper_spectrum_is_told_apart():
     ker = kernel_exponent_from_hists(histogram_rows(lam), seq, BETA, (BETA - 0.02, BETA + 0.02),
                                      n_boot=300)
     assert ker.lo <= 1.0 <= ker.hi and not ker.consistent, ker.describe()
+
+
+def test_every_result_plots_on_a_given_axes():
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from analysis import bootstrap_ir_from_hists
+    from analysis.selfavg import ir_resolution_from_hists, self_averaging_from_hists
+    from analysis.uncertainty import MeasuredLaws
+    lam, seq = tokens(np.random.default_rng(3))
+    h = histogram_rows(lam)
+    by_seq = [h[seq == s] for s in range(N_SEQ)]
+    boot = bootstrap_ir_from_hists(h, seq=seq, n_boot=50)
+    laws = MeasuredLaws(0, N_TOK, boot.beta, (boot.lo, boot.hi), boot.unit,
+                        self_averaging_from_hists(by_seq),
+                        ir_resolution_from_hists(by_seq, D, boot.beta, (boot.lo, boot.hi)),
+                        kernel_exponent_from_hists(h, seq, boot.beta, (boot.lo, boot.hi), n_boot=50))
+    for obj in (boot, boot.resampling, laws, laws.self_averaging, laws.resolution, laws.kernel,
+                next(iter(laws.resolution.fits.values()))):
+        ax = Figure().add_subplot()
+        assert obj.plot(ax) is ax and ax.has_data()
+    assert laws.to_dict()["memory_kernel"]["unit"] == boot.unit
