@@ -6,7 +6,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import zarr
+from distributed import Client, LocalCluster
 
 NAME = "mamba"
 TOTAL = 3 * 4 * 16          # 3 layers x 4 sequences x 16 one-token blocks
@@ -19,6 +21,22 @@ def sweep_doc(ck, store, cluster: dict | None = None) -> dict:
     if cluster is not None:
         doc["cluster"] = cluster
     return doc
+
+
+@pytest.fixture(scope="session")
+def reference(tiny_checkpoints, tmp_path_factory):
+    """Arrays of `sweep_doc` run on a local cluster: what every other cluster must reproduce.
+    Modules share it by importing it (`from sweep_helpers import reference`)."""
+    from sweep.config import config_from_dict
+    from sweep.run import run_sweep
+
+    cfg = config_from_dict(sweep_doc(tiny_checkpoints, tmp_path_factory.mktemp("ref") / "run.zarr"))
+    # a worker process, set up as every cluster's workers are (threads, BLAS): bit-equal results
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address="127.0.0.1:0") as cluster, Client(cluster) as client:
+        result = run_sweep(cfg, client=client, progress=False)
+    assert (result.exit_code, result.done) == (0, TOTAL)
+    return arrays(cfg.store)
 
 
 def arrays(store) -> dict:

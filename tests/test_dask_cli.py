@@ -21,16 +21,10 @@ from distributed import Client
 
 from sweep.config import config_from_dict
 from sweep.run import run_sweep
-from sweep_helpers import TOTAL, arrays, assert_equal_arrays, sweep_doc, wait_for_blocks
+from sweep_helpers import (TOTAL, assert_equal_arrays, reference,  # noqa: F401 (fixture)
+                           sweep_doc, wait_for_blocks)
 
 DASK = str(Path(sys.executable).with_name("dask"))
-
-
-@pytest.fixture(scope="module")
-def reference(tiny_checkpoints, tmp_path_factory, client):
-    cfg = config_from_dict(sweep_doc(tiny_checkpoints, tmp_path_factory.mktemp("ref") / "run.zarr"))
-    assert run_sweep(cfg, client=client, progress=False).exit_code == 0
-    return arrays(cfg.store)
 
 
 class DaskCLI:

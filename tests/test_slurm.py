@@ -21,7 +21,8 @@ import yaml
 from cluster import connect
 from sweep.config import config_from_dict
 from sweep.run import run_sweep
-from sweep_helpers import TOTAL, arrays, assert_equal_arrays, ledger, sweep_doc, wait_for_blocks
+from sweep_helpers import (TOTAL, assert_equal_arrays, ledger, reference,  # noqa: F401 (fixture)
+                           sweep_doc, wait_for_blocks)
 
 REPO = Path(__file__).resolve().parents[1]
 SETUP = REPO / "tests" / "slurm" / "setup.sh"
@@ -66,15 +67,6 @@ def _doc(ck, store, jobs=1, walltime="00:10:00") -> dict:
     return sweep_doc(ck, store, {"kind": "slurm", "host": "127.0.0.1",
                                  "slurm": {"jobs": jobs, "cores": 1, "memory": "1GB",
                                            "walltime": walltime}})
-
-
-@pytest.fixture(scope="module")
-def reference(tiny_checkpoints, tmp_path_factory, client):
-    """Arrays of the same sweep on a LocalCluster."""
-    cfg = config_from_dict(sweep_doc(tiny_checkpoints, tmp_path_factory.mktemp("ref") / "run.zarr"))
-    result = run_sweep(cfg, client=client, progress=False)
-    assert result.exit_code == 0 and result.done == TOTAL
-    return arrays(cfg.store)
 
 
 def _queue() -> list[str]:
