@@ -31,7 +31,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from ._plot import axes_or_new
 from .laws import fit_law, wls_slope
@@ -89,13 +88,20 @@ def _jackknife_law(C, Ts, stat, x, expected, expected_ci, level, **names):
                    dof=max(g - 1, 1), **names)
 
 
+def _excess_kurtosis(w):
+    """Sample excess kurtosis with the small-sample correction (scipy's bias=False, G2)."""
+    n, d = len(w), w - w.mean()
+    m2, m4 = (d ** 2).mean(), (d ** 4).mean()
+    return ((n + 1) * (m4 / m2 ** 2 - 3) + 6) * (n - 1) / ((n - 2) * (n - 3))
+
+
 def _log_variance(w):
     """(ln of the unbiased variance, corrected for its own bias; its variance) of samples w."""
     n = len(w)
     s2 = w.var(ddof=1)
     if n < MIN_WINDOWS or not s2 > 0:
         return np.nan, np.nan
-    kurt = max(stats.kurtosis(w, bias=False), -2.0) if n > 3 else 0.0
+    kurt = max(_excess_kurtosis(w), -2.0) if n > 3 else 0.0
     v = 2 / (n - 1) + kurt / n
     v = max(v, 2 / (n - 1) - 2 / n + 1e-12)
     return np.log(s2) + v / 2, v
