@@ -88,7 +88,7 @@ def linear_scan_(coef: torch.Tensor, u: torch.Tensor, reverse: bool = False,
     return u
 
 
-class _SSM(torch.autograd.Function):
+class _ChunkedSSM(torch.autograd.Function):
     """y = <C, scan(exp(dt A), dt x B)>: the selective state-space map without D and gate.
 
     x, dt: (b, L, d); A: (d, N); B, C: (b, L, N) -> y (b, L, d), final state (b, d, N).
@@ -178,7 +178,7 @@ def _ptrs(*tensors: torch.Tensor) -> list[ctypes.c_void_p]:
 
 
 class _FusedSSM(torch.autograd.Function):
-    """_SSM's map through the C kernel, in the MambaMixer's own layouts.
+    """_ChunkedSSM's map through the C kernel, in the MambaMixer's own layouts.
 
     x, dt: (b, d, L); A: (d, N); B, C: (b, L, N); float32, contiguous
     -> y (b, d, L), final state (b, d, N).
@@ -231,7 +231,7 @@ def selective_scan_fast(hidden_states, dt, A, B, C, D=None, z=None, delta_bias=N
                                   B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous())
     elif backend == "chunked":
         x, dt_, B_, C_ = (t.transpose(1, 2).contiguous() for t in (hidden_states, dt, B, C))
-        y, last = _SSM.apply(x, dt_, A.contiguous(), B_, C_, chunk)
+        y, last = _ChunkedSSM.apply(x, dt_, A.contiguous(), B_, C_, chunk)
         y = y.transpose(1, 2)  # (b, d, L)
     else:
         raise ValueError(f"backend: expected fused, chunked or None, got {backend!r}")
