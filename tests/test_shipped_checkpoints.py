@@ -2,8 +2,9 @@
 
 Random weights would pass every shape check, so the decisive test is the loss: on held-out
 Python stdlib bytes (the training script's own split, read from this interpreter) each
-model must beat the unigram baseline, i.e. the best a model without context can do, by
-MARGIN_BITS. The demo models reach well over 1 bit/byte below it; random weights sit above.
+model must stay at or near what the shipped weights reach, MAX_BITS, far below the unigram
+baseline (the best a model without context can do, about 4.8 bits/byte on these windows).
+Random or barely trained weights sit near or above unigram.
 """
 from __future__ import annotations
 
@@ -23,7 +24,10 @@ SHIPPED = [  # (directory, arch, n_layers, d_model)
     ("tiny-mamba-bytes", "mamba", 4, 128),
     ("tiny-neox-bytes", "gpt_neox", 4, 128),
 ]
-MARGIN_BITS = 0.5
+# bits/byte on the test's windows below: what the shipped weights score (mamba 1.81, neox
+# 2.01) plus 0.3, so a retrain no worse passes and an undertrained one fails (the previous
+# demo weights scored 2.55 for the NeoX here)
+MAX_BITS = {"tiny-mamba-bytes": 2.1, "tiny-neox-bytes": 2.3}
 WINDOWS, WINDOW_LEN = 8, 128  # 1 KiB of held-out text: the whole test stays a few seconds
 
 
@@ -72,8 +76,9 @@ def test_beats_unigram_on_heldout_stdlib(name, arch, n_layers, d_model, heldout)
         logits = hf(input_ids=windows[:, :-1]).logits  # (W, T-1, 256)
     nats = F.cross_entropy(logits.reshape(-1, 256), windows[:, 1:].reshape(-1))
     model_bits = float(nats) / math.log(2)
-    assert model_bits < unigram_bits - MARGIN_BITS, (
-        f"{name}: {model_bits:.3f} bits/byte on held-out stdlib, unigram {unigram_bits:.3f}"
+    assert model_bits < MAX_BITS[name], (
+        f"{name}: {model_bits:.3f} bits/byte on held-out stdlib (unigram {unigram_bits:.3f}), "
+        f"above its {MAX_BITS[name]}"
     )
 
 
