@@ -8,9 +8,10 @@ value) is saved beside the weights so that text inputs go through the ordinary
 AutoTokenizer path like any other checkpoint's.
 
     python training/train_bytes.py --arch mamba --out checkpoints/tiny-mamba-bytes \
-        --steps 300 --warmup 20 --minutes 19 --seed 0 --d-model 128 --batch 16 --seq-len 128
+        --steps 520 --warmup 40 --minutes 55 --seed 0 --d-model 128 --batch 16 --seq-len 128
 
-(the shipped checkpoints' exact commands are in their README.md and the README's Demo models section)
+(the shipped checkpoints' exact commands are in their README.md model cards; docs/demo.md,
+Demo models, summarises them). Mamba trains through training/mamba_train_scan.py's fast scan.
 
 Writes config.json + model.safetensors (float32) and a README.md model card into --out.
 """
