@@ -33,7 +33,7 @@ class TLSConfig:
         given = [k for k, v in files.items() if v]
         if given and len(given) < 3:
             missing = sorted(set(files) - set(given))
-            raise ConfigError(f"{self.where}.{missing[0]}: TLS needs ca_file, cert and key together; "
+            raise ConfigError(f"{self.where}.{missing[0]}: TLS needs ca_file, cert and key together — "
                               f"only {', '.join(given)} given")
         for name, path in files.items():
             if path and not os.path.isfile(path):
@@ -66,16 +66,16 @@ class SlurmConfig:
             _check_int(getattr(self, name), f"{w}.{name}", minimum=1)
         _check_int(self.gpus, f"{w}.gpus", minimum=0)
         if self.gpus and self.cores < self.gpus:
-            raise ConfigError(f"{w}.cores: {self.cores} cores cannot host {self.gpus} GPU workers; "
+            raise ConfigError(f"{w}.cores: {self.cores} cores cannot host {self.gpus} GPU workers — "
                               f"set cores >= gpus")
         try:
             parse_bytes(self.memory)
         except (ValueError, TypeError, AttributeError, OverflowError):  # lists, inf: not sizes
-            raise ConfigError(f"{w}.memory: {self.memory!r} is not a size; write e.g. '16GB'") from None
+            raise ConfigError(f"{w}.memory: {self.memory!r} is not a size — write e.g. '16GB'") from None
         try:
             _walltime_seconds(self.walltime)
         except (ValueError, TypeError):
-            raise ConfigError(f"{w}.walltime: {self.walltime!r} is not HH:MM:SS; write e.g. '02:00:00'") from None
+            raise ConfigError(f"{w}.walltime: {self.walltime!r} is not HH:MM:SS — write e.g. '02:00:00'") from None
         if not isinstance(self.job_extra_directives, (list, tuple)) or not all(
                 isinstance(d, str) for d in self.job_extra_directives):
             raise ConfigError(f"{w}.job_extra_directives: expected a list of strings like ['--qos=high']")
@@ -123,7 +123,7 @@ class ClusterConfig:
             try:
                 parse_bytes(self.memory_limit)
             except (ValueError, TypeError, AttributeError, OverflowError):  # lists, inf: not sizes
-                raise ConfigError(f"{w}.memory_limit: {self.memory_limit!r} is not a size; "
+                raise ConfigError(f"{w}.memory_limit: {self.memory_limit!r} is not a size — "
                                   f"write e.g. '4GB', 'auto' or null") from None
         if self.kind == "scheduler" and not (self.address or self.scheduler_file):
             raise ConfigError(f"{w}.address: kind 'scheduler' needs address (tcp://host:port) "

@@ -39,9 +39,9 @@ def open_root(cfg: SweepConfig, create: bool = True) -> zarr.Group:
             root.attrs["analysis"] = analysis
         return root
     if p.exists() and any(p.iterdir()):
-        raise StoreMismatch(f"store: {p} exists and is not a tdos store; choose another path")
+        raise StoreMismatch(f"store: {p} exists and is not a tdos store — choose another path")
     if not create:
-        raise StoreMismatch(f"store: {p} does not exist; run without --resume to start a new sweep")
+        raise StoreMismatch(f"store: {p} does not exist — run without --resume to start a new sweep")
     root = zarr.open_group(str(p), mode="a", zarr_format=3)
     # creation_id: a store deleted and made again at the same path is another store, even
     # from the same config (a text file's content can change behind its path)
@@ -69,7 +69,7 @@ def _check_same_config(root: zarr.Group, cfg: SweepConfig) -> None:
     diffs = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(old.keys() | new.keys())
              if old.get(k) != new.get(k)]
     raise StoreMismatch(f"store: {cfg.store} was made from a different config ("
-                        f"{'; '.join(diffs) or 'fingerprint differs'}); use a new --store path "
+                        f"{'; '.join(diffs) or 'fingerprint differs'}) — use a new --store path "
                         f"or the original config")
 
 

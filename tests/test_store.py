@@ -94,7 +94,7 @@ def test_changed_config_is_refused_and_store_untouched(tiny_checkpoints, tmp_pat
     with pytest.raises(st.StoreMismatch) as err:
         prepare_store(changed)
     assert str(err.value) == (f"store: {cfg.store} was made from a different config (inputs.length: "
-                              f"8 -> 6; inputs.seed: 0 -> 3); use a new --store path or the "
+                              f"8 -> 6; inputs.seed: 0 -> 3) — use a new --store path or the "
                               f"original config")
     assert _snapshot(cfg.store) == before
     prepare_store(cfg)                   # the same config reopens it, still untouched
@@ -104,7 +104,7 @@ def test_changed_config_is_refused_and_store_untouched(tiny_checkpoints, tmp_pat
 def test_non_store_directory_is_refused(tiny_checkpoints, tmp_path):
     (tmp_path / "run.zarr").mkdir()
     (tmp_path / "run.zarr" / "notes.txt").write_text("mine")
-    with pytest.raises(st.StoreMismatch, match="exists and is not a tdos store; choose another path"):
+    with pytest.raises(st.StoreMismatch, match="exists and is not a tdos store — choose another path"):
         prepare_store(_cfg(tiny_checkpoints, tmp_path))
     assert os.listdir(tmp_path / "run.zarr") == ["notes.txt"]
 
