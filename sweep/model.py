@@ -248,6 +248,8 @@ def _load_hf(local: Path, model_type: str, dtype: torch.dtype):
     # the sweep never runs HF's attention (the BlockOps compute their own), so this choice
     # changes no stored number; eager loads on any transformers build without extra kernels
     kw = {} if model_type == "mamba" else {"attn_implementation": "eager"}
+    # workers load models mid-sweep: transformers' per-load bar would break the sweep's own
+    transformers.utils.logging.disable_progress_bar()
     return cls.from_pretrained(str(local), dtype=dtype, local_files_only=True, **kw)
 
 
