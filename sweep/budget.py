@@ -22,8 +22,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.config import SweepConfig, fingerprint
-from sweep.errors import ConfigError, StoreMismatch
+from sweep.config import SweepConfig
+from sweep.errors import ConfigError
+from sweep.store import check_same_config
 
 GiB, MiB = 1 << 30, 1 << 20
 D_REF = 1024                        # d_model of the measured blocks
@@ -145,10 +146,7 @@ def _check_existing_store(cfg: SweepConfig) -> None:
     meta = Path(cfg.store) / "zarr.json"
     if not meta.is_file():
         return
-    attrs = json.loads(meta.read_text()).get("attributes", {})
-    if "fingerprint" in attrs and attrs["fingerprint"] != fingerprint(cfg):
-        raise StoreMismatch(f"store: {cfg.store} was made from a different config — use a new "
-                            f"--store path or the original config")
+    check_same_config(json.loads(meta.read_text()).get("attributes", {}), cfg)
 
 
 def _seconds_per_token(info, dtype: str) -> float:

@@ -88,7 +88,7 @@ def _hub_snapshot(repo_id: str, revision, download: bool) -> Path | None:
     """Snapshot from the HF cache, else (when allowed) a download: safetensors, else .bin."""
     from huggingface_hub import snapshot_download
 
-    for local_only in (True, False) if download and hub_reachable() else (True,):
+    for local_only in _cache_then_hub(download):
         try:
             for weights in ("*.safetensors", "*.bin"):
                 d = Path(snapshot_download(repo_id, revision=revision, local_files_only=local_only,
@@ -392,7 +392,7 @@ def load_tokenizer(source: str, revision: str | None = None, where: str = "input
     from transformers import AutoTokenizer
 
     why = "the hub is unreachable from here"
-    for local_only in (True, False) if hub_reachable() else (True,):
+    for local_only in _cache_then_hub(True):
         try:
             tok = AutoTokenizer.from_pretrained(str(source), revision=revision,
                                                 local_files_only=local_only)
@@ -404,6 +404,14 @@ def load_tokenizer(source: str, revision: str | None = None, where: str = "input
     raise ConfigError(f"{where}: tokenizer {source} is not in the Hugging Face cache and could not "
                       f"be downloaded ({why}) — download it first (hf download {source}) or give "
                       f"a local directory")
+
+
+def _cache_then_hub(download: bool):
+    """`local_files_only` values to try in order: the HF cache first; the hub only after a
+    cache miss and only when it answers (a cached model never waits on a network probe)."""
+    yield True
+    if download and hub_reachable():
+        yield False
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:

@@ -337,7 +337,7 @@ def _tokens(m: ModelSpec, inputs: InputsConfig, tokenizers: dict):
     S, L, vocab = inputs.sequences, inputs.length, m.info.vocab_size
     if inputs.source is None:
         return text_inputs.random_ids(inputs.seed, S, L, vocab)
-    name = inputs.tokenizer or m.path
+    name = inputs.tokenizer or str(m.info.local_dir)     # the resolved snapshot: revisions differ
     if name not in tokenizers:
         if inputs.tokenizer:
             tokenizers[name] = load_tokenizer(inputs.tokenizer, None, "inputs.tokenizer")

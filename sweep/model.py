@@ -31,7 +31,7 @@ from sweep.checkpoint import HF_CLASSES, SUPPORTED, find_tokenizer, locate, mamb
 from sweep.checkpoint import weight_files as _weight_files
 from sweep.provenance import sha256_file
 
-# model_type -> (transformers class name, BlockOps "module:Class"); the supported
+# model_type -> BlockOps "module:Class"; the supported
 # architectures and everything about locating files live in sweep/checkpoint.py
 _OPS = {
     "mamba": "sweep.blocks.mamba:MambaOps",

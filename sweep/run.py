@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from sweep import store as st
 from sweep.config import SweepConfig, with_store
+from sweep.errors import CheckpointChanged
 from sweep.plan import ALogTask, BlockTask, plan
 from sweep.store import prepare_store
 from sweep.task import run_task
@@ -92,6 +93,9 @@ def _execute(client, cfg, tasks, before, progress, results, errors) -> None:
             task = futures[fut]
             try:
                 results.append(fut.result())
+            except CheckpointChanged:  # every later task would load the same other weights
+                client.cancel(list(futures))
+                raise
             except Exception as e:  # the task's own error, after RETRIES; reported, not fatal
                 errors.append(f"{_describe(task)}: {type(e).__name__}: {e}")
             if isinstance(task, BlockTask):

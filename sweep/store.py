@@ -33,7 +33,7 @@ def open_root(cfg: SweepConfig, create: bool = True) -> zarr.Group:
     p = Path(cfg.store)
     if (p / "zarr.json").is_file():
         root = zarr.open_group(str(p), mode="r+")
-        _check_same_config(root, cfg)
+        check_same_config(dict(root.attrs), cfg)
         analysis = _jsonable(asdict(cfg.analysis))        # not identity: may change
         if root.attrs.get("analysis") != analysis:        # a reopened store stays untouched
             root.attrs["analysis"] = analysis
@@ -59,8 +59,8 @@ def _check_format(attrs: Mapping, path) -> None:
         raise StoreMismatch(f"store: {e}") from None
 
 
-def _check_same_config(root: zarr.Group, cfg: SweepConfig) -> None:
-    attrs = dict(root.attrs)
+def check_same_config(attrs: Mapping, cfg: SweepConfig) -> None:
+    """Refuse root attributes `attrs` of a store in another format or from another config."""
     _check_format(attrs, cfg.store)
     if attrs.get("fingerprint") == fingerprint(cfg):
         return

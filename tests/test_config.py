@@ -8,6 +8,7 @@ import re
 import pytest
 import yaml
 
+from analysis.schema import FORMAT
 from sweep.cli import main
 from sweep.config import ConfigError, fingerprint, load_config
 
@@ -180,11 +181,11 @@ def test_dry_run_refuses_another_configs_store(tiny_checkpoints, tmp_path, capsy
     import zarr
 
     root = zarr.open_group(str(tmp_path / "run.zarr"), mode="w", zarr_format=3)
-    root.attrs["fingerprint"] = "0" * 64
+    root.attrs.update({"tdos_format": FORMAT, "fingerprint": "0" * 64})
     code = main(["sweep", _write(tmp_path, _base(tiny_checkpoints, tmp_path)), "--dry-run"])
     assert code == 2
     assert capsys.readouterr().err.startswith(f"tdos: error: store: {(tmp_path / 'run.zarr').resolve()} "
-                                              f"was made from a different config — ")
+                                              f"was made from a different config (")
 
 
 def test_core_hours_match_the_recorded_paper_sweep(tiny_checkpoints, tmp_path):
