@@ -50,9 +50,10 @@ def main(argv=None) -> int:
     for name, r in results.items():
         row = r.row()
         parts = [f"{m} β = {row.get('beta', m):+.3f} [{row.get('ci_lo', m):+.3f}, "
-                 f"{row.get('ci_hi', m):+.3f}] ({row.get('n_modes', m):,} modes)" for m in MODES]
+                 f"{row.get('ci_hi', m):+.3f}] ({row.get('n_modes', m):,} modes; CI resampled "
+                 f"{row.get('ci_unit', m)})" for m in MODES]
         print(f"{name}: layer {r.layer}, L = {row.L}: " + "; ".join(parts)
-              + f"; Δβ = {row.delta_beta:+.3f}; CIs resample {row.ci_unit}")
+              + f"; Δβ = {row.delta_beta:+.3f}")
         for line in law_lines(r.extra["laws"]) if r.extra.get("laws") else []:
             print("  " + line)
     print(f"report: {out}/report.md")

@@ -142,8 +142,6 @@ def _model_figures(st, agg, res, out, window):
         files.append(name)
 
     sp = tdos(agg, layer, L, modes=modes)
-    fits = res.table.fits[modes]
-    fit = fits.get(L) or next(iter(res.depth.fits[modes].values()))
     beta = res.row().get("beta", modes)
     kernel = memory_kernel_from_hist(sp, beta=beta, label=r"$K(t)=\langle e^{-\lambda t}\rangle$")
     put(F.fig1_collective(complex_spectrum(st, layer, L), sp, kernel, f"{tag}, L = {L} {mtag}"),

@@ -18,8 +18,9 @@ FIGURE_CAPTIONS = {
     "fig7_cumulative_fits.png": "Fig 7: cumulative N(<λ) with the window fits per L",
     "fig8_beta_vs_length.png": "Fig 8: β vs L with bootstrap CIs",
     "beta_vs_depth.png": "β across depth at fixed L",
-    "self_averaging.png": "App. B: band-weight variance vs pooled tokens T (1/T reference); "
-                          "smallest resolved rate vs L·d",
+    "self_averaging.png": "App. B: (a) band-weight variance vs pooled tokens T, slope vs −1; "
+                          "(b) ⟨ln λ_(k)⟩, k = 1, 2, 4, vs T·d, slope vs −1/(1+β); "
+                          "(c) K(t) long-time exponent vs 1+β",
     "models_beta.png": "β vs L of every model in the store",
 }
 SSM_NOTE = "SSM rates: no mode count applies"
@@ -130,8 +131,6 @@ def _model_section(name, r, window, rel) -> list:
 
 def write_report(results, path, store_path, window, extra_files, out):
     lo, hi = window
-    first = next(iter(results.values()))
-    unit = first.table.rows[0].ci_unit if first.table.rows else "token"
     md = [f"# tdos analysis of `{os.path.abspath(store_path)}`", "",
           "Two mode counts throughout. **all-stable** (the paper's): every eigenvalue with "
           "0 < |ζ| < 1 is a mode, nothing removed. **symmetry-removed**: also drops, per token, "
@@ -139,7 +138,7 @@ def write_report(results, path, store_path, window, extra_files, out):
           "Δβ = β all-stable − β symmetry-removed.", "",
           f"Fit: least squares of log N(<λ) on log λ at the 20-per-decade grid points inside "
           f"[{lo:g}, {hi:g}] (the paper's window is [1e-4, 5e-2]); β = s − 1. CIs: percentile "
-          f"bootstrap, resampling unit: {unit}. MLE: bounded power law on the window, a "
+          f"bootstrap; what each CI resampled is said under each table (columns ci_unit_all_stable, ci_unit_symmetry_removed of table1.csv). MLE: bounded power law on the window, a "
           f"binning-free cross-check.", ""]
     for name, r in results.items():
         md += _model_section(name, r, window, f"{name}/" if len(results) > 1 else "")

@@ -29,7 +29,7 @@ PAPER_MODES = {8: 2719, 512: 156593}
 # Companion paper (Pythia-410M): L -> β
 PAPER_PYTHIA = {8: -0.121, 16: -0.128, 24: -0.10, 28: -0.10}
 # columns that exist once per mode count, suffixed _all_stable / _symmetry_removed
-PER_MODE = ("beta", "ci_lo", "ci_hi", "r2", "n_modes", "s", "mle_beta", "mle_se")
+PER_MODE = ("beta", "ci_lo", "ci_hi", "r2", "n_modes", "s", "mle_beta", "mle_se", "ci_unit")
 
 
 def default_lengths(lmax, configured=None):
@@ -62,6 +62,7 @@ class IRRow:
     s_all_stable: float
     mle_beta_all_stable: float
     mle_se_all_stable: float
+    ci_unit_all_stable: str          # what its bootstrap resampled (BootstrapIR.unit)
     beta_symmetry_removed: float
     ci_lo_symmetry_removed: float
     ci_hi_symmetry_removed: float
@@ -70,12 +71,12 @@ class IRRow:
     s_symmetry_removed: float
     mle_beta_symmetry_removed: float
     mle_se_symmetry_removed: float
+    ci_unit_symmetry_removed: str    # each count sets its own block length
     delta_beta: float        # β_all-stable − β_symmetry-removed
     sym_removed: int
     sym_stable: int
     sym_below: int
     sym_inside: int
-    ci_unit: str = "tokens"  # what the bootstrap resampled (bootstrap.BootstrapIR.unit)
 
     def get(self, name, modes=None):
         """A per-mode column by its bare name (`beta`, `ci_lo`, …) or any column."""
@@ -134,7 +135,7 @@ class IRTable:
         modes = check_modes(modes or self.modes)
         k, b = self.column("key") * xshift, self.column("beta", modes)
         err = np.abs(np.vstack([b - self.column("ci_lo", modes), self.column("ci_hi", modes) - b]))
-        unit = self.rows[0].ci_unit if self.rows else "tokens"
+        unit = self.rows[-1].get("ci_unit", modes) if self.rows else "tokens"
         ax.errorbar(k, b, yerr=err, fmt=marker + "-", color=color, capsize=3,
                     label=f"{label}, {modes} ({self.level:.0%} bootstrap CI over {unit})")
         if reference:
@@ -196,10 +197,9 @@ def ir_row(store, agg, layer, L, window=WINDOW, n_boot=500, level=0.9, seed=0, k
         k = mode_key(m)
         vals.update({f"beta_{k}": fit.beta, f"ci_lo_{k}": boot.lo, f"ci_hi_{k}": boot.hi,
                      f"r2_{k}": fit.r2, f"n_modes_{k}": fit.n_modes, f"s_{k}": fit.s,
-                     f"mle_beta_{k}": mle.beta, f"mle_se_{k}": mle.se})
+                     f"mle_beta_{k}": mle.beta, f"mle_se_{k}": mle.se, f"ci_unit_{k}": boot.unit})
     row = IRRow(key=L if key is None else key, L=int(L), layer=int(layer), n_tokens=int(done.sum()),
                 delta_beta=vals["beta_all_stable"] - vals["beta_symmetry_removed"],
-                ci_unit=boot.unit,
                 **symmetry_modes(classes["symmetry-removed"], window), **vals)
     return row, fits
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ._plot import axes_or_new
 
 from .kernel import KernelExponent, kernel_exponent
+from .rates import MODES
 from .selfavg import IRResolution, SelfAveraging, ir_resolution, self_averaging
 
 
@@ -60,7 +61,7 @@ def measured_laws(st, agg, layer, L, row, modes, n_boot=500, level=0.9, seed=0) 
     sa = self_averaging(agg, layer, level=level, modes=modes)
     res = ir_resolution(agg, layer, st.d_model, beta, ci, level=level, modes=modes)
     ker = kernel_exponent(agg, layer, L, beta, ci, modes=modes, n_boot=n_boot, level=level, seed=seed)
-    return MeasuredLaws(int(layer), int(L), float(beta), tuple(ci), str(row.ci_unit), sa, res, ker)
+    return MeasuredLaws(int(layer), int(L), float(beta), tuple(ci), str(row.get("ci_unit", modes)), sa, res, ker)
 
 
 def laws_markdown(laws: dict) -> list:
@@ -100,10 +101,10 @@ def law_lines(laws: dict) -> list:
 
 def table_note(table, n_seqs) -> str:
     """Table I's honesty line: nested rows, and what each CI resampled."""
-    units = sorted({r.ci_unit for r in table.rows})
+    units = sorted({r.get("ci_unit", m) for r in table.rows for m in MODES})
     ks = sorted({int(u.split()[3]) for u in units if u.startswith("moving blocks of ")})
     if len(ks) > 1 and len(ks) == len(units):       # one block length per row: give the range
-        units = [f"moving blocks of k = {ks[0]}…{ks[-1]} tokens (k by row: column ci_unit)"]
+        units = [f"moving blocks of k = {ks[0]}…{ks[-1]} tokens (k by row and mode count: columns ci_unit_*)"]
     seqs = (f"{n_seqs} sequences; blocks are drawn from all of them, so each CI carries the "
             "variation between sequences" if n_seqs > 1 else
             "one sequence, so the CIs cannot carry variation between sequences")
