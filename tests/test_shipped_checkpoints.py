@@ -76,6 +76,7 @@ def test_beats_unigram_on_heldout_stdlib(name, arch, n_layers, d_model, heldout)
         logits = hf(input_ids=windows[:, :-1]).logits  # (W, T-1, 256)
     nats = F.cross_entropy(logits.reshape(-1, 256), windows[:, 1:].reshape(-1))
     model_bits = float(nats) / math.log(2)
+    assert model_bits < unigram_bits / 2, (name, model_bits, unigram_bits)   # independent of the weights
     assert model_bits < MAX_BITS[name], (
         f"{name}: {model_bits:.3f} bits/byte on held-out stdlib (unigram {unigram_bits:.3f}), "
         f"above its {MAX_BITS[name]}"

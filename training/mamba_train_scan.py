@@ -250,6 +250,10 @@ def install() -> None:
     """
     from transformers.models.mamba import modeling_mamba
 
+    # always transformers' own scan, even after an earlier install() replaced it
+    reference = getattr(modeling_mamba, "_reference_selective_scan", modeling_mamba.mamba_selective_scan)
+    modeling_mamba._reference_selective_scan = reference
+
     gen = torch.Generator().manual_seed(0)
     b, d, L, N = 2, 8, 48, 4  # L = 3 chunks of 16: the carry across chunks is exercised
     leaves = [torch.randn(b, d, L, generator=gen), torch.randn(b, d, L, generator=gen),
@@ -265,6 +269,6 @@ def install() -> None:
         return [y, *torch.autograd.grad((y * weight).sum(), ts)]
 
     for new, ref in zip(value_and_grads(selective_scan_fast),
-                        value_and_grads(modeling_mamba.mamba_selective_scan)):
+                        value_and_grads(reference)):
         torch.testing.assert_close(new, ref, rtol=1e-4, atol=1e-4)
     modeling_mamba.mamba_selective_scan = selective_scan_fast
