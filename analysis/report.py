@@ -89,9 +89,13 @@ def analyze(store_path, out=None, window=WINDOW, model=None, n_boot=500, level=0
     return results
 
 
-def table_lengths(st, layer, lengths=None):
-    """Table I rows of one layer: `lengths`, else the config's analysis.lengths, else 8, 16, …"""
-    return default_lengths(st.layer_length[layer], lengths or analysis_settings(st).get("lengths"))
+def table_lengths(st, layer, lengths=None, always=None):
+    """Table I rows of one layer: `lengths`, else the config's analysis.lengths, else 8, 16, …;
+    `always` (the representative L) is added so the figures' L has a row of its own."""
+    configured = lengths or analysis_settings(st).get("lengths")
+    if configured and always is not None:
+        configured = [*configured, always]
+    return default_lengths(st.layer_length[layer], configured)
 
 
 def analyze_model(st, agg, out, window, n_boot, level, seed, progress, modes=DEFAULT_MODES,
@@ -99,8 +103,8 @@ def analyze_model(st, agg, out, window, n_boot, level, seed, progress, modes=DEF
     layer, L = representative(st, layer)
     tables = {}
     for ly in tqdm(st.layers, desc=f"analyze {st.name}", unit="layer", disable=not progress):
-        tables[ly] = beta_vs_length(st, agg, ly, table_lengths(st, ly, lengths), window, n_boot,
-                                    level, seed, modes)
+        rows = table_lengths(st, ly, lengths, always=min(L, st.layer_length[ly]))
+        tables[ly] = beta_vs_length(st, agg, ly, rows, window, n_boot, level, seed, modes)
     depth = _depth_table(tables, st, L)
     res = ModelResult(st.name, st.arch, st.dtype, layer, L, tables[layer], depth,
                       st.block_counts(), {m: agg.special(layer, L, m) for m in MODES},
@@ -108,7 +112,7 @@ def analyze_model(st, agg, out, window, n_boot, level, seed, progress, modes=DEF
     res.extra["tables_by_layer"] = {ly: t.to_dicts() for ly, t in tables.items()}
     res.extra["shift_by_eigenvector"] = agg.shift_by_eigenvector
     res.extra["inputs"] = st.inputs        # the store's record of what the tokens came from
-    res.files = _model_figures(st, agg, res, out, window)
+    res.files = _model_figures(st, agg, res, out, window, n_boot, level, seed)
     res.table.to_csv(out / "table1.csv")
     (out / "table1.md").write_text(table_markdown(res) + "\n")
     res.files += ["table1.csv", "table1.md"]
@@ -129,7 +133,7 @@ def _depth_table(tables, st, L):
     return IRTable(rows, "layer", first.window, first.level, fits, first.modes)
 
 
-def _model_figures(st, agg, res, out, window):
+def _model_figures(st, agg, res, out, window, n_boot, level, seed):
     """Every figure of one model; collective ones draw mode count res.modes and say so."""
     layer, L, modes = res.layer, res.L, res.modes
     lengths = [r.L for r in res.table.rows]
@@ -159,7 +163,7 @@ def _model_figures(st, agg, res, out, window):
     ref = PAPER_BETA if st.is_mamba else None
     put(F.fig_beta(res.table, f"{tag}: infrared exponent vs L {mtag}", ref), "fig8_beta_vs_length.png")
     put(F.fig_beta(res.depth, f"{st.name}: β across depth, L = {L} {mtag}"), "beta_vs_depth.png")
-    laws = measured_laws(st, agg, layer, L, res.row(), modes)
+    laws = measured_laws(st, agg, layer, L, res.row(), modes, n_boot=n_boot, level=level, seed=seed)
     put(F.fig_self_averaging(laws.self_averaging, laws.resolution,
                              f"{tag}: self-averaging (App. B) {mtag}", laws.kernel), "self_averaging.png")
     res.extra["outside_bins"] = {"block_vs_L": by_length.outside, "block_vs_depth": by_depth.outside}

@@ -116,6 +116,7 @@ def test_table1_all_stable_columns_equal_the_direct_fit_on_every_row(tmp_path):
     # the path analyze_model takes to table1.csv, without the figures
     lengths = table_lengths(st, 5)
     assert lengths == [6, 12, 20, 24] and table_lengths(st, 5, [8, 16]) == [8, 16, 24]
+    assert table_lengths(st, 5, [8, 16], always=12) == [8, 12, 16, 24]   # the figures' L gets a row
     table = beta_vs_length(st, aggregate(path).model(m.name), 5, lengths, WINDOW, n_boot=20)
     with open(table.to_csv(tmp_path / "table1.csv")) as fh:
         rows = list(csv.DictReader(fh))
