@@ -79,6 +79,13 @@ def test_values_and_gradients_match_reference(backend, L):
     assert_matches_reference(backend, (2, 6, L, 4))
 
 
+@needs_kernel
+def test_fused_channel_blocks_and_a_partial_block():
+    """d = 40: one full block of the kernel's JB = 32 channels and a partial one of 8."""
+    assert ms.JB == 32
+    assert_matches_reference("fused", (3, 40, 19, 5))
+
+
 @pytest.mark.parametrize("backend", [pytest.param("fused", marks=needs_kernel), "chunked"])
 def test_strong_decay_underflows_cleanly(backend):
     """|dt A| up to ~1e3 per step: products of decays underflow to 0 within a chunk."""
@@ -129,8 +136,52 @@ def test_drop_in_through_the_unmodified_hf_model(monkeypatch):
         torch.testing.assert_close(g, ref_grads[name], rtol=1e-3, atol=1e-5, msg=name)
 
 
-def test_install_checks_then_swaps_the_scan_in(monkeypatch):
-    """install() is what training calls: after its check the MambaMixer calls the fast scan."""
+@needs_kernel
+def test_training_mixer_matches_transformers_mixer():
+    """mixer_forward (conv + silu and the gated scan in C) against MambaMixer.forward in float64."""
+    ms.check_mixer()
+    ms.check_mixer(seed=3)
+
+
+@needs_kernel
+def test_the_mixer_check_can_fail():
+    """A mixer 0.1 % off transformers' fails the check (its bar is 1e-4 relative)."""
+    def off(self, hidden_states, **kwargs):
+        return ms.mixer_forward(self, hidden_states, **kwargs) * 1.001
+    with pytest.raises(AssertionError, match="mixer_forward vs transformers, output"):
+        ms.check_mixer(off)
+
+
+@needs_kernel
+def test_training_mixer_through_the_whole_model(monkeypatch):
+    """A tiny MambaForCausalLM: loss and every parameter gradient equal under transformers'
+    own mixer and scan and under the training mixer (what install() puts in place)."""
+    config = MambaConfig(vocab_size=256, hidden_size=48, num_hidden_layers=2, state_size=8,
+                         expand=2, conv_kernel=4)
+    torch.manual_seed(0)
+    model = MambaForCausalLM(config).train()
+    ids = torch.randint(0, 256, (2, 50), generator=torch.Generator().manual_seed(2))
+
+    def loss_and_grads():
+        model.zero_grad(set_to_none=True)
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    monkeypatch.setattr(modeling_mamba, "mamba_selective_scan", REFERENCE)
+    ref_loss, ref_grads = loss_and_grads()
+    monkeypatch.setattr(modeling_mamba.MambaMixer, "forward", ms.mixer_forward)
+    loss, grads = loss_and_grads()
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
+    for name, g in grads.items():
+        torch.testing.assert_close(g, ref_grads[name], rtol=1e-3, atol=1e-5, msg=name)
+
+
+def test_install_checks_then_swaps_the_scan_and_mixer_in(monkeypatch):
+    """install() is what training calls: after its checks the MambaMixer runs the fast path."""
     monkeypatch.setattr(modeling_mamba, "mamba_selective_scan", REFERENCE)  # restored afterwards
+    monkeypatch.setattr(modeling_mamba.MambaMixer, "forward", modeling_mamba.MambaMixer.forward)
     ms.install()
     assert modeling_mamba.mamba_selective_scan is ms.selective_scan_fast
+    if ms.load_kernel() is not None:
+        assert modeling_mamba.MambaMixer.forward is ms.mixer_forward

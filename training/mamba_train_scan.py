@@ -44,6 +44,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+JB = 32  # the C kernel's channel block (selective_scan.c)
 CHUNK = 16  # positions per chunk: at L=128, 8 chunks advance together; see chunk_length
 
 
@@ -135,7 +136,7 @@ class _ChunkedSSM(torch.autograd.Function):
 KERNEL_SOURCE = Path(__file__).with_name("selective_scan.c")
 # -ffast-math at compile time only, for the vectorised expf of glibc's libmvec; linking without
 # it keeps crtfastmath (which would flush denormals process-wide) out of the library.
-COMPILE_FLAGS = ["-O3", "-march=native", "-ffast-math", "-fopenmp-simd", "-fPIC"]
+COMPILE_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=256", "-ffast-math", "-fopenmp-simd", "-fPIC"]
 LINK_FLAGS = ["-shared", "-lmvec", "-lm"]
 
 
@@ -165,44 +166,116 @@ def load_kernel() -> ctypes.CDLL | None:
     except (OSError, subprocess.CalledProcessError) as err:
         warnings.warn(f"fused selective scan unavailable ({err}); using the chunked torch scan")
         return None
-    int4 = [ctypes.c_int] * 4
-    kernel.ssm_forward.argtypes = int4 + [ctypes.c_void_p] * 7
-    kernel.ssm_backward.argtypes = int4 + [ctypes.c_void_p] * 11
+    i, n, p = ctypes.c_int, ctypes.c_long, ctypes.c_void_p
+    scan = [i, i, i, i, p, p, p, n, p, p, n, p, n, p, p, i]  # sizes, x, dtr, z, A, B, C, D, bias
+    kernel.ssm_forward.argtypes = scan + [p] * 3
+    kernel.ssm_backward.argtypes = scan + [p] * 10
+    conv = [i, i, i, i, p, n, p, p]  # sizes, x, w, bias
+    kernel.conv_silu_forward.argtypes = conv + [p]
+    kernel.conv_silu_backward.argtypes = conv + [p] * 4
     return kernel
 
 
-def _ptrs(*tensors: torch.Tensor) -> list[ctypes.c_void_p]:
-    """Raw pointers: they do not keep the tensors alive, the caller's names must."""
-    assert all(t.dtype == torch.float32 and t.is_contiguous() for t in tensors)
-    return [ctypes.c_void_p(t.data_ptr()) for t in tensors]
+def _ptr(t: torch.Tensor | None) -> ctypes.c_void_p | None:
+    """A raw pointer (None for None): it does not keep the tensor alive, the caller's names must."""
+    if t is None:
+        return None
+    assert t.dtype == torch.float32 and (t.stride(-1) == 1 or t.shape[-1] == 1), (t.dtype, t.stride())
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def _rows(t: torch.Tensor | None) -> tuple[torch.Tensor | None, int]:
+    """t (b, L, k) as the kernels read it, with its row stride ld: unit stride along k, rows
+    ld apart, batches L*ld apart (a slice of a wider (b, L, *) projection qualifies as it is);
+    copied otherwise. Strides of size-1 dims are free in torch, so they are not checked."""
+    if t is None:
+        return None, 0
+    b, L, k = t.shape
+    ld = t.stride(1) if L > 1 else t.stride(0)
+    if (k == 1 or t.stride(-1) == 1) and (b == 1 or t.stride(0) == L * ld):
+        return t, ld
+    return t.contiguous(), k
 
 
 class _FusedSSM(torch.autograd.Function):
-    """_ChunkedSSM's map through the C kernel, in the MambaMixer's own layouts.
+    """out = (<C, scan(exp(dt A), dt x B)> + D x) silu(z), dt = softplus(dtr + bias), through
+    the C kernel, all in (b, L, channel) layouts.
 
-    x, dt: (b, d, L); A: (d, N); B, C: (b, L, N); float32, contiguous
-    -> y (b, d, L), final state (b, d, N).
+    x, dtr: (b, L, d); z: (b, L, d) or None (no gate); A: (d, N); B, C: (b, L, N) (slices of a
+    wider projection are read in place); D, bias: (d,) or None (zero); float32.
+    -> out (b, L, d), final state (b, d, N).
     """
 
     @staticmethod
-    def forward(ctx, x, dt, A, B, C):
-        b, d, L = x.shape
-        y, last = x.new_empty(b, d, L), x.new_empty(b, d, A.shape[1])
-        load_kernel().ssm_forward(b, d, L, A.shape[1], *_ptrs(x, dt, A, B, C, y, last))
-        ctx.save_for_backward(x, dt, A, B, C)
+    def forward(ctx, x, dtr, z, A, B, C, D, bias, softplus):
+        b, L, d = x.shape
+        N = A.shape[1]
+        x, dtr = x.contiguous(), dtr.contiguous()  # their rows are read d apart
+        (z, ldz), (B, ldb), (C, ldc) = _rows(z), _rows(B), _rows(C)
+        A_nd = A.t().contiguous()  # (N, d): channels innermost, as the kernel's loops run
+        D_ = x.new_zeros(d) if D is None else D.contiguous()
+        bias_ = x.new_zeros(d) if bias is None else bias.contiguous()
+        out, last = x.new_empty(b, L, d), x.new_empty(b, N, d)
+        # every decay exp(dt A), kept for the backward (b*L*N*d floats; its layout: decay_at)
+        blocks = -(-d // JB)
+        E = x.new_empty(b * blocks * L * N * JB) if any(ctx.needs_input_grad) else None
+        load_kernel().ssm_forward(b, L, d, N, _ptr(x), _ptr(dtr), _ptr(z), ldz, _ptr(A_nd),
+                                  _ptr(B), ldb, _ptr(C), ldc, _ptr(D_), _ptr(bias_),
+                                  int(softplus), _ptr(out), _ptr(last), _ptr(E))
+        ctx.save_for_backward(x, dtr, z, A_nd, B, C, D_, bias_, E)
+        ctx.meta = (ldz, ldb, ldc, int(softplus), D is None, bias is None)
+        last = last.transpose(1, 2)
         ctx.mark_non_differentiable(last)
-        return y, last
+        return out, last
 
     @staticmethod
-    def backward(ctx, gy, _):  # gy (b, d, L)
-        x, dt, A, B, C = ctx.saved_tensors
-        b, d, L = x.shape
-        gx, gdt = torch.empty_like(x), torch.empty_like(dt)
-        gA, gB, gC = torch.zeros_like(A), torch.zeros_like(B), torch.zeros_like(C)
-        gy = gy.contiguous()  # bound to a name: a temporary could be freed before the call
-        load_kernel().ssm_backward(b, d, L, A.shape[1], *_ptrs(x, dt, A, B, C, gy, gx, gdt, gA,
-                                                                 gB, gC))
-        return gx, gdt, gA, gB, gC
+    def backward(ctx, gout, _):
+        x, dtr, z, A_nd, B, C, D, bias, E = ctx.saved_tensors
+        ldz, ldb, ldc, softplus, no_D, no_bias = ctx.meta
+        b, L, d = x.shape
+        N = A_nd.shape[0]
+        gout = gout.contiguous()  # bound to a name: a temporary could be freed before the call
+        gx, gdtr, gz = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+        gA, gD, gbias = torch.zeros_like(A_nd), torch.zeros_like(D), torch.zeros_like(bias)
+        gB, gC = x.new_zeros(b, L, N), x.new_zeros(b, L, N)
+        load_kernel().ssm_backward(b, L, d, N, _ptr(x), _ptr(dtr), _ptr(z), ldz, _ptr(A_nd),
+                                   _ptr(B), ldb, _ptr(C), ldc, _ptr(D), _ptr(bias), softplus,
+                                   _ptr(gout), _ptr(gx), _ptr(gdtr), _ptr(gz), _ptr(gA),
+                                   _ptr(gB), _ptr(gC), _ptr(gD), _ptr(gbias), _ptr(E))
+        return (gx, gdtr, None if z is None else gz, gA.t(), gB, gC, None if no_D else gD,
+                None if no_bias else gbias, None)
+
+
+class _ConvSiLU(torch.autograd.Function):
+    """silu(causal depthwise conv1d(x)): the MambaMixer's conv (padding K-1, first L kept).
+
+    x: (b, L, d) (a slice of the in_proj output is read in place); weight: (d, 1, K);
+    bias: (d,) or None -> (b, L, d).
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        b, L, d = x.shape
+        K = weight.shape[-1]
+        x, ldx = _rows(x)
+        w = weight.reshape(d, K).t().contiguous()  # (K, d)
+        bias_ = x.new_zeros(d) if bias is None else bias.contiguous()
+        out = x.new_empty(b, L, d)
+        load_kernel().conv_silu_forward(b, L, d, K, _ptr(x), ldx, _ptr(w), _ptr(bias_), _ptr(out))
+        ctx.save_for_backward(x, w, bias_)
+        ctx.meta = (ldx, bias is None, weight.shape)
+        return out
+
+    @staticmethod
+    def backward(ctx, gout):
+        x, w, bias = ctx.saved_tensors
+        ldx, no_bias, wshape = ctx.meta
+        b, L, d = gout.shape
+        gout = gout.contiguous()
+        gx, gw, gbias = x.new_empty(b, L, d), torch.zeros_like(w), torch.zeros_like(bias)
+        load_kernel().conv_silu_backward(b, L, d, w.shape[0], _ptr(x), ldx, _ptr(w), _ptr(bias),
+                                         _ptr(gout), _ptr(gx), _ptr(gw), _ptr(gbias))
+        return gx, gw.t().reshape(wshape), None if no_bias else gbias
 
 
 # ---------------------------------------------------------------- the drop-in
@@ -218,18 +291,21 @@ def selective_scan_fast(hidden_states, dt, A, B, C, D=None, z=None, delta_bias=N
     inputs are float32. Other keywords (use_mambapy, ...) pick among the reference's own
     paths and mean nothing here.
     """
-    if delta_bias is not None:
-        dt = dt + delta_bias[..., None]
-    if delta_softplus:
-        dt = F.softplus(dt)
     if backend is None:
         backend = "fused" if hidden_states.dtype == torch.float32 and load_kernel() else "chunked"
     if backend == "fused":
         if load_kernel() is None or hidden_states.dtype != torch.float32:
             raise RuntimeError("backend fused: needs float32 inputs and a C compiler (see load_kernel)")
-        y, last = _FusedSSM.apply(hidden_states.contiguous(), dt.contiguous(), A.contiguous(),
-                                  B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous())
-    elif backend == "chunked":
+        rows = lambda t: None if t is None else t.transpose(1, 2)  # noqa: E731  (b, L, .) views
+        out, last = _FusedSSM.apply(rows(hidden_states), rows(dt), rows(z), A, rows(B), rows(C),
+                                    D, delta_bias, delta_softplus)
+        y = out.transpose(1, 2)
+        return (y, last) if return_last_state else y
+    if delta_bias is not None:
+        dt = dt + delta_bias[..., None]
+    if delta_softplus:
+        dt = F.softplus(dt)
+    if backend == "chunked":
         x, dt_, B_, C_ = (t.transpose(1, 2).contiguous() for t in (hidden_states, dt, B, C))
         y, last = _ChunkedSSM.apply(x, dt_, A.contiguous(), B_, C_, chunk)
         y = y.transpose(1, 2)  # (b, d, L)
@@ -242,11 +318,79 @@ def selective_scan_fast(hidden_states, dt, A, B, C, D=None, z=None, delta_bias=N
     return (y, last) if return_last_state else y
 
 
-def install() -> None:
-    """Swap in the fast training scan after checking it against the reference it replaces.
+def mixer_forward(self, hidden_states, cache=None, attention_mask=None, **kwargs):
+    """MambaMixer.forward for training: the same map, the same parameters, in (b, L, channel)
+    layouts end to end, with the conv + silu and the gated scan in the C kernels.
 
-    The saved weights are plain transformers weights; the check guarantees the
-    function they were trained under computes what every loader will run.
+    Anything it does not cover (a cache, a padding mask, float64, another activation, no C
+    compiler) goes to transformers' own forward, unchanged.
+    """
+    if (cache is not None or attention_mask is not None or self.activation != "silu"
+            or hidden_states.dtype != torch.float32 or load_kernel() is None):
+        return _hf_mixer_forward()(self, hidden_states, cache=cache, attention_mask=attention_mask,
+                                   **kwargs)
+    d, N = self.intermediate_size, self.ssm_state_size
+    xz = self.in_proj(hidden_states)  # (b, L, 2d): x then the gate z, read in place
+    x = _ConvSiLU.apply(xz[..., :d], self.conv1d.weight, self.conv1d.bias)
+    dt_r, B, C = torch.split(self.x_proj(x), [self.time_step_rank, N, N], dim=-1)
+    dtr = F.linear(dt_r, self.dt_proj.weight)  # its bias goes in before the softplus
+    bias = None if self.dt_proj.bias is None else self.dt_proj.bias.float()
+    y, _ = _FusedSSM.apply(x, dtr, xz[..., d:], -torch.exp(self.A_log.float()), B, C,
+                           self.D.float(), bias, True)
+    return self.out_proj(y)
+
+
+def _hf_mixer_forward():
+    """transformers' MambaMixer.forward, even after install() replaced it."""
+    from transformers.models.mamba import modeling_mamba
+
+    mixer = modeling_mamba.MambaMixer
+    return getattr(mixer, "_hf_forward", mixer.forward)
+
+
+def check_mixer(mixer_fn=None, seed=0) -> None:
+    """mixer_forward against transformers' MambaMixer.forward with its reference scan, run in
+    float64 on the same weights: output and every parameter and input gradient (raises)."""
+    from transformers import MambaConfig
+    from transformers.models.mamba import modeling_mamba
+
+    mixer_fn = mixer_fn or mixer_forward
+    torch.manual_seed(seed)
+    config = MambaConfig(hidden_size=16, state_size=4, expand=2, conv_kernel=4,
+                         time_step_rank=3, num_hidden_layers=1)
+    ours = modeling_mamba.MambaMixer(config, layer_idx=0).train()
+    with torch.no_grad():  # a non-trivial conv bias and D, spread-out A
+        for p in ours.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    ref = modeling_mamba.MambaMixer(config, layer_idx=0).train().double()
+    ref.load_state_dict({k: v.double() for k, v in ours.state_dict().items()})
+    gen = torch.Generator().manual_seed(seed + 1)
+    h = torch.randn(2, 37, 16, generator=gen)
+    weight = torch.randn(2, 37, 16, generator=gen)
+    saved = modeling_mamba.mamba_selective_scan
+    modeling_mamba.mamba_selective_scan = getattr(modeling_mamba, "_reference_selective_scan", saved)
+    try:
+        results = []
+        for mixer, fn, x in ((ours, mixer_fn, h), (ref, _hf_mixer_forward(), h.double())):
+            x = x.clone().requires_grad_()
+            out = fn(mixer, x)
+            grads = torch.autograd.grad((out * weight.to(out.dtype)).sum(), [x, *mixer.parameters()])
+            results.append([out, *grads])
+    finally:
+        modeling_mamba.mamba_selective_scan = saved
+    names = ["output", "input", *(n for n, _ in ours.named_parameters())]
+    for name, a, r in zip(names, *results):
+        a, r = a.detach(), r.detach()
+        err = float((a.double() - r).abs().max() / r.abs().max().clamp_min(1e-30))
+        if not err < 1e-4:
+            raise AssertionError(f"mixer_forward vs transformers, {name}: relative error {err:.1e}")
+
+
+def install() -> None:
+    """Swap in the fast training scan and mixer after checking each against what it replaces.
+
+    The saved weights are plain transformers weights; the checks guarantee the
+    functions they were trained under compute what every loader will run.
     """
     from transformers.models.mamba import modeling_mamba
 
@@ -272,3 +416,8 @@ def install() -> None:
                         value_and_grads(reference)):
         torch.testing.assert_close(new, ref, rtol=1e-4, atol=1e-4)
     modeling_mamba.mamba_selective_scan = selective_scan_fast
+    mixer = modeling_mamba.MambaMixer
+    mixer._hf_forward = _hf_mixer_forward()
+    if load_kernel() is not None:
+        check_mixer()
+        mixer.forward = mixer_forward

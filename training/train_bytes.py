@@ -359,10 +359,11 @@ def continued(cfg: TrainConfig, result: dict) -> str:
 def scan_note(cfg: TrainConfig) -> str:
     if cfg.arch != "mamba":
         return ""
-    return ("\nThe selective scan ran through training/mamba_train_scan.py (its fused C kernel, "
-            "training/selective_scan.c, with a hand-written backward), checked against transformers' "
-            "reference scan at start-up; the weights are plain transformers weights and load and "
-            "run through the reference.")
+    return ("\nThis stage's MambaMixer ran through training/mamba_train_scan.py's training path "
+            "(mixer_forward: the conv + silu and the gated selective scan in the C kernels of "
+            "training/selective_scan.c, with hand-written backwards), checked at start-up against "
+            "transformers' own MambaMixer and reference scan (values and gradients); the weights "
+            "are plain transformers weights and load and run through transformers' code.")
 
 
 def a_log_section(shift: dict | None) -> str:
