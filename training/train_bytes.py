@@ -150,6 +150,16 @@ def build_model(cfg: TrainConfig):
     return model
 
 
+def initial_model(cfg: TrainConfig):
+    """A fresh model as the first stage built it: the reference for the A_log shift of a
+    continued run (transformers' S4D-real A_log init, log 1 ... log N per channel, is the same
+    for every seed)."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(cfg.seed)
+    return AutoModelForCausalLM.from_config(build_config(cfg), dtype=torch.float32)
+
+
 def earlier_stages(cfg: TrainConfig) -> list[str]:
     """The commands that trained --init-from's weights, read from its model card (in order)."""
     if not cfg.init_from:
@@ -413,7 +423,7 @@ def main(argv: list[str] | None = None) -> None:
     train_data, val_data, meta = load_corpus()
     model = build_model(cfg)
     print(f"{cfg.arch}: {n_params(model):,} params; {meta}", flush=True)
-    a_log_init = a_log_values(model)
+    a_log_init = a_log_values(initial_model(cfg) if cfg.init_from else model)
     stages = earlier_stages(cfg)  # read before --out (possibly the same dir) is overwritten
     result = train(model, train_data, cfg)
     result["earlier_stages"] = stages
