@@ -29,7 +29,7 @@ class BootstrapIR:
     level: float               # e.g. 0.9 for a 90 % interval
     n_boot: int                # replicates
     window: tuple              # fit window (lo, hi) in λ
-    unit: str                  # "sequences" | "moving blocks of k tokens" | "single tokens (i.i.d.)"
+    unit: str                  # "sequences" | "circular blocks of k tokens" | "single tokens (i.i.d.)"
     block_length: int          # tokens per block (1: single tokens, 0: whole sequences)
     n_units: float             # independent units the spread is learned from
     n_tokens: int

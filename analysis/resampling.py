@@ -68,7 +68,7 @@ class Resampling:
     def unit(self) -> str:
         """What one draw is, in words."""
         return {"sequences": "sequences", "tokens": "single tokens (i.i.d.)"}.get(
-            self.kind, f"moving blocks of {self.block_length} tokens")
+            self.kind, f"circular blocks of {self.block_length} tokens")
 
     def plot(self, ax=None):
         """The measured autocorrelation that set k, with k marked."""

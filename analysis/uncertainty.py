@@ -102,9 +102,9 @@ def law_lines(laws: dict) -> list:
 def table_note(table, n_seqs) -> str:
     """Table I's honesty line: nested rows, and what each CI resampled."""
     units = sorted({r.get("ci_unit", m) for r in table.rows for m in MODES})
-    ks = sorted({int(u.split()[3]) for u in units if u.startswith("moving blocks of ")})
+    ks = sorted({int(u.split()[3]) for u in units if u.startswith("circular blocks of ")})
     if len(ks) > 1 and len(ks) == len(units):       # one block length per row: give the range
-        units = [f"moving blocks of k = {ks[0]}…{ks[-1]} tokens (k by row and mode count: columns ci_unit_*)"]
+        units = [f"circular blocks of k = {ks[0]}…{ks[-1]} tokens (k by row and mode count: columns ci_unit_*)"]
     seqs = (f"{n_seqs} sequences; blocks are drawn from all of them, so each CI carries the "
             "variation between sequences" if n_seqs > 1 else
             "one sequence, so the CIs cannot carry variation between sequences")

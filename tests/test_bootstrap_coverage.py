@@ -85,7 +85,7 @@ def test_rates_path_and_histogram_path_give_the_same_interval():
     b = bootstrap_ir_from_hists(histogram_rows(rates), WINDOW, n_boot=200, seed=3, seq=seq)
     assert (a.lo, a.hi, a.block_length, a.unit) == (b.lo, b.hi, b.block_length, b.unit)
     assert a.fit.s == b.fit.s
-    assert a.unit == f"moving blocks of {a.block_length} tokens" and a.n_seqs == 2
+    assert a.unit == f"circular blocks of {a.block_length} tokens" and a.n_seqs == 2
     assert a.level == 0.9 and a.n_boot == 200 and a.window == WINDOW
     assert "circular blocks" in a.rule and "Politis–White" in a.rule
 

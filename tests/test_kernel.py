@@ -39,7 +39,7 @@ def test_kernel_exponent_recovers_one_plus_beta_of_the_closed_form():
     assert exact == pytest.approx(1 + BETA, abs=1e-3)
     assert ker.lo <= exact <= ker.hi, ker.describe()
     assert ker.hi - ker.lo < 0.1 and ker.consistent
-    assert ker.unit.startswith("moving blocks of") and ker.n_modes == lam.size
+    assert ker.unit.startswith("circular blocks of") and ker.n_modes == lam.size
 
 
 def test_kernel_matches_the_observables_path_exactly():
