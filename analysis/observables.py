@@ -219,19 +219,67 @@ def complex_spectrum(store, layer, L=None, seqs=None) -> ComplexSpectrum:
 # ----------------------------------------------------------------------------- Mamba SSM
 @dataclass
 class ValueHistogram:
-    """A plain histogram of parameter values (e.g. A_log)."""
+    """A plain histogram of parameter values (e.g. A_log), optionally beside the values they
+    were initialised to (`reference`, same shape, drawn as an outline) and a `note`."""
     values: np.ndarray = field(repr=False)
     xlabel: str = ""
+    reference: np.ndarray | None = field(default=None, repr=False)
+    reference_label: str = ""
+    note: str = ""
 
     def plot(self, ax=None, bins=60, color="C2"):
         ax = axes_or_new(ax)
-        ax.hist(self.values, bins=bins, color=color)
+        both = self.values if self.reference is None else np.concatenate([self.values, self.reference])
+        edges = np.histogram_bin_edges(both, bins=bins)
+        ax.hist(self.values, bins=edges, color=color, label="learned")
+        if self.reference is not None:
+            ax.hist(self.reference, bins=edges, histtype="step", color="k", lw=1.0,
+                    label=self.reference_label)
+            ax.legend(fontsize=7, loc="upper right")
+        if self.note:
+            ax.text(0.03, 0.97, self.note, transform=ax.transAxes, fontsize=7, va="top",
+                    bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
         ax.set_xlabel(self.xlabel), ax.set_ylabel("parameters")
         return ax
 
 
+def s4d_real_init(a_log: np.ndarray) -> np.ndarray:
+    """The A_log a Mamba-1 layer starts from (S4D-real, the default of transformers and
+    mamba_ssm): log(n + 1) for state n, the same for every channel and every seed."""
+    return np.broadcast_to(np.log(np.arange(1, a_log.shape[-1] + 1, dtype=np.float64)), a_log.shape)
+
+
+def a_log_shift(a_log: np.ndarray, init: np.ndarray | None = None) -> dict:
+    """How far training moved A_log from its initialisation (S4D-real unless `init` given).
+
+    moved: fraction of entries with |ΔA_log| > 0.1 (a 10 % change of the rate λ_A);
+    ks: two-sample Kolmogorov–Smirnov distance between the initial and learned value sets
+    (the init is a set of atoms, so KS registers even small moves: `moved` is the robust one).
+    """
+    a_log = np.asarray(a_log)
+    a = a_log.astype(np.float64).ravel()
+    reference = "S4D-real init" if init is None else "given"
+    if init is None:  # rounded as the weights are: an untouched float32 A_log has KS 0
+        init = s4d_real_init(a_log).astype(a_log.dtype if a_log.dtype.kind == "f" else np.float64)
+    init = np.asarray(init, dtype=np.float64).ravel()
+    delta = np.abs(a - init)
+    both = np.concatenate([a, init])
+    cdf = [np.searchsorted(np.sort(v), both, side="right") / v.size for v in (init, a)]
+    return {"entries": int(a.size), "moved": float((delta > 0.1).mean()),
+            "median_abs_delta": float(np.median(delta)), "max_abs_delta": float(delta.max()),
+            "ks": float(np.abs(cdf[0] - cdf[1]).max()), "reference": reference}
+
+
 def a_log_distribution(store, layer) -> ValueHistogram:
-    return ValueHistogram(store.a_log(layer).ravel(), "A_log  (λ_A = exp A_log)")
+    """A layer's A_log beside its S4D-real initialisation, with the shift between them."""
+    a_log = store.a_log(layer)
+    shift = a_log_shift(a_log)
+    note = (f"vs S4D-real init (log 1 … log {a_log.shape[-1]}):\n"
+            f"{shift['moved']:.0%} of {shift['entries']:,} moved |ΔA_log| > 0.1\n"
+            f"median |ΔA_log| {shift['median_abs_delta']:.3f}, KS {shift['ks']:.2f}")
+    return ValueHistogram(a_log.ravel(), "A_log  (λ_A = exp A_log)",
+                          reference=s4d_real_init(a_log).ravel(),
+                          reference_label="S4D-real init", note=note)
 
 
 def intrinsic_spectrum(store, layer) -> Spectrum:

@@ -14,7 +14,7 @@ from . import figures as F
 from ._plot import save
 from .aggregate import aggregate
 from .fits import WINDOW
-from .observables import (a_log_distribution, complex_spectrum, effective_vs_length,
+from .observables import (a_log_distribution, a_log_shift, complex_spectrum, effective_vs_length,
                           intrinsic_by_layer, intrinsic_spectrum, memory_kernel,
                           memory_kernel_from_hist, tdos, tdos_vs_depth, tdos_vs_length)
 from .precision import compare_precision, precision_pairs
@@ -152,6 +152,7 @@ def _model_figures(st, agg, res, out, window, n_boot, level, seed):
         "fig1_collective_spectrum.png")
     if st.is_mamba:
         res.extra["outside_bins_ssm"] = _mamba_figures(st, agg, layer, lengths, tag, put)
+        res.extra["a_log_shift"] = a_log_shift(st.a_log(layer))
     by_length = tdos_vs_length(agg, layer, lengths, modes)
     put(F.fig_family(by_length, f"{tag}: ρ_block vs L {mtag}",
                      ylabel="ρ_block(λ)", window=window), "fig5_tdos_vs_length.png")

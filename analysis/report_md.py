@@ -10,7 +10,7 @@ from .uncertainty import laws_markdown, table_note
 FIGURE_CAPTIONS = {
     "fig1_collective_spectrum.png": "Fig 1: eigenvalues ζ of J_tt (plane, near ζ=1, |ζ|, θ, λ–θ), "
                                     "ρ_block linear/log, memory kernel K(t)",
-    "fig2_intrinsic.png": "Fig 2: A_log distribution, ρ_int(λ_A), K_A(t) with t⁻¹ reference",
+    "fig2_intrinsic.png": "Fig 2: A_log distribution beside its S4D-real init, ρ_int(λ_A), K_A(t) with t⁻¹ reference",
     "fig3_intrinsic_all_layers.png": "Fig 3: ρ_int of every model layer overlaid",
     "fig4_effective_vs_length.png": "Fig 4: ρ_eff(Δ·λ_A) and Δ distributions vs L",
     "fig5_tdos_vs_length.png": "Fig 5: ρ_block vs L (prefixes of one sweep)",
@@ -122,6 +122,11 @@ def _model_section(name, r, window, rel) -> list:
             md += precision_lines(p)
     if r.arch != "mamba":
         md += [f"Figures 2–4 skipped: {r.arch} has no SSM (A_log, Δ are Mamba-only).", ""]
+    elif shift := r.extra.get("a_log_shift"):
+        md += [f"A_log of layer {r.layer} against its S4D-real initialisation (log 1 … log N): "
+               f"{shift['moved']:.1%} of {shift['entries']:,} entries moved by |ΔA_log| > 0.1, "
+               f"median |ΔA_log| {shift['median_abs_delta']:.3f}, Kolmogorov–Smirnov distance "
+               f"{shift['ks']:.3f} (Fig 2a).", ""]
     md += ["### Figures", ""]
     for f in r.files:
         if f.endswith(".png"):
