@@ -1,4 +1,5 @@
-"""A fast CPU training scan for Mamba-1: the selective scan with a hand-written backward.
+"""A fast CPU training path for Mamba-1: the selective scan with a hand-written backward, and
+the MambaMixer's training forward around it.
 
 transformers' reference scan (`modeling_mamba.mamba_selective_scan`, the recurrent path
 MambaMixer takes without the CUDA kernels) records autograd nodes per position and layer; the
@@ -13,20 +14,26 @@ the adjoint recurrence run backwards in time (as the mamba_ssm kernels do):
 
 Two backends compute exactly this:
 
+- "fused" (selective_scan.c, compiled on first use): per batch row and block of 32 channels,
+  positions in order, channels in the vector lanes; the step size's softplus, the D skip and
+  the silu gate are folded in, and the forward keeps every decay for the backward (exp is the
+  costliest operation). Everything is read in the (b, L, channel) layout the projections
+  produce, so the MambaMixer's transposed views cost no copies.
 - "chunked" (torch): inside chunks of T positions all chunks advance together (one op per
   in-chunk position), a short loop across chunks carries each chunk's true end state into the
   next, and a second in-chunk sweep adds it, decayed position by position. Decays enter only
   as products of factors in (0, 1]: they may underflow to 0, which is right (that past is
   forgotten), but never overflow, and nothing is divided by a decay. (An exp(-cumsum(dt A))
   form has a range set by the learned A and dt: no fixed chunk is safe for every checkpoint.)
-- "fused" (selective_scan.c, compiled on first use): one pass per (batch, channel) sequence
-  with the state in registers. On the shared 2-core machine every (b, L, d, N) pass of the
-  chunked backend is memory-bound and contended; measured side by side
-  (benchmarks/bench_train_scan.py) the fused kernel is several times faster, so training
-  uses it and the chunked backend is the fallback where no C compiler is found.
+  The fallback where no C compiler is found, and the float64 path.
 
 `selective_scan_fast` has the reference's signature so it can stand in for it; the reference
 stays the oracle (tests/test_train_scan.py compares values and gradients of both backends).
+`mixer_forward` is MambaMixer.forward for training: in_proj, the causal conv + silu (C),
+x_proj, dt_proj and the gated scan (C), out_proj, all in (b, L, channel) layouts; anything
+else (a cache, a padding mask, float64) goes to transformers' own forward. `install()` checks
+both against transformers (the mixer against MambaMixer with its reference scan, in float64)
+before swapping them in; measured side by side in benchmarks/bench_train_scan.py.
 """
 
 from __future__ import annotations
@@ -348,9 +355,10 @@ def _hf_mixer_forward():
     return getattr(mixer, "_hf_forward", mixer.forward)
 
 
-def check_mixer(mixer_fn=None, seed=0) -> None:
+def check_mixer(mixer_fn=None, seed=0) -> float:
     """mixer_forward against transformers' MambaMixer.forward with its reference scan, run in
-    float64 on the same weights: output and every parameter and input gradient (raises)."""
+    float64 on the same weights: output and every parameter and input gradient. Returns the
+    largest error relative to the reference's largest entry; raises above 1e-4."""
     from transformers import MambaConfig
     from transformers.models.mamba import modeling_mamba
 
@@ -379,11 +387,14 @@ def check_mixer(mixer_fn=None, seed=0) -> None:
     finally:
         modeling_mamba.mamba_selective_scan = saved
     names = ["output", "input", *(n for n, _ in ours.named_parameters())]
+    worst = 0.0
     for name, a, r in zip(names, *results):
         a, r = a.detach(), r.detach()
         err = float((a.double() - r).abs().max() / r.abs().max().clamp_min(1e-30))
         if not err < 1e-4:
             raise AssertionError(f"mixer_forward vs transformers, {name}: relative error {err:.1e}")
+        worst = max(worst, err)
+    return worst
 
 
 def install() -> None:
