@@ -143,7 +143,9 @@ class _ChunkedSSM(torch.autograd.Function):
 KERNEL_SOURCE = Path(__file__).with_name("selective_scan.c")
 # -ffast-math at compile time only, for the vectorised expf of glibc's libmvec; linking without
 # it keeps crtfastmath (which would flush denormals process-wide) out of the library.
-COMPILE_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=256", "-ffast-math", "-fopenmp-simd", "-fPIC"]
+# -mprefer-vector-width=256: some x86 tunings (znver1, this machine's) default to 128-bit lanes.
+COMPILE_FLAGS = ["-O3", "-march=native", "-ffast-math", "-fopenmp-simd", "-fPIC",
+                 *(["-mprefer-vector-width=256"] if platform.machine() in ("x86_64", "AMD64") else [])]
 LINK_FLAGS = ["-shared", "-lmvec", "-lm"]
 
 
