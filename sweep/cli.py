@@ -123,12 +123,10 @@ def _print_summary(store: str) -> None:
 
 
 def _status(args) -> int:
-    from pathlib import Path
-
     from sweep.store import status_rows
+    from sweep.validate import existing_store
 
-    if not (Path(args.store) / "zarr.json").is_file():
-        raise StoreMismatch(f"store: {args.store} not found — give the path of a sweep's store")
+    existing_store(args.store)
     rows = status_rows(args.store)
     print(f"{'model':<28} {'layer':>5} {'done':>6} {'flagged':>7} {'total':>6} {'tokens':>6}  dtype")
     for r in rows:

@@ -9,19 +9,18 @@ never recorded, so a later run hashes the weights once to check them).
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import zarr
 
 from analysis import schema
 from sweep.errors import StoreMismatch
 from sweep.store import _create_array, group_ready
+from sweep.validate import existing_store
 
 
 def upgrade(path) -> int:
     """Upgrade the store at `path` to schema.FORMAT; returns the format it had."""
-    if not (Path(path) / "zarr.json").is_file():
-        raise StoreMismatch(f"store: {path} not found; give the path of a sweep's store")
+    existing_store(path)
     root = zarr.open_group(str(path), mode="r+")
     fmt = root.attrs.get("tdos_format")
     if fmt == schema.FORMAT:

@@ -10,7 +10,7 @@ import typing
 import unicodedata
 from pathlib import Path
 
-from sweep.errors import ConfigError
+from sweep.errors import ConfigError, StoreMismatch
 
 
 def check_type(value, hint, where: str):
@@ -74,6 +74,18 @@ def check_store(store) -> str:
         raise ConfigError(f"store: {meta} is not a zarr v3 group's metadata (a damaged store, or "
                           f"another tool's directory) — remove {store} or choose another path")
     return str(p)
+
+
+def existing_store(store) -> Path:
+    """The path of an existing store, for commands that read or change one (status, upgrade):
+    refused in one line when it is absent or its root metadata is not a zarr v3 group's."""
+    meta = Path(store) / "zarr.json"
+    if not meta.is_file():
+        raise StoreMismatch(f"store: {store} not found — give the path of a sweep's store")
+    if not _is_zarr_group(meta):
+        raise StoreMismatch(f"store: {meta} is not a zarr v3 group's metadata (a damaged store, or "
+                            f"another tool's directory) — give the path of a sweep's store")
+    return Path(store)
 
 
 def _is_zarr_group(f: Path) -> bool:

@@ -248,3 +248,17 @@ def test_any_text_file_is_read_or_refused_in_one_line(tmp_path, data):
         assert code == 0 and out.splitlines()[-1].startswith("plan: 1 blocks"), err
     else:
         _assert_one_line_error(code, err)
+
+
+@pytest.mark.parametrize("command", ["status", "upgrade"])
+def test_status_and_upgrade_of_a_damaged_or_missing_store_are_one_line(tmp_path, capsys, command):
+    from sweep.cli import main
+
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "zarr.json").write_text('{"zarr_format": 3')
+    for path, what in {"damaged": "is not a zarr v3 group's metadata", "absent": "not found"}.items():
+        code = main([command, str(tmp_path / path)])
+        err = capsys.readouterr().err
+        _assert_one_line_error(code, err)
+        assert what in err
+    assert (tmp_path / "damaged" / "zarr.json").read_text() == '{"zarr_format": 3'
