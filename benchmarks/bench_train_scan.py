@@ -7,7 +7,9 @@ checkpoints/tiny-mamba-bytes): batch 16 x seq len 128 bytes, d_model 128 -> d_in
 state 16, 4 layers, 1 thread. Measured, interleaved rep by rep so load drifts hit all alike:
 
 - scan:  one selective-scan call, forward + backward, at (b, d, L, N) = (16, 256, 128, 16),
-         through the reference's signature (what the MambaMixer calls);
+         each as its training step makes it: "previous" (and the chunked backend) through the
+         reference's signature in the layouts transformers' MambaMixer passes, "new" as
+         mixer_forward calls the C kernel (every operand in (b, L, .) layout, read in place);
 - step:  one full training step (forward, backward, AdamW) of the 4-layer model:
          "previous" is transformers' MambaMixer with the previous scan (what trained the
          demo before this work); "new" is what training runs now (install(): the
@@ -109,11 +111,33 @@ def max_rel_err(scan, oracle, shape, dtype, oracle_dtype) -> float:
 
 
 def time_scan(scan, leaves) -> float:
-    ts = [t.clone().requires_grad_() for t in leaves]
+    """One call with the reference's signature, laid out as transformers' MambaMixer passes
+    them: x contiguous (b, d, L) (the conv's output); dt, z, B, C transposed views of the
+    (b, L, .) projections they are slices of. Forward + backward into the leaves."""
+    x, dt, A, B_, C_, D_, z, bias = (t.clone().requires_grad_() for t in leaves)
+    args = [x, dt.transpose(1, 2), A, B_.transpose(1, 2), C_.transpose(1, 2)]
     t0 = time.perf_counter()
-    y = scan(*ts[:5], D=ts[5], z=ts[6], delta_bias=ts[7], delta_softplus=True)
+    y = scan(*args, D=D_, z=z.transpose(1, 2), delta_bias=bias, delta_softplus=True)
     y.sum().backward()
     return time.perf_counter() - t0
+
+
+def time_training_scan(leaves) -> float:
+    """The same call as mixer_forward makes it: everything in (b, L, .) layouts, z, B and C
+    read in place from the projections (no copies), the gate and softplus inside."""
+    x, dt, A, B_, C_, D_, z, bias = (t.clone().requires_grad_() for t in leaves)
+    x_rows = x.transpose(1, 2).contiguous().detach().requires_grad_()  # mixer_forward's conv output
+    t0 = time.perf_counter()
+    y, _ = mamba_train_scan._FusedSSM.apply(x_rows, dt, z, A, B_, C_, D_, bias, True)
+    y.sum().backward()
+    return time.perf_counter() - t0
+
+
+def bld_inputs(leaves):
+    """scan_inputs' values with dt, z, B, C held (b, L, .) as the projections produce them."""
+    x, dt, A, B_, C_, D_, z, bias = leaves
+    rows = lambda t: t.transpose(1, 2).contiguous()  # noqa: E731
+    return [x, rows(dt), A, rows(B_), rows(C_), D_, rows(z), bias]
 
 
 def step_timer():
@@ -162,7 +186,7 @@ def run(reps: int) -> dict:
         "training mixer (float32) vs transformers MambaMixer (float64), output and 10 gradients":
             mamba_train_scan.check_mixer(),
     }
-    leaves = scan_inputs((B, D, L, N), torch.float32)
+    leaves = bld_inputs(scan_inputs((B, D, L, N), torch.float32))
     timed_step = step_timer()
     steps = {"previous": (previous_train_scan, hf_mixer),
              "new": (scans["new"], mamba_train_scan.mixer_forward),
@@ -174,7 +198,8 @@ def run(reps: int) -> dict:
     try:
         for _ in range(reps + 1):  # the first round warms up and is dropped
             for name, scan in scans.items():
-                times[f"scan: {name}"].append(time_scan(scan, leaves))
+                times[f"scan: {name}"].append(time_training_scan(leaves) if name == "new"
+                                              else time_scan(scan, leaves))
             for name, (scan, mixer) in steps.items():
                 times[f"step: {name}"].append(timed_step(scan, mixer))
     finally:
