@@ -236,7 +236,8 @@ class ValueHistogram:
             ax.hist(self.reference, bins=edges, histtype="step", color="k", lw=1.0,
                     label=self.reference_label)
             ax.legend(fontsize=7, loc="upper right")
-        if self.note:
+        if self.note:  # headroom above the bars for the note and the legend
+            ax.set_ylim(0, ax.get_ylim()[1] * 1.45)
             ax.text(0.03, 0.97, self.note, transform=ax.transAxes, fontsize=7, va="top",
                     bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
         ax.set_xlabel(self.xlabel), ax.set_ylabel("parameters")
