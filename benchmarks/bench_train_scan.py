@@ -22,7 +22,8 @@ state 16, 4 layers, 1 thread. Measured, interleaved rep by rep so load drifts hi
 
 "previous" is the training scan before this work (training/train_bytes.py at fa77dd4, kept
 below verbatim as the baseline). The process runs with train_bytes.keep_freed_memory(), as
-training does, for every row. The same run checks equivalence: values and gradients of every
+training does, for every row; one more row times the previous step in a fresh process without
+it, i.e. exactly as the demo Mamba was trained before this work. The same run checks equivalence: values and gradients of every
 scan input against transformers' reference scan (float64), new against previous at the
 benchmark shape (float32), and the training mixer against transformers' MambaMixer (float64,
 output and every parameter and input gradient). Writes <out>/bench_train_scan.{json,md}.
@@ -34,6 +35,7 @@ import functools
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -165,6 +167,18 @@ def step_timer():
     return timed
 
 
+AS_TRAINED = "step: previous, as trained before this work (default allocator, own process)"
+
+
+def previous_as_trained() -> float:
+    """One previous training step (after a warm-up one) in a fresh process that does not call
+    keep_freed_memory(): the step exactly as the demo Mamba was trained before this work
+    (train_bytes at fa77dd4 differs from today's only in the scan and that allocator setting)."""
+    out = subprocess.run([sys.executable, __file__, "--previous-as-trained"], check=True,
+                         capture_output=True, text=True).stdout
+    return float(out.strip().splitlines()[-1])
+
+
 def run(reps: int) -> dict:
     from transformers.models.mamba import modeling_mamba
 
@@ -194,7 +208,8 @@ def run(reps: int) -> dict:
              "new scan in transformers' MambaMixer, chunked torch backend":
                  (scans["new, chunked torch backend"], hf_mixer),
              "floor (new, no scan)": (scans["new"], floor_mixer)}
-    times = {**{f"scan: {name}": [] for name in scans}, **{f"step: {name}": [] for name in steps}}
+    times = {**{f"scan: {name}": [] for name in scans}, **{f"step: {name}": [] for name in steps},
+             AS_TRAINED: []}
     try:
         for _ in range(reps + 1):  # the first round warms up and is dropped
             for name, scan in scans.items():
@@ -202,6 +217,7 @@ def run(reps: int) -> dict:
                                               else time_scan(scan, leaves))
             for name, (scan, mixer) in steps.items():
                 times[f"step: {name}"].append(timed_step(scan, mixer))
+            times[AS_TRAINED].append(previous_as_trained())
     finally:
         modeling_mamba.mamba_selective_scan = reference
         modeling_mamba.MambaMixer.forward = hf_mixer
@@ -210,6 +226,7 @@ def run(reps: int) -> dict:
             "median_s": median,
             "ratio_previous_over_new": {kind: median[f"{kind}: previous"] / median[f"{kind}: new"]
                                         for kind in ("scan", "step")},
+            "ratio_as_trained_over_new": median[AS_TRAINED] / median["step: new"],
             "ratio_previous_over_floor": median["step: previous"] / median["step: floor (new, no scan)"],
             "scan_share_of_step": {
                 "previous": 1 - median["step: floor (new, no scan)"] / median["step: previous"],
@@ -232,7 +249,9 @@ Shapes: batch {B}, seq len {L}, d_inner {D}, state {N}; step = the 4-layer demo 
 |---|---|---|
 {rows}
 
-Ratio previous / new (medians): scan forward + backward {r['scan']:.1f}x, training step {r['step']:.1f}x.
+Ratio previous / new (medians): scan forward + backward {r['scan']:.1f}x, training step {r['step']:.1f}x
+(against the step as trained before this work, in its own process without the allocator setting:
+{res['ratio_as_trained_over_new']:.1f}x).
 A step with a free scan (the floor) would be {res['ratio_previous_over_floor']:.1f}x: the rest of the step
 (dense projections, norms, embedding, optimizer) bounds any scan's gain per step. Scan and conv share
 of the step, (step - floor) / step: previous {res['scan_share_of_step']['previous']:.0%}, new {res['scan_share_of_step']['new']:.0%}.
@@ -247,8 +266,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--previous-as-trained", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.previous_as_trained:  # the child of previous_as_trained(): one timed step, printed
+        from transformers.models.mamba import modeling_mamba
+
+        timed = step_timer()
+        timed(previous_train_scan, modeling_mamba.MambaMixer.forward)
+        print(timed(previous_train_scan, modeling_mamba.MambaMixer.forward))
+        return
     train_bytes.keep_freed_memory()
     meta = {"command": "python " + " ".join(sys.argv), "torch": torch.__version__, "threads": 1,
             "chunk": mamba_train_scan.CHUNK, "reps": args.reps,
