@@ -51,7 +51,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-JB = 32  # the C kernel's channel block (selective_scan.c)
 CHUNK = 16  # positions per chunk: at L=128, 8 chunks advance together; see chunk_length
 
 
@@ -179,6 +178,7 @@ def load_kernel() -> ctypes.CDLL | None:
     scan = [i, i, i, i, p, p, p, n, p, p, n, p, n, p, p, i]  # sizes, x, dtr, z, A, B, C, D, bias
     kernel.ssm_forward.argtypes = scan + [p] * 3
     kernel.ssm_backward.argtypes = scan + [p] * 10
+    kernel.ssm_block.restype = i
     conv = [i, i, i, i, p, n, p, p]  # sizes, x, w, bias
     kernel.conv_silu_forward.argtypes = conv + [p]
     kernel.conv_silu_backward.argtypes = conv + [p] * 4
@@ -226,8 +226,8 @@ class _FusedSSM(torch.autograd.Function):
         bias_ = x.new_zeros(d) if bias is None else bias.contiguous()
         out, last = x.new_empty(b, L, d), x.new_empty(b, N, d)
         # every decay exp(dt A), kept for the backward (b*L*N*d floats; its layout: decay_at)
-        blocks = -(-d // JB)
-        E = x.new_empty(b * blocks * L * N * JB) if any(ctx.needs_input_grad) else None
+        jb = load_kernel().ssm_block()  # the kernel's channel block
+        E = x.new_empty(b * -(-d // jb) * jb * L * N) if any(ctx.needs_input_grad) else None
         load_kernel().ssm_forward(b, L, d, N, _ptr(x), _ptr(dtr), _ptr(z), ldz, _ptr(A_nd),
                                   _ptr(B), ldb, _ptr(C), ldc, _ptr(D_), _ptr(bias_),
                                   int(softplus), _ptr(out), _ptr(last), _ptr(E))

@@ -28,6 +28,9 @@
 
 #define JB 32 /* channels per block: a block's state and workspace stay in cache */
 
+/* JB, for the caller that sizes E (mamba_train_scan.py reads it from here) */
+int ssm_block(void) { return JB; }
+
 /* Where a_t for (batch b, channels j0.., state n) sits in E, laid out (b, d/JB, L, N, JB):
  * each block's decays are contiguous in the order the backward reads them. */
 static inline long decay_at(int b, int j0, int t, int n, int L, int d, int N)
@@ -210,19 +213,26 @@ void ssm_backward(int nb, int L, int d, int N, const float *x, const float *dtr,
  * x (b, L, *) with row stride ldx; w, gw (K, d); bias, gbias (d); out, gout, gx (b, L, d)
  * contiguous. gw and gbias are accumulated into.
  */
+/* pre_t of batch row b at position t, into pre (d) */
+static void conv_pre(int b, int t, int L, int d, int K, const float *x, long ldx,
+                     const float *w, const float *bias, float *pre)
+{
+    memcpy(pre, bias, sizeof(float) * d);
+    for (int k = 0; k < K; k++) {
+        const int s = t - K + 1 + k;
+        if (s < 0) continue;
+        const float *xs = x + ((long)b * L + s) * ldx, *wk = w + (long)k * d;
+        for (int j = 0; j < d; j++) pre[j] += wk[j] * xs[j];
+    }
+}
+
 void conv_silu_forward(int nb, int L, int d, int K, const float *x, long ldx, const float *w,
                        const float *bias, float *out)
 {
     for (int b = 0; b < nb; b++)
         for (int t = 0; t < L; t++) {
             float *o = out + ((long)b * L + t) * d;
-            for (int j = 0; j < d; j++) o[j] = bias[j];
-            for (int k = 0; k < K; k++) {
-                const int s = t - K + 1 + k;
-                if (s < 0) continue;
-                const float *xs = x + ((long)b * L + s) * ldx, *wk = w + (long)k * d;
-                for (int j = 0; j < d; j++) o[j] += wk[j] * xs[j];
-            }
+            conv_pre(b, t, L, d, K, x, ldx, w, bias, o);
 #pragma omp simd
             for (int j = 0; j < d; j++) o[j] *= sigmoid(o[j]);
         }
@@ -235,13 +245,7 @@ void conv_silu_backward(int nb, int L, int d, int K, const float *x, long ldx, c
     float *pre = malloc(sizeof(float) * d);
     for (int b = 0; b < nb; b++) {
         for (int t = 0; t < L; t++) {  /* dLoss/dpre_t, recomputing pre_t */
-            for (int j = 0; j < d; j++) pre[j] = bias[j];
-            for (int k = 0; k < K; k++) {
-                const int s = t - K + 1 + k;
-                if (s < 0) continue;
-                const float *xs = x + ((long)b * L + s) * ldx, *wk = w + (long)k * d;
-                for (int j = 0; j < d; j++) pre[j] += wk[j] * xs[j];
-            }
+            conv_pre(b, t, L, d, K, x, ldx, w, bias, pre);
             const float *go = gout + ((long)b * L + t) * d;
             float *gp = gpre + (long)t * d;
 #pragma omp simd
