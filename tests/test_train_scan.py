@@ -82,7 +82,7 @@ def test_values_and_gradients_match_reference(backend, L):
 @needs_kernel
 def test_fused_channel_blocks_and_a_partial_block():
     """d = 40: one full block of the kernel's JB = 32 channels and a partial one of 8."""
-    assert ms.JB == 32
+    assert ms.load_kernel().ssm_block() == 32  # else d = 40 would not split as intended
     assert_matches_reference("fused", (3, 40, 19, 5))
 
 
@@ -114,13 +114,14 @@ def test_unknown_backend_is_named():
         ms.selective_scan_fast(*leaves(1, 2, 4, 2)[:5], backend="cuda")
 
 
-def test_drop_in_through_the_unmodified_hf_model(monkeypatch):
-    """A tiny MambaForCausalLM: loss and every parameter gradient equal under either scan."""
-    config = MambaConfig(vocab_size=256, hidden_size=32, num_hidden_layers=2, state_size=8,
-                         expand=2, conv_kernel=4)
+def assert_whole_model_unchanged(monkeypatch, swap, hidden_size, length):
+    """A tiny MambaForCausalLM's loss and every parameter gradient under transformers' own
+    mixer and reference scan, then again after `swap(monkeypatch)`: equal."""
+    config = MambaConfig(vocab_size=256, hidden_size=hidden_size, num_hidden_layers=2,
+                         state_size=8, expand=2, conv_kernel=4)
     torch.manual_seed(0)
     model = MambaForCausalLM(config).train()
-    ids = torch.randint(0, 256, (2, 40), generator=torch.Generator().manual_seed(2))
+    ids = torch.randint(0, 256, (2, length), generator=torch.Generator().manual_seed(2))
 
     def loss_and_grads():
         model.zero_grad(set_to_none=True)
@@ -128,12 +129,19 @@ def test_drop_in_through_the_unmodified_hf_model(monkeypatch):
         loss.backward()
         return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
+    monkeypatch.setattr(modeling_mamba, "mamba_selective_scan", REFERENCE)
     ref_loss, ref_grads = loss_and_grads()
-    monkeypatch.setattr(modeling_mamba, "mamba_selective_scan", ms.selective_scan_fast)
+    swap(monkeypatch)
     loss, grads = loss_and_grads()
     torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
     for name, g in grads.items():
         torch.testing.assert_close(g, ref_grads[name], rtol=1e-3, atol=1e-5, msg=name)
+
+
+def test_drop_in_through_the_unmodified_hf_model(monkeypatch):
+    """transformers' mixer with the fast scan in place of its reference scan."""
+    assert_whole_model_unchanged(monkeypatch, lambda mp: mp.setattr(
+        modeling_mamba, "mamba_selective_scan", ms.selective_scan_fast), hidden_size=32, length=40)
 
 
 @needs_kernel
@@ -154,27 +162,9 @@ def test_the_mixer_check_can_fail():
 
 @needs_kernel
 def test_training_mixer_through_the_whole_model(monkeypatch):
-    """A tiny MambaForCausalLM: loss and every parameter gradient equal under transformers'
-    own mixer and scan and under the training mixer (what install() puts in place)."""
-    config = MambaConfig(vocab_size=256, hidden_size=48, num_hidden_layers=2, state_size=8,
-                         expand=2, conv_kernel=4)
-    torch.manual_seed(0)
-    model = MambaForCausalLM(config).train()
-    ids = torch.randint(0, 256, (2, 50), generator=torch.Generator().manual_seed(2))
-
-    def loss_and_grads():
-        model.zero_grad(set_to_none=True)
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
-
-    monkeypatch.setattr(modeling_mamba, "mamba_selective_scan", REFERENCE)
-    ref_loss, ref_grads = loss_and_grads()
-    monkeypatch.setattr(modeling_mamba.MambaMixer, "forward", ms.mixer_forward)
-    loss, grads = loss_and_grads()
-    torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-6)
-    for name, g in grads.items():
-        torch.testing.assert_close(g, ref_grads[name], rtol=1e-3, atol=1e-5, msg=name)
+    """The training mixer (what install() puts in place) in place of transformers' mixer."""
+    assert_whole_model_unchanged(monkeypatch, lambda mp: mp.setattr(
+        modeling_mamba.MambaMixer, "forward", ms.mixer_forward), hidden_size=48, length=50)
 
 
 def test_install_checks_then_swaps_the_scan_and_mixer_in(monkeypatch):
