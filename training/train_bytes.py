@@ -203,18 +203,14 @@ def a_log_values(model) -> torch.Tensor:
 
 
 def a_log_shift(init: torch.Tensor, trained: torch.Tensor) -> dict:
-    """How far training moved A_log (rate lambda_A = exp(A_log)) from its initialisation.
+    """How far training moved A_log (rate lambda_A = exp(A_log)) from its initialisation:
+    tdos' own measure (analysis.observables.a_log_shift: fraction moved by > 0.1, median and
+    max |delta|, KS distance), plus the rate ranges for the model card."""
+    from analysis.observables import a_log_shift as shift
 
-    moved: fraction of entries with |delta A_log| > 0.1 (a 10 % change of the rate);
-    ks: two-sample Kolmogorov-Smirnov distance between the init and trained value sets.
-    """
-    delta = (trained - init).abs()
-    both = torch.cat([init, trained])
-    cdf = [torch.searchsorted(v.sort().values, both, right=True) / v.numel() for v in (init, trained)]
-    return {"entries": init.numel(), "moved": float((delta > 0.1).double().mean()),
-            "median_abs_delta": float(delta.median()), "max_abs_delta": float(delta.max()),
-            "ks": float((cdf[0] - cdf[1]).abs().max()),
-            "lambda_range_init": (float(init.exp().min()), float(init.exp().max())),
+    out = shift(trained.double().numpy(), init.double().numpy())
+    out.pop("reference")
+    return {**out, "lambda_range_init": (float(init.exp().min()), float(init.exp().max())),
             "lambda_range_trained": (float(trained.exp().min()), float(trained.exp().max()))}
 
 
