@@ -1,0 +1,161 @@
+"""Holding the prefix fixed while one layer call is differentiated.
+
+`held_fixed(layer, args, kwargs)` returns the arguments of a copy of the call: every Cache is
+replaced by a `PrefixView`, every other tensor argument is cloned (RWKV's state list is
+updated in place by the layer), and the layer's own module-held tensors (RecurrentGemma keeps
+its recurrent and convolution states on its modules) are cloned before the call and put
+back after it. The model's real cache and states are never touched, which `check_untouched`
+asserts after each call.
+
+transformers' Mamba-style decode kernels (their reference PyTorch implementations) update
+the cached conv/SSM states in place after autograd has saved them for the backward; the
+saved-tensor hook in `held_fixed` copies, at save time, every tensor that lives in one of
+the copies made here, so the backward sees the values the forward used.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+
+import torch
+from transformers.cache_utils import Cache
+
+from sweep.generic import attention
+
+
+def tensors(obj):
+    """Every tensor inside a (nested) dict, list or tuple."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from tensors(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from tensors(v)
+
+
+def cloned(obj):
+    """A copy of `obj` with every tensor inside cloned (containers rebuilt, others shared)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.clone()
+    if isinstance(obj, dict):
+        return {k: cloned(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(cloned(v) for v in obj)
+    return obj
+
+
+class _CopiedLayers(list):
+    """The cache's per-layer objects, each copied (its states cloned, its keys and values
+    shared) the first time it is indexed: only the layer being differentiated pays."""
+
+    def __init__(self, layers, on_copy):
+        super().__init__(layers)
+        self._copied: set[int] = set()
+        self._on_copy = on_copy
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(len(self))[i]]
+        i %= len(self)
+        if i not in self._copied:
+            src = list.__getitem__(self, i)
+            dup = copy.copy(src)
+            for name, value in vars(src).items():
+                if name not in ("keys", "values"):           # read only: never mutated in place
+                    setattr(dup, name, cloned(value))
+                    self._on_copy(getattr(dup, name))
+            list.__setitem__(self, i, dup)
+            self._copied.add(i)
+        return list.__getitem__(self, i)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
+class PrefixView(Cache):
+    """The model's cache as the prefix it holds: a layer call through it sees exactly the
+    earlier tokens' keys, values and states, and leaves the real cache as it was.
+
+    With `split`, a key/value update returns the new token's keys and values alone and hands
+    the prefix's to the registered attention function (`attention.held_prefix`); without it,
+    the update returns their concatenation, as the model's own cache does (used for layers
+    that do not attend through the attention interface, e.g. BLOOM's ALiBi attention).
+    """
+
+    def __init__(self, real: Cache, split: bool, on_copy):
+        self.__dict__.update(real.__dict__)                 # the cache's own flags and config
+        self.layers = _CopiedLayers(real.layers, on_copy)
+        self.split = split
+        self.kv_updates = 0
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        self.kv_updates += 1
+        layer = self.layers[layer_idx]
+        held = attention.held_prefix.get()
+        if self.split and held is not None and layer.get_seq_length() > 0:
+            # the visible prefix as the model's cache layer returns it (a sliding window keeps
+            # only its last tokens), computed from detached copies
+            keys, values = copy.copy(layer).update(key_states.detach(), value_states.detach(),
+                                                   *args, **kwargs)
+            n = key_states.shape[-2]
+            held.append((keys[..., :-n, :], values[..., :-n, :]))
+            return key_states, value_states
+        return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def held_fixed(layer: torch.nn.Module, args: tuple, kwargs: dict, split: bool):
+    """(args, kwargs, views) for a differentiable copy of `layer(*args, **kwargs)`.
+
+    Inside the block the layer's module-held tensors are clones and autograd keeps copies of
+    the tensors the call mutates in place; on exit every module attribute the call set,
+    added or replaced is restored and `attention.held_prefix` is cleared.
+    """
+    storages: set[int] = set()
+
+    def on_copy(value):
+        storages.update(t.untyped_storage().data_ptr() for t in tensors(value))
+
+    views: list[PrefixView] = []
+
+    def substitute(v):
+        if isinstance(v, Cache):
+            views.append(PrefixView(v, split, on_copy))
+            return views[-1]
+        c = cloned(v)
+        on_copy(c)
+        return c
+
+    args = tuple(substitute(a) for a in args)
+    kwargs = {k: substitute(v) for k, v in kwargs.items()}
+    snapshot = [(m, dict(vars(m))) for m in layer.modules()]
+    for m, before in snapshot:
+        for name, v in before.items():
+            if isinstance(v, torch.Tensor) and not name.startswith("_"):
+                object.__setattr__(m, name, v.clone())
+                on_copy(getattr(m, name))
+
+    def pack(t):
+        return t.clone() if t.untyped_storage().data_ptr() in storages else t
+
+    token = attention.held_prefix.set([])
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            yield args, kwargs, views
+    finally:
+        attention.held_prefix.reset(token)
+        for m, before in snapshot:
+            now = vars(m)
+            for name in [n for n in now if n not in before]:
+                del now[name]
+            now.update(before)
+
+
+def state_of(cache) -> tuple:
+    """Identity and version of every tensor a cache holds (to assert it was not touched)."""
+    if isinstance(cache, Cache):
+        return tuple((id(t), t._version) for layer in cache.layers
+                     for t in tensors(vars(layer)))
+    return tuple((id(t), t._version) for t in tensors(cache))

@@ -1,0 +1,79 @@
+"""Tiny random configs of every model family the generic path is tested on.
+
+Each is small enough that autograd of the unmodified layer over a whole 9-token sequence
+(the oracle) takes well under a second, and shaped to exercise what the family brings: GQA,
+sliding windows (window 5 < the sequence), soft-capping, rotary and ALiBi positions,
+parallel residuals, MoE routing, Mamba-1/Mamba-2 states, RWKV and RG-LRU recurrences, and
+hybrids mixing kinds of layer.
+"""
+from __future__ import annotations
+
+import transformers as T
+
+VOCAB = 97
+_ATT = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+
+
+def _mamba2(**kw):
+    return T.Mamba2Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, state_size=8,
+                          expand=2, head_dim=8, num_heads=8, n_groups=2, chunk_size=8, **kw)
+
+
+FAMILIES = {
+    "llama": lambda: T.LlamaConfig(**_ATT),
+    "qwen3": lambda: T.Qwen3Config(**_ATT, head_dim=8),
+    "qwen2": lambda: T.Qwen2Config(**_ATT),
+    "mistral": lambda: T.MistralConfig(**_ATT, sliding_window=5),
+    "gemma2": lambda: T.Gemma2Config(**_ATT, head_dim=8, sliding_window=5,
+                                     attn_logit_softcapping=5.0),
+    "gemma3_text": lambda: T.Gemma3TextConfig(**_ATT, head_dim=8, sliding_window=5,
+                                              layer_types=["sliding_attention", "full_attention"]),
+    "phi3": lambda: T.Phi3Config(**_ATT, pad_token_id=0),
+    "olmo2": lambda: T.Olmo2Config(**_ATT),
+    "mixtral": lambda: T.MixtralConfig(**_ATT, num_local_experts=4, num_experts_per_tok=2),
+    "gpt2": lambda: T.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64),
+    "gpt_neox": lambda: T.GPTNeoXConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                        num_attention_heads=4, intermediate_size=64,
+                                        max_position_embeddings=64, rotary_pct=0.5),
+    "gptj": lambda: T.GPTJConfig(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                                 rotary_dim=4),
+    "opt": lambda: T.OPTConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=4, ffn_dim=64, max_position_embeddings=64,
+                               word_embed_proj_dim=32),
+    "bloom": lambda: T.BloomConfig(vocab_size=VOCAB, hidden_size=32, n_layer=2, n_head=4),
+    "mamba": lambda: T.MambaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                   state_size=8, expand=2),
+    "falcon_mamba": lambda: T.FalconMambaConfig(vocab_size=VOCAB, hidden_size=32,
+                                                num_hidden_layers=2, state_size=8, expand=2),
+    "mamba2": _mamba2,
+    "jamba": lambda: T.JambaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                   intermediate_size=64, num_attention_heads=4,
+                                   num_key_value_heads=2, attn_layer_period=2, attn_layer_offset=1,
+                                   expert_layer_period=2, expert_layer_offset=1, num_experts=2,
+                                   mamba_d_state=8, mamba_expand=2, mamba_dt_rank=4),
+    "bamba": lambda: T.BambaConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                   intermediate_size=64, num_attention_heads=4,
+                                   num_key_value_heads=2, attn_layer_indices=[1], mamba_n_heads=8,
+                                   mamba_d_head=8, mamba_d_state=8, mamba_expand=2,
+                                   mamba_chunk_size=8),
+    "zamba2": lambda: T.Zamba2Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                     layers_block_type=["mamba", "hybrid"], num_attention_heads=4,
+                                     num_key_value_heads=4, attention_head_dim=8,
+                                     intermediate_size=64, mamba_d_state=8, mamba_headdim=8,
+                                     mamba_expand=2, mamba_ngroups=1, n_mamba_heads=8,
+                                     chunk_size=8, use_mem_rope=True,
+                                     max_position_embeddings=64),
+    "falcon_h1": lambda: T.FalconH1Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                          intermediate_size=64, num_attention_heads=4,
+                                          num_key_value_heads=2, head_dim=8, mamba_d_state=8,
+                                          mamba_d_head=8, mamba_n_heads=8, mamba_expand=2,
+                                          mamba_n_groups=1, mamba_chunk_size=8, mamba_d_ssm=64,
+                                          max_position_embeddings=64),
+    "rwkv": lambda: T.RwkvConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                                 attention_hidden_size=32, intermediate_size=64, context_length=64),
+    "recurrent_gemma": lambda: T.RecurrentGemmaConfig(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, intermediate_size=64,
+        num_attention_heads=4, num_key_value_heads=2, lru_width=32, attention_window_size=5,
+        block_types=["recurrent", "attention"], head_dim=8),
+}
