@@ -1,27 +1,36 @@
-"""tdos analysis: reads only the store (and its aggregate beside it). See docs/api.md."""
-from .aggregate import Aggregate, aggregate
-from .bootstrap import BootstrapIR, bootstrap_ir_exponent, bootstrap_ir_from_hists
-from .fits import IRFit, MLEFit, fit_ir_exponent, fit_ir_from_hist, mle_ir_exponent
-from .observables import (ComplexSpectrum, MemoryKernel, Spectrum, SpectrumFamily,
-                          a_log_distribution, block_rates, complex_spectrum, delta_distribution,
-                          effective_spectrum, effective_vs_length, intrinsic_by_layer,
-                          intrinsic_spectrum, memory_kernel, memory_kernel_from_hist, tdos,
-                          tdos_from_rates, tdos_vs_depth, tdos_vs_length)
-from .precision import PrecisionComparison, compare_precision, match_tokens
-from .rates import MODES, classify, classify_rows, marginal_threshold, rates_of
-from .selfavg import ir_resolution, self_averaging
-from .store import Store, StoreError, open_store
-from .tables import IRTable, beta_vs_depth, beta_vs_length
+"""tdos analysis: reads only the store (and its aggregate beside it). See docs/api.md.
 
-__all__ = [
-    "Aggregate", "aggregate", "IRFit", "BootstrapIR", "MLEFit", "bootstrap_ir_exponent",
-    "bootstrap_ir_from_hists", "fit_ir_exponent", "fit_ir_from_hist", "mle_ir_exponent",
-    "ComplexSpectrum", "MemoryKernel", "Spectrum", "SpectrumFamily", "a_log_distribution",
-    "block_rates", "complex_spectrum", "delta_distribution", "effective_spectrum",
-    "effective_vs_length", "intrinsic_by_layer", "intrinsic_spectrum", "memory_kernel",
-    "memory_kernel_from_hist", "tdos", "tdos_from_rates", "tdos_vs_depth", "tdos_vs_length",
-    "classify", "classify_rows", "marginal_threshold", "rates_of", "MODES", "compare_precision",
-    "PrecisionComparison", "match_tokens", "self_averaging",
-    "ir_resolution", "Store", "StoreError", "open_store", "IRTable", "beta_vs_depth",
-    "beta_vs_length",
-]
+Names load lazily (PEP 562): `from analysis import schema` — what every sweep worker imports
+to write a store — brings in neither matplotlib nor scipy.
+"""
+import importlib
+
+_EXPORTS = {
+    "aggregate": ["Aggregate", "aggregate"],
+    "bootstrap": ["BootstrapIR", "bootstrap_ir_exponent", "bootstrap_ir_from_hists"],
+    "fits": ["IRFit", "MLEFit", "fit_ir_exponent", "fit_ir_from_hist", "mle_ir_exponent"],
+    "observables": ["ComplexSpectrum", "MemoryKernel", "Spectrum", "SpectrumFamily",
+                    "a_log_distribution", "block_rates", "complex_spectrum", "delta_distribution",
+                    "effective_spectrum", "effective_vs_length", "intrinsic_by_layer",
+                    "intrinsic_spectrum", "memory_kernel", "memory_kernel_from_hist", "tdos",
+                    "tdos_from_rates", "tdos_vs_depth", "tdos_vs_length"],
+    "precision": ["PrecisionComparison", "compare_precision", "match_tokens"],
+    "rates": ["MODES", "classify", "classify_rows", "marginal_threshold", "rates_of"],
+    "selfavg": ["ir_resolution", "self_averaging"],
+    "store": ["Store", "StoreError", "open_store"],
+    "tables": ["IRTable", "beta_vs_depth", "beta_vs_length"],
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'analysis' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+from .inputs_md import inputs_lines
 from .rates import MODES, SCALE_RESIDUAL_MAX
 from .tables import PAPER_BETA, PAPER_MODES, PAPER_PYTHIA
 from .uncertainty import laws_markdown, table_note
@@ -98,9 +99,11 @@ def precision_lines(p) -> list:
 def inputs_line(i: dict) -> str:
     """What the tokens were, from the group's `inputs` record (sweep/inputs.py)."""
     shape = f"{i.get('sequences', '?')} sequence(s) x {i.get('length', '?')} tokens"
+    tok = i.get("tokenizer") or "the checkpoint's own tokenizer"
+    if i.get("dataset"):
+        return f"{shape} of dataset `{i['dataset']}` ({i.get('windows')} windows), tokenized by {tok}"
     if not i.get("text"):
         return f"{shape} of uniform random token ids (seed {i.get('seed', 0)})"
-    tok = i.get("tokenizer") or "the checkpoint's own tokenizer"
     return (f"{shape} of natural text `{i['text']}` ({i.get('text_file_count', 1)} file(s), "
             f"sha256 {str(i.get('text_sha256', ''))[:12]}…), tokenized by {tok}")
 
@@ -109,7 +112,7 @@ def _model_section(name, r, window, rel) -> list:
     md = [f"## {name} ({r.arch}, {r.dtype})", "",
           f"- blocks: {r.counts['done']} done, {r.counts['flagged']} flagged (excluded), "
           f"{r.counts['pending']} pending of {r.counts['planned']} planned",
-          f"- inputs: {inputs_line(r.extra.get('inputs', {}))}",
+          f"- inputs: {inputs_line(r.extra.get('inputs', {}))}", *inputs_lines(r.extra.get("inputs", {})),
           f"- representative layer {r.layer}, L = {r.L}: {_modes_line(r)}",
           f"- figures draw the **{r.modes}** count (`tdos analyze --modes`); tables carry both", "",
           f"### Table I (layer {r.layer})", "", table_markdown(r), "",

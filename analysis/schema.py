@@ -10,9 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # 1: the first layout (scale_*/shift_* arrays added later without a bump);
-# 2: every array always present, eig_backend per block, creation_id, checkpoint file stats
-FORMAT = 2
-UPGRADABLE = (1,)                 # formats `tdos upgrade STORE` rewrites to FORMAT in place
+# 2: every array always present, eig_backend per block, creation_id, checkpoint file stats;
+# 3: any causal LM: the kind of every layer (`layer_kinds`), Δ/A_log for every Mamba-style
+#    layer (per channel for Mamba-1, per head for Mamba-2), which Jacobian path computed
+#    each block, config.json (and tokenizer files) in the checkpoint record
+FORMAT = 3
+UPGRADABLE = (1, 2)               # formats `tdos upgrade STORE` rewrites to FORMAT in place
 
 # ledger codes, (layer, seq, block) int8: the single record of completion
 PENDING, DONE, FLAGGED = 0, 1, 2  # FLAGGED: done, but some value is non-finite
@@ -24,13 +27,21 @@ EIG_BACKENDS = ("unknown",        # not written yet, or a store upgraded from fo
                 "scipy-openblas",  # scipy.linalg.eigvals: geev of numpy/scipy's OpenBLAS
                 "torch-cuda")     # torch.linalg.eigvals on a CUDA device
 
+# jacobian_path codes, (layer, seq, block) int8: which code computed the block's J_tt
+JACOBIAN_PATHS = ("unknown",      # not written yet, or a store upgraded from format 1 or 2
+                  "hand-written",  # sweep/blocks: the architecture's structured J_tt
+                  "generic")      # sweep/generic: autograd of transformers' own layer
+
+# layer kinds (group attribute `layer_kinds`, one per model layer): "+"-joined parts
+SSM_KINDS = ("mamba", "mamba2")   # the parts with Δ_t and A_log
+
 
 @dataclass(frozen=True)
 class ArraySpec:
     dims: tuple[str, ...]
     kind: str                     # "int64" | "int8" | "real" / "complex": in the compute dtype
     per_token: bool = False       # chunks (1, 1, token_block, ...): written by block tasks
-    mamba: bool = False           # present only in Mamba groups
+    ssm: bool = False             # present only in groups with a Mamba-style layer
 
 
 # every array of a model group; NaN (or code 0) marks a value not written yet
@@ -47,8 +58,12 @@ ARRAYS = {
     "shift_residual": ArraySpec(("layer", "seq", "token"), "real", per_token=True),
     "ledger": ArraySpec(("layer", "seq", "block"), "int8"),
     "eig_backend": ArraySpec(("layer", "seq", "block"), "int8"),
-    "delta": ArraySpec(("layer", "seq", "token", "channel"), "real", per_token=True, mamba=True),
-    "a_log": ArraySpec(("model_layer", "channel", "state"), "real", mamba=True),
+    "jacobian_path": ArraySpec(("layer", "seq", "block"), "int8"),
+    # Δ_t per channel (Mamba-1: d_inner) or per head (Mamba-2); rows of other layers stay NaN
+    "delta": ArraySpec(("layer", "seq", "token", "channel"), "real", per_token=True, ssm=True),
+    # A_log of every Mamba-style layer of the model, swept or not: (d_inner, d_state) for
+    # Mamba-1, (heads, 1) for Mamba-2; other layers stay NaN
+    "a_log": ArraySpec(("model_layer", "channel", "state"), "real", ssm=True),
 }
 SCALE_ARRAYS = ("scale_rayleigh", "scale_residual")
 SHIFT_ARRAYS = ("shift_rayleigh", "shift_residual")
@@ -57,7 +72,10 @@ COMPLEX = {"float32": "complex64", "float64": "complex128"}
 # attributes: root group, then each model group
 ROOT_ATTRS = ("tdos_format", "creation_id", "fingerprint", "config", "models", "software",
               "analysis")      # analysis: the config's `analysis:` section (Table I lengths, layer)
-GROUP_ATTRS = ("model", "checkpoint", "inputs", "complete", "worker_software")
+# layer_kinds: one kind per model layer; a_log_shapes: per model layer, A_log's shape
+# ([d_inner, d_state] Mamba-1, [heads] Mamba-2) or null
+GROUP_ATTRS = ("model", "checkpoint", "inputs", "layer_kinds", "a_log_shapes", "complete",
+               "worker_software")
 
 
 def dtype_of(name: str, compute_dtype: str) -> str:
@@ -70,9 +88,14 @@ def dtype_of(name: str, compute_dtype: str) -> str:
     return kind
 
 
-def group_arrays(mamba: bool) -> tuple[str, ...]:
-    """Names of the arrays a group holds."""
-    return tuple(n for n, spec in ARRAYS.items() if mamba or not spec.mamba)
+def group_arrays(ssm: bool) -> tuple[str, ...]:
+    """Names of the arrays a group holds (`ssm`: it has a Mamba-style layer)."""
+    return tuple(n for n, spec in ARRAYS.items() if ssm or not spec.ssm)
+
+
+def is_ssm(kind: str) -> bool:
+    """Whether a layer of this kind has Δ_t and A_log."""
+    return any(part in SSM_KINDS for part in kind.split("+"))
 
 
 class StoreError(Exception):

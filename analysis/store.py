@@ -71,7 +71,32 @@ class Store:
 
     @property
     def is_mamba(self) -> bool:
+        """Whether any layer is Mamba-style (has Δ_t and A_log): `ssm_layers` says which."""
         return "delta" in self.group and "a_log" in self.group
+
+    @cached_property
+    def layer_kinds(self) -> list[str]:
+        """The kind of every model layer ("attention", "mamba", "mamba2", "recurrent",
+        "mamba2+attention", … with "+moe" when it routes to experts)."""
+        kinds = self.group.attrs.get("layer_kinds")
+        if kinds:
+            return list(kinds)
+        n = int(self.group["a_log"].shape[0]) if self.is_mamba else max(self.layers) + 1
+        return ["mamba" if self.is_mamba else "attention"] * n
+
+    def layer_kind(self, layer) -> str:
+        return self.layer_kinds[int(layer)]
+
+    @property
+    def ssm_layers(self) -> list[int]:
+        """Model layers with Δ_t and A_log (Mamba-1 or Mamba-2 style), swept or not."""
+        return [i for i, k in enumerate(self.layer_kinds) if schema.is_ssm(k)]
+
+    def _a_log_shape(self, layer) -> tuple[int, ...]:
+        shapes = self.group.attrs.get("a_log_shapes")
+        if shapes:
+            return tuple(shapes[int(layer)] or ())
+        return tuple(self.group["a_log"].shape[1:])
 
     @property
     def dtype(self) -> str:
@@ -93,6 +118,14 @@ class Store:
         "unknown" for blocks not written, or written before format 2)."""
         codes = np.asarray(self.group["eig_backend"][self.row(layer)])
         return np.asarray(schema.EIG_BACKENDS, dtype=object)[codes]
+
+    def jacobian_path(self, layer) -> np.ndarray:
+        """(seq, block) str: which code computed each block's J_tt (schema.JACOBIAN_PATHS:
+        "hand-written", "generic"; "unknown" for blocks not written, or before format 3)."""
+        if "jacobian_path" not in self.group:
+            return np.full(self.group["ledger"].shape[1:], "unknown", dtype=object)
+        codes = np.asarray(self.group["jacobian_path"][self.row(layer)])
+        return np.asarray(schema.JACOBIAN_PATHS, dtype=object)[codes]
 
     @property
     def fingerprint(self) -> str:
@@ -197,27 +230,38 @@ class Store:
         return out[0], out[1]
 
     def delta(self, layer, seq=0) -> np.ndarray:
-        """(L_layer, d_inner) selective step Δ_t (Mamba); NaN rows as in `eigenvalues`."""
-        self._need_mamba("delta")
+        """(L_layer, d_inner) Mamba-1 or (L_layer, heads) Mamba-2 selective step Δ_t; NaN
+        rows as in `eigenvalues`."""
+        shape = self._need_ssm(layer, "delta")
         n = self.layer_length[layer]
-        de = np.array(self.group["delta"][self.row(layer), seq, :n])
+        de = np.array(self.group["delta"][self.row(layer), seq, :n, : shape[0]])
         de[~self._row_mask(layer, seq)] = np.nan
         return de
 
     def a_log(self, layer) -> np.ndarray:
-        """(d_inner, d_state) A_log of model layer `layer` (any layer of the model, swept or not)."""
-        self._need_mamba("a_log")
-        return np.asarray(self.group["a_log"][int(layer)])
+        """A_log of model layer `layer` (swept or not): (d_inner, d_state) Mamba-1, (heads,)
+        Mamba-2 (one A per head)."""
+        shape = self._need_ssm(layer, "a_log")
+        a = np.asarray(self.group["a_log"][int(layer)])                 # (channel, state)
+        return a[: shape[0], : shape[1]] if len(shape) == 2 else a[: shape[0], 0]
 
     def intrinsic_rates(self, layer) -> np.ndarray:
-        """λ_A = exp(A_log), all d_inner·d_state modes, float64."""
+        """λ_A = exp(A_log), float64: d_inner·d_state modes (Mamba-1), one per head (Mamba-2)."""
         return np.exp(self.a_log(layer).astype(np.float64)).ravel()
+
+    def effective_rates(self, layer, seq=0) -> np.ndarray:
+        """(L_layer, d_inner, d_state) Mamba-1 or (L_layer, heads) Mamba-2: λ_eff = Δ_t·exp(A_log)."""
+        lam = np.exp(self.a_log(layer).astype(np.float64))
+        de = self.delta(layer, seq).astype(np.float64)
+        return de[..., None] * lam[None] if lam.ndim == 2 else de * lam[None]
 
     @property
     def n_model_layers(self) -> int:
-        self._need_mamba("a_log")
-        return int(self.group["a_log"].shape[0])
+        return len(self.layer_kinds)
 
-    def _need_mamba(self, what):
-        if not self.is_mamba:
-            raise StoreError(f"model {self.name!r} ({self.arch}) has no {what}: Mamba-only array")
+    def _need_ssm(self, layer, what) -> tuple[int, ...]:
+        if not self.is_mamba or not schema.is_ssm(self.layer_kind(layer)):
+            kind = self.layer_kinds[int(layer)] if int(layer) < len(self.layer_kinds) else "?"
+            raise StoreError(f"model {self.name!r} layer {layer} ({kind}) has no {what}: only "
+                             f"Mamba-style layers (layers {self.ssm_layers}) do")
+        return self._a_log_shape(layer)

@@ -1,13 +1,15 @@
 """What a sweep will cost before it runs: blocks, bytes on disk, memory per worker, core-hours.
 
-Everything here comes from the validated config and the checkpoints' headers (no weights are
-loaded), so `tdos sweep --dry-run` answers in seconds, and a real run refuses a sweep whose
-store cannot fit on the disk or whose workers cannot fit in memory before the store exists.
+Everything here comes from the plan (sweep/plan.py: the config and the checkpoints'
+headers; no weights are loaded), so `tdos sweep --dry-run` answers in seconds, and a real
+run refuses a sweep whose store cannot fit on the disk or whose workers cannot fit in
+memory before the store exists.
 
 The time estimate is a model calibrated on measured costs, not a probe: seconds per token
 of one residual block (J_tt and its eigenvalues, one thread, d_model = 1024) from
-benchmarks/results (bench_block_mamba-T32: Mamba-370M layer 24, 32-token blocks;
-bench_block_attention-v3: GPT-2-medium / Pythia-410M shapes, 8-token blocks), scaled by
+benchmarks/results (hand-written paths: bench_block_mamba-T32, Mamba-370M layer 24,
+32-token blocks; bench_block_attention-v3, GPT-2-medium / Pythia-410M shapes, 8-token
+blocks; the generic path: bench_generic, Qwen3-0.6B and Mamba-2-370m shapes), scaled by
 (d_model / 1024)^3 because the eigensolver and the J_tt products are cubic in d_model, plus
 each worker's start-up and model loads (bench_block_mamba-T32's cold task). Against the
 recorded `tdos sweep configs/mamba370m-paper.yaml` on the random-init 370M (2 workers,
@@ -22,9 +24,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.config import SweepConfig
 from sweep.errors import ConfigError
-from sweep.store import check_same_config
+from sweep.plan import Plan
 
 GiB, MiB = 1 << 30, 1 << 20
 D_REF = 1024                        # d_model of the measured blocks
@@ -32,13 +33,14 @@ D_REF = 1024                        # d_model of the measured blocks
 SECONDS_PER_TOKEN = {
     ("mamba", "float32"): 0.395, ("mamba", "float64"): 0.926,          # bench_block_mamba-T32
     ("attention", "float32"): 0.830, ("attention", "float64"): 1.669,  # bench_block_attention-v3
+    ("generic", "float32"): 1.30, ("generic", "float64"): 2.60,        # bench_generic
 }
 WORKER_START_S = 5.0                # importing torch, transformers, distributed in a worker
 LOAD_S_PER_GB = 16.7                # cold task of Mamba-370M fp32: 24.9 s for 1.49 GB of weights
 FP64_LOAD_FACTOR = 1.67             # its fp64 cold task: 41.7 s
 PROCESS_BYTES = int(0.5 * GiB)      # a worker with torch + transformers imported, no model
-BLOCK_CACHE = 2                     # widened blocks kept per model (sweep.model.BLOCK_CACHE)
 HIDDEN_CACHE = 4                    # hidden states kept per worker (sweep.task.HIDDEN_CACHE)
+JAC_CHUNK = 128                     # cotangents per batched backward (sweep.generic.decode)
 _REAL = {"float32": 4, "float64": 8}
 
 
@@ -108,24 +110,24 @@ class SweepPlan:
         return None
 
 
-def plan_sweep(cfg: SweepConfig, workers: int | None = None, scheduler: str | None = None) -> SweepPlan:
-    """The plan of `cfg` (validated by load_config) on `workers` workers; `scheduler` (an
-    existing cluster's address) means the workers' memory is not this machine's."""
+def plan_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = None) -> SweepPlan:
+    """The cost of `plan` on `workers` workers; `scheduler` (an existing cluster's address)
+    means the workers' memory is not this machine's."""
+    cfg = plan.config
     kind = cfg.cluster.kind
     n = workers or cfg.cluster.workers or (os.cpu_count() or 1)
     rows, store_bytes, seconds, peak = [], 0, 0.0, PROCESS_BYTES
-    weights = sum(m.info.weight_bytes for m in cfg.models)      # every model a worker may hold
-    for m in cfg.models:
+    for m in plan.models:
         S, B = cfg.inputs.sequences, cfg.token_block
-        rows += [Row(m.name, m.dtype, layer, tokens, S * math.ceil(tokens / B))
-                 for layer, tokens in m.layer_lengths]
-        planned = S * sum(tokens for _, tokens in m.layer_lengths)    # token spectra
+        rows += [Row(m.name, m.spec.dtype, layer, tokens, S * math.ceil(tokens / B))
+                 for layer, tokens in m.rows]
+        planned = S * sum(tokens for _, tokens in m.rows)              # token spectra
         store_bytes += _store_bytes(m, planned, cfg)
-        seconds += planned * _seconds_per_token(m.info, m.dtype)
-        seconds += n * _load_seconds(m.info, m.dtype)
-        peak = max(peak, _worker_bytes(m, cfg, weights))
+        seconds += planned * _seconds_per_token(m)
+        seconds += n * _load_seconds(m.info, m.spec.dtype)
+        peak = max(peak, _worker_bytes(m, cfg))
     seconds += n * WORKER_START_S
-    _check_existing_store(cfg)
+    _check_existing_store(plan)
     now = _du(Path(cfg.store))
     return SweepPlan(tuple(rows), cfg.store, n, store_bytes, now, _free(Path(cfg.store)), peak,
                      _memory_total(), kind in ("local", "auto", "cuda") and not scheduler, seconds)
@@ -140,18 +142,23 @@ def check_fits(plan: SweepPlan) -> None:
 
 # ---------------------------------------------------------------- pieces
 
-def _check_existing_store(cfg: SweepConfig) -> None:
+def _check_existing_store(plan: Plan) -> None:
     """A store made from another config is refused here too (read-only), so --dry-run says
     what the real run would."""
-    meta = Path(cfg.store) / "zarr.json"
+    from sweep.store import check_same_config
+
+    meta = Path(plan.store) / "zarr.json"
     if not meta.is_file():
         return
-    check_same_config(json.loads(meta.read_text()).get("attributes", {}), cfg)
+    check_same_config(json.loads(meta.read_text()).get("attributes", {}), plan)
 
 
-def _seconds_per_token(info, dtype: str) -> float:
-    family = "mamba" if info.arch == "mamba" else "attention"
-    return SECONDS_PER_TOKEN[family, dtype] * (info.d_model / D_REF) ** 3
+def _seconds_per_token(m) -> float:
+    if m.engine == "generic":
+        family = "generic"
+    else:
+        family = "mamba" if m.info.arch == "mamba" else "attention"
+    return SECONDS_PER_TOKEN[family, m.spec.dtype] * (m.info.d_model / D_REF) ** 3
 
 
 def _load_seconds(info, dtype: str) -> float:
@@ -161,25 +168,29 @@ def _load_seconds(info, dtype: str) -> float:
 def _store_bytes(m, planned: int, cfg) -> int:
     """Bytes of the arrays a finished sweep writes for model `m` (chunks never written,
     beyond each layer's length, take no space)."""
-    real = _REAL[m.dtype]
+    real = _REAL[m.spec.dtype]
     info = m.info
     per_token = info.d_model * 2 * real + 4 * real          # eigenvalues + scale/shift ρ, r
-    if info.d_inner:
-        per_token += info.d_inner * real                    # Δ_t
-    a_log = info.n_layers * info.d_inner * info.d_state * real if info.d_inner else 0
+    channels = max((k.delta_channels for k in info.kinds if k.ssm), default=0)
+    per_token += channels * real                            # Δ_t
+    a_log = sum(math.prod(k.a_log_shape) for k in info.kinds if k.ssm) * real
     tokens = cfg.inputs.sequences * cfg.inputs.length * 8   # the int64 token ids
     return planned * per_token + a_log + tokens
 
 
-def _worker_bytes(m, cfg, weights: int) -> int:
-    """Peak of a worker running `m`'s blocks: the process, every model's memory-mapped
-    weights, the widened blocks, the (T, d, d) J_tt buffer, eig's workspace, hidden states."""
-    real, d, B = _REAL[m.dtype], m.info.d_model, cfg.token_block
-    widened = BLOCK_CACHE * m.info.block_params * real if m.dtype == "float64" else 0
+def _worker_bytes(m, cfg) -> int:
+    """Peak of a worker running `m`'s blocks: the process, the model's weights in the
+    compute dtype, the (T, d, d) J_tt buffer, eig's workspace, the generic path's batched
+    backward (JAC_CHUNK rows of the layer's activations) or the fast path's hidden states."""
+    real, d, B = _REAL[m.spec.dtype], m.info.d_model, cfg.token_block
+    weights = m.info.n_params * real
     jac = B * d * d * real
     eig = 4 * d * d * 2 * real                             # a complex (d, d) and LAPACK's copies
-    hidden = HIDDEN_CACHE * cfg.inputs.length * d * real * 2
-    return PROCESS_BYTES + weights + widened + jac + eig + hidden
+    if m.engine == "generic":
+        work = JAC_CHUNK * 8 * m.info.block_params // d * real      # ~8 layer-wide activations
+    else:
+        work = HIDDEN_CACHE * cfg.inputs.length * d * real * 2
+    return PROCESS_BYTES + weights + jac + eig + work
 
 
 def _du(p: Path) -> int:

@@ -1,11 +1,13 @@
 """Everything about a checkpoint's files, in one place: where it is, what it is, whether its
 weights are whole and match its config.json, and its tokenizer.
 
-`inspect_checkpoint` is what validation calls. It reads config.json, the safetensors headers
-(or a memory-mapped .bin) and builds the model on the meta device to compare shapes, so a
-truncated download, a missing shard or an edited config.json is refused in a second and
-before any store exists, never by a traceback halfway through a sweep. `sweep.model` loads
-the weights through `locate` and `mamba_ssm_to_hf_config` from here.
+`inspect_checkpoint` is what the plan calls. It reads config.json, the safetensors headers
+(or a memory-mapped .bin) and builds the model on the meta device (sweep/architecture.py) to
+compare shapes, so a truncated download, a missing shard or an edited config.json is refused
+in a second and before any store exists, never by a traceback halfway through a sweep.
+`sweep.model` loads the weights through `locate`. `identity_files` lists the files whose
+content decides a sweep's values: config.json and the weights (and the tokenizer's files
+when text is read).
 """
 from __future__ import annotations
 
@@ -13,19 +15,11 @@ import dataclasses
 import json
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
+from sweep.architecture import ModelInfo, hf_config, meta_model, model_info
 from sweep.errors import ConfigError
 
-# model_type -> transformers class: the architectures tdos has block math for
-HF_CLASSES = {
-    "gpt2": "GPT2LMHeadModel",
-    "gpt_neox": "GPTNeoXForCausalLM",
-    "llama": "LlamaForCausalLM",
-    "mamba": "MambaForCausalLM",
-}
-SUPPORTED = tuple(HF_CLASSES)
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
 # what a hub download fetches besides weights: configs and tokenizer files
 _HUB_META = ["*.json", "*.txt", "*.model"]
@@ -34,22 +28,6 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 _SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2,
                       "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
 _MAX_HEADER = 100 << 20      # safetensors caps its JSON header at 100 MB
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What validation and the plan need, read without loading any weights."""
-
-    arch: str                  # gpt2 | gpt_neox | llama | mamba
-    n_layers: int
-    d_model: int
-    max_length: int | None     # context (positions); None for Mamba
-    vocab_size: int            # random token ids are drawn from [0, vocab_size)
-    local_dir: Path | None = None
-    weight_bytes: int = 0      # bytes of the weight files (memory-mapped by the workers)
-    block_params: int = 0      # parameters of one residual block (widened to fp64 when asked)
-    d_inner: int | None = None  # Mamba: channels of Δ_t (delta array); None otherwise
-    d_state: int | None = None  # Mamba: SSM state size (a_log array)
 
 
 # ---------------------------------------------------------------- where
@@ -110,9 +88,11 @@ def weight_files(d: Path) -> list[Path]:
 
 # ---------------------------------------------------------------- what
 
-def inspect_checkpoint(path: str, revision: str | None, where: str) -> ModelInfo:
+def inspect_checkpoint(path: str, revision: str | None, where: str,
+                       trust_remote_code: bool = False) -> ModelInfo:
     """config.json + weight headers of a local dir or a cached hub id -> ModelInfo; a
-    ConfigError naming the file and the fix when anything is missing, corrupt or inconsistent."""
+    ConfigError naming the file and the fix when anything is missing, corrupt, inconsistent
+    or not a decoder-only causal LM (sweep/architecture.py)."""
     local = locate(path, revision, where)
     cfg_file = local / "config.json"
     try:
@@ -123,105 +103,21 @@ def inspect_checkpoint(path: str, revision: str | None, where: str) -> ModelInfo
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: {cfg_file} holds {type(raw).__name__}, not a JSON object — "
                           f"fix or re-download the checkpoint")
+    # what the model is first (a refused architecture needs no weights), then its weights
+    config, rename = hf_config(raw, local, where, trust_remote_code)
+    model = meta_model(config, where, trust_remote_code)
     files = weight_files(local)
     if not files:
         raise ConfigError(f"{where}: no checkpoint weights (*.safetensors, *.bin) next to {cfg_file} — "
                           f"download the weights or fix the path")
-    config, rename = hf_config(raw, local, where)
     found = {}
     for f in files:
         found.update({rename(k): (shape, f.name) for k, shape in tensor_shapes(f, where).items()})
-    model = _meta_model(config, where)
     _check_shapes(model, found, where, cfg_file)
-    info = _info(config, local, sum(f.stat().st_size for f in files), model)
+    info = model_info(config, model, local, sum(f.stat().st_size for f in files))
     if "model_type" not in raw:     # mamba_ssm pads its embedding; ids beyond the real vocab are unused
         info = dataclasses.replace(info, vocab_size=raw["vocab_size"])
     return info
-
-
-def hf_config(raw: dict, local: Path, where: str):
-    """(transformers config, checkpoint key -> HF key) of an HF or mamba_ssm config.json."""
-    if "model_type" in raw:
-        arch = raw["model_type"]
-        if arch not in SUPPORTED:
-            raise ConfigError(f"{where}: architecture {arch!r} (config.json model_type) is not "
-                              f"supported — use one of {', '.join(SUPPORTED)}")
-        from transformers import AutoConfig
-
-        try:
-            return AutoConfig.from_pretrained(str(local), local_files_only=True), str
-        except Exception as e:  # transformers raises many types for inconsistent settings
-            raise ConfigError(f"{where}: {local / 'config.json'} is inconsistent: {_first_line(e)} — "
-                              f"fix config.json or re-download the checkpoint") from None
-    if "d_model" in raw and "n_layer" in raw:        # mamba_ssm format (state-spaces/mamba-*)
-        try:
-            config = mamba_ssm_to_hf_config(raw)
-        except ValueError as e:
-            raise ConfigError(f"{where}: {e}") from None
-        except (TypeError, KeyError) as e:
-            raise ConfigError(f"{where}: {local / 'config.json'}: bad mamba_ssm setting "
-                              f"({_first_line(e)}) — fix config.json or re-download") from None
-        return config, _mamba_ssm_key
-    raise ConfigError(f"{where}: {local / 'config.json'} has neither model_type (HF) nor "
-                      f"d_model/n_layer (mamba_ssm) — point to a supported checkpoint "
-                      f"({', '.join(SUPPORTED)})")
-
-
-def _mamba_ssm_key(key: str) -> str:
-    # the two Mamba layouts differ only in the embedding's name
-    return key.replace("backbone.embedding.", "backbone.embeddings.")
-
-
-def mamba_ssm_to_hf_config(cfg: dict):
-    """mamba_ssm config.json dict -> transformers MambaConfig (Mamba-1 blocks only)."""
-    from transformers import MambaConfig
-
-    ssm = dict(cfg.get("ssm_cfg") or {})
-    unsupported = {
-        "ssm_cfg.layer": ssm.get("layer", "Mamba1") != "Mamba1",
-        "rms_norm": not cfg.get("rms_norm", True),
-        "d_intermediate": cfg.get("d_intermediate", 0) != 0,
-        "attn_layer_idx": bool(cfg.get("attn_layer_idx")),
-    }
-    bad = [k for k, v in unsupported.items() if v]
-    if bad:
-        raise ValueError(f"mamba_ssm config: unsupported setting(s) {bad} — only Mamba-1 "
-                         f"RMSNorm blocks load")
-    for key in ("d_model", "n_layer", "vocab_size"):
-        if not isinstance(cfg.get(key), int) or isinstance(cfg.get(key), bool) or cfg[key] < 1:
-            raise ValueError(f"mamba_ssm config: {key} must be a positive integer, got "
-                             f"{cfg.get(key)!r} — fix config.json")
-    mult = cfg.get("pad_vocab_size_multiple", 1)
-    vocab = cfg["vocab_size"] + (-cfg["vocab_size"]) % mult
-    d = cfg["d_model"]
-    dt_rank = ssm.get("dt_rank", "auto")
-    return MambaConfig(
-        vocab_size=vocab,
-        hidden_size=d,
-        num_hidden_layers=cfg["n_layer"],
-        state_size=ssm.get("d_state", 16),
-        conv_kernel=ssm.get("d_conv", 4),
-        expand=ssm.get("expand", 2),
-        time_step_rank=math.ceil(d / 16) if dt_rank == "auto" else dt_rank,
-        use_bias=ssm.get("bias", False),
-        use_conv_bias=ssm.get("conv_bias", True),
-        layer_norm_epsilon=cfg.get("norm_epsilon", 1e-5),
-        residual_in_fp32=cfg.get("residual_in_fp32", True),
-        tie_word_embeddings=cfg.get("tie_embeddings", True),
-    )
-
-
-def _info(config, local: Path, weight_bytes: int, model) -> ModelInfo:
-    arch = config.model_type
-    max_len = None if arch == "mamba" else getattr(config, "n_positions", None) or config.max_position_embeddings
-    base = getattr(model, "base_model", model)
-    blocks = getattr(base, "layers", None) or getattr(base, "h")
-    mamba = arch == "mamba"
-    return ModelInfo(arch, config.num_hidden_layers, config.hidden_size, max_len, config.vocab_size,
-                     local_dir=local, weight_bytes=weight_bytes,
-                     block_params=sum(p.numel() for p in blocks[0].parameters()),
-                     d_inner=config.intermediate_size if mamba else None,
-                     d_state=config.state_size if mamba else None)
 
 
 # ---------------------------------------------------------------- whole
@@ -283,20 +179,6 @@ def _safetensors_shapes(f: Path, where: str) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _meta_model(config, where: str):
-    """The transformers model of `config` on the meta device: shapes only, no memory."""
-    import torch
-    import transformers
-
-    cls = getattr(transformers, HF_CLASSES[config.model_type])
-    try:
-        with torch.device("meta"):
-            return cls(config)
-    except Exception as e:  # inconsistent sizes raise many types inside transformers
-        raise ConfigError(f"{where}: config.json settings are inconsistent ({type(e).__name__}: "
-                          f"{_first_line(e)}) — fix config.json or re-download the checkpoint") from None
-
-
 def _check_shapes(model, found: dict, where: str, cfg_file: Path) -> None:
     """Every parameter of `model` is in the weight files (tied ones once), with its shape."""
     expected = model.state_dict(keep_vars=True)
@@ -320,13 +202,13 @@ def _check_shapes(model, found: dict, where: str, cfg_file: Path) -> None:
                                   f"or re-download the checkpoint")
 
 
-_LAYER_KEY = re.compile(r"\.(?:layers|h)\.(\d+)\.")
+_LAYER_KEY = re.compile(r"\.(?:layers|h|blocks)\.(\d+)\.")
 
 
 def _check_depth(model, found: dict, expected: dict, where: str, cfg_file: Path) -> None:
     """Weights of a block beyond config.json's depth: from_pretrained would drop them and
     silently sweep a shallower model."""
-    n = model.config.num_hidden_layers
+    n = model.config.get_text_config().num_hidden_layers
     for k in found:
         hit = _LAYER_KEY.search(k)
         if k not in expected and hit and int(hit.group(1)) >= n:

@@ -11,9 +11,9 @@ import sys
 import traceback
 import unicodedata
 
-from sweep.errors import CheckpointChanged, ConfigError, StoreMismatch
+from sweep.errors import CheckpointChanged, ConfigError, NonCausal, StoreMismatch
 
-USAGE = """tdos sweep CONFIG.yaml [--store PATH] [--workers N] [--scheduler ADDRESS] [--resume] [--dry-run]
+USAGE = """tdos sweep CONFIG.yaml [--store PATH] [--workers N] [--scheduler ADDRESS] [--resume] [--dry-run] [--wait]
        tdos status STORE
        tdos upgrade STORE
        tdos analyze STORE [--out DIR] [--window LO HI]
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         return args.func(args)
-    except (ConfigError, StoreMismatch, CheckpointChanged) as e:
+    except (ConfigError, StoreMismatch, CheckpointChanged, NonCausal) as e:
         _error(str(e))
         return 2
     except KeyboardInterrupt:
@@ -74,6 +74,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="finish an existing store: only blocks not in its ledger run")
     s.add_argument("--dry-run", action="store_true",
                    help="print the plan (blocks, store size, memory per worker, core-hours); run nothing")
+    s.add_argument("--wait", action="store_true",
+                   help="when another sweep is writing the store, wait for it instead of stopping")
     s.set_defaults(func=_sweep)
     t = sub.add_parser("status", help="blocks done per model and layer")
     t.add_argument("store")
@@ -95,18 +97,22 @@ def _sweep(args) -> int:
     overrides = {"store": args.store} if args.store else {}
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers: must be >= 1, got {args.workers} — leave it out for one per core")
-    cfg = load_config(args.config, overrides)
-    plan = plan_sweep(cfg, args.workers, args.scheduler)
+    from sweep.plan import make_plan
+
+    plan = make_plan(load_config(args.config, overrides))     # every input read and checked
+    cost = plan_sweep(plan, args.workers, args.scheduler)
     if args.dry_run:
-        print(plan.table())
-        print(plan.summary())
+        print(cost.table())
+        print(cost.summary())
         return 0
-    check_fits(plan)                 # refused with the numbers, before the store exists
-    print(plan.summary(), flush=True)
+    check_fits(cost)                 # refused with the numbers, before the store exists
+    print(cost.summary(), flush=True)
     from sweep.run import run_sweep
 
+    cfg = plan.config
     try:
-        result = run_sweep(cfg, workers=args.workers, scheduler=args.scheduler, resume=args.resume)
+        result = run_sweep(plan, workers=args.workers, scheduler=args.scheduler,
+                           resume=args.resume, wait=args.wait)
     except KeyboardInterrupt:
         print("tdos: interrupted; rerun with --resume to finish", file=sys.stderr)
         return 130
@@ -123,15 +129,17 @@ def _print_summary(store: str) -> None:
 
 
 def _status(args) -> int:
-    from sweep.store import status_rows
+    from sweep.ledger import status_rows
     from sweep.validate import existing_store
 
     existing_store(args.store)
     rows = status_rows(args.store)
-    print(f"{'model':<28} {'layer':>5} {'done':>6} {'flagged':>7} {'total':>6} {'tokens':>6}  dtype")
+    print(f"{'model':<28} {'layer':>5} {'done':>6} {'flagged':>7} {'total':>6} {'tokens':>6}  "
+          f"{'dtype':<8} kind")
     for r in rows:
         print(f"{r['model']:<28} {_s(r['layer']):>5} {r['done']:>6} {r['flagged']:>7} "
-              f"{_s(r['total']):>6} {_s(r['tokens']):>6}  {_s(r['dtype'])}")
+              f"{_s(r['total']):>6} {_s(r['tokens']):>6}  {_s(r['dtype']):<8} {_s(r['kind'])}")
+    print("done counts flagged blocks (done, with a non-finite value) too")
     if args.spectra:
         _print_summary(args.store)
     return 0

@@ -1,9 +1,10 @@
 """The sweep config: one typed dataclass per YAML section, validated at load.
 
-`load_config` checks everything before any compute and before a store exists: YAML
-syntax, field names, types and ranges, then each checkpoint (config.json, the weight files'
-headers and shapes: `sweep.checkpoint`), the inputs (text read and tokenized: `sweep.inputs`)
-and the store path. Every failure is a one-line `ConfigError`, `<field>: <what> — <fix>`.
+`load_config` checks what the YAML itself says before anything else runs: syntax, field
+names, types and ranges, paths made absolute, the store path. What the config points at —
+checkpoints, tokenizers, texts — is read once by `sweep.plan.make_plan`, which turns a
+config into the immutable plan every later step reads. Every failure of either is a
+one-line `ConfigError`, `<field>: <what> — <fix>`.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import yaml
 
 from cluster.config import ClusterConfig
 from sweep import inputs as text_inputs
-from sweep.checkpoint import ModelInfo, find_tokenizer, inspect_checkpoint, load_tokenizer
+from sweep import windows as dataset_inputs
 from sweep.checkpoint import is_dir
 from sweep.errors import ConfigError
 from sweep.linalg import CHOICES as CPU_LINALG
@@ -30,6 +31,7 @@ __all__ = ["ConfigError", "ModelSpec", "InputsConfig", "ComputeConfig", "SweepCo
 
 DTYPES = ("float32", "float64")
 DEVICES = ("auto", "cpu", "cuda")
+ENGINES = ("auto", "generic")   # auto: a hand-written fast path where one is kept
 
 
 @dataclass(frozen=True)
@@ -41,11 +43,8 @@ class ModelSpec:
     revision: str | None = None
     name: str | None = None         # store group name; derived from path/revision/dtype if null
     layers: typing.Any = None       # per-model override of the top-level `layers`
-    # resolved at load (not YAML fields): checkpoint facts and the planned {layer: tokens}
-    info: ModelInfo | None = field(default=None, compare=False, repr=False)
-    layer_lengths: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
+    trust_remote_code: bool = False  # run a checkpoint's own modelling code (auto_map)
     where: str = field(default="model", compare=False, repr=False)
-    tokens: typing.Any = field(default=None, compare=False, repr=False)     # (S, L) int64 ids
 
 
 @dataclass(frozen=True)
@@ -55,8 +54,16 @@ class InputsConfig:
     seed: int = 0                   # random token ids when no text is given
     text: str | None = None         # file | directory | glob | stdlib:pydoc_data.topics
     tokenizer: str | None = None    # hub id or directory; default: each checkpoint's own
-    # resolved at load: the text that was read (sweep/inputs.py)
-    source: text_inputs.TextSource | None = field(default=None, compare=False, repr=False)
+    # Hugging Face datasets (sweep/documents.py, sweep/windows.py); None: the default
+    dataset: str | None = None      # hub id | save_to_disk directory | data files (path or glob)
+    dataset_config: str | None = None
+    split: str | None = None        # default train
+    column: str | None = None       # default text
+    min_chars: int | None = None    # drop shorter documents; default 0
+    windows: str | None = None      # document (default for datasets) | packed (text: packed)
+    offset: str | None = None       # document windows: start (default) | random
+    bos: str | None = None          # auto (default for datasets) | always | never
+    base_dir: str = field(default=".", compare=False, repr=False)   # relative paths resolve here
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,8 @@ class ComputeConfig:
     device: str = "auto"            # auto | cpu | cuda, on the workers
     live_every: float = 10.0        # seconds between live TDOS renders; 0 disables
     cpu_linalg: str = "auto"        # auto | torch | openblas: the CPU's GEMM and eig library
+    engine: str = "auto"            # auto | generic: J_tt by a hand-written fast path where one
+                                    # exists (sweep/model.py FAST), else transformers' own layer
 
 
 @dataclass(frozen=True)
@@ -89,11 +98,13 @@ class SweepConfig:
         return self.compute.token_block
 
 
+_DATASET_FIELDS = ("dataset", "dataset_config", "split", "column", "min_chars", "windows",
+                   "offset", "bos")
 _TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster", "analysis")
 _YAML_FIELDS = {
-    ModelSpec: ("path", "dtype", "revision", "name", "layers"),
-    InputsConfig: ("sequences", "length", "seed", "text", "tokenizer"),
-    ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg"),
+    ModelSpec: ("path", "dtype", "revision", "name", "layers", "trust_remote_code"),
+    InputsConfig: ("sequences", "length", "seed", "text", "tokenizer", *_DATASET_FIELDS),
+    ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg", "engine"),
     AnalysisConfig: ("lengths", "layer"),
 }
 
@@ -144,12 +155,11 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
         raise ConfigError("layers: required field missing — add e.g. `layers: [0, 1]` or `layers: all`")
     layers = _normalize_layers(raw["layers"], "layers")
     store = check_store(raw.get("store"))
-    _check_unique_names([dataclasses.replace(m, name=m.name or default_name(m)) for m in models])
-    inputs = _resolve_inputs(inputs, base_dir)
-    tokenizers: dict = {}           # one tokenizer (and its load) shared by the models
-    models = [_resolve_model(m, inputs, layers, tokenizers) for m in models]
+    models = [_check_model(m) for m in models]
+    _check_unique_names(models)
+    inputs = _resolve_paths(inputs, base_dir)
     analysis = _section(AnalysisConfig, raw.get("analysis") or {}, "analysis")
-    _check_analysis(analysis, inputs.length, models)
+    _check_analysis(analysis, inputs.length)
     return SweepConfig(models=models, inputs=inputs, layers=layers, store=store,
                        compute=compute, cluster=cluster, analysis=analysis)
 
@@ -159,8 +169,12 @@ def identity_dict(cfg: SweepConfig) -> dict:
     models = [{"path": m.path, "dtype": m.dtype, "revision": m.revision, "name": m.name,
                "layers": _jsonable_layers(m.layers)} for m in cfg.models]
     inputs = {k: getattr(cfg.inputs, k) for k in _YAML_FIELDS[InputsConfig]}
-    if inputs["tokenizer"] is None:       # absent before inputs.tokenizer existed: same fingerprint
-        del inputs["tokenizer"]
+    for name in ("tokenizer", *_DATASET_FIELDS):   # absent when unset: older stores keep their fingerprint
+        if inputs[name] is None:
+            del inputs[name]
+    for m, spec in zip(models, cfg.models):
+        if spec.trust_remote_code:        # absent when false: fingerprints of older stores hold
+            m["trust_remote_code"] = True
     return {"models": models, "inputs": inputs,
             "layers": _jsonable_layers(cfg.layers), "token_block": cfg.token_block}
 
@@ -221,36 +235,30 @@ def _check_inputs(inputs: InputsConfig) -> None:
                           f"than a sweep can compute ({MAX_TOKENS:.0e}) — use fewer or shorter sequences")
     if not 0 <= inputs.seed <= text_inputs.SEED_MAX:
         raise ConfigError(f"inputs.seed: must be in 0..2**63-1, got {inputs.seed} — use e.g. seed: 0")
-    if inputs.tokenizer is not None and not inputs.text:
-        raise ConfigError("inputs.tokenizer: only used to read inputs.text — add `text:` "
-                          "(e.g. stdlib:pydoc_data.topics) or remove `tokenizer`")
+    if inputs.tokenizer is not None and not (inputs.text or inputs.dataset):
+        raise ConfigError("inputs.tokenizer: only used to read inputs.text or inputs.dataset — add "
+                          "`text:` (e.g. stdlib:pydoc_data.topics) or `dataset:`, or remove `tokenizer`")
     for name in ("text", "tokenizer"):
         if getattr(inputs, name) == "":
             raise ConfigError(f"inputs.{name}: empty string — give a value or remove the field")
+    dataset_inputs.check_fields(inputs)
 
 
-def _resolve_inputs(inputs: InputsConfig, base_dir) -> InputsConfig:
-    """Read the text once (every model cuts its tokens from it); a tokenizer directory
-    becomes absolute, a hub id stays as written."""
-    if not inputs.text:
-        return inputs
-    source = text_inputs.read_text(inputs.text, base_dir)
+def _resolve_paths(inputs: InputsConfig, base_dir) -> InputsConfig:
+    """Relative text paths resolve from the config file's directory (the plan reads them);
+    a tokenizer directory becomes absolute, a hub id stays as written."""
     tok = inputs.tokenizer
     if tok is not None and is_dir(Path(base_dir, tok).expanduser()):
         tok = str(Path(base_dir, tok).expanduser().resolve())
-    return dataclasses.replace(inputs, text=source.spec, tokenizer=tok, source=source)
+    return dataclasses.replace(inputs, tokenizer=tok, base_dir=str(Path(base_dir).resolve()))
 
 
-def _check_analysis(a: AnalysisConfig, length: int, models: list[ModelSpec]) -> None:
-    """Table I lengths within 1..inputs.length; the representative layer swept by a model."""
+def _check_analysis(a: AnalysisConfig, length: int) -> None:
+    """Table I lengths within 1..inputs.length (the layer is checked by the plan)."""
     if a.lengths is not None and not (isinstance(a.lengths, list) and a.lengths and all(
             isinstance(L, int) and not isinstance(L, bool) and 1 <= L <= length for L in a.lengths)):
         raise ConfigError(f"analysis.lengths: expected a list of token counts in 1..{length} "
                           f"(inputs.length), got {a.lengths!r} — e.g. [8, 16, 24, 28]")
-    swept = sorted({layer for m in models for layer, _ in m.layer_lengths})
-    if a.layer is not None and a.layer not in swept:
-        raise ConfigError(f"analysis.layer: layer {a.layer} is not swept (swept: {swept}) — "
-                          f"pick one of them or add it to `layers`")
 
 
 def _check_compute(compute: ComputeConfig) -> None:
@@ -259,6 +267,9 @@ def _check_compute(compute: ComputeConfig) -> None:
                           f"use e.g. token_block: 32")
     if compute.device not in DEVICES:
         raise ConfigError(f"compute.device: {compute.device!r} is not one of {', '.join(DEVICES)} — "
+                          f"leave it out for auto")
+    if compute.engine not in ENGINES:
+        raise ConfigError(f"compute.engine: {compute.engine!r} is not one of {', '.join(ENGINES)} — "
                           f"leave it out for auto")
     if compute.cpu_linalg not in CPU_LINALG:
         raise ConfigError(f"compute.cpu_linalg: {compute.cpu_linalg!r} is not one of {', '.join(CPU_LINALG)} — "
@@ -296,8 +307,9 @@ def _jsonable_layers(layers):
     return layers
 
 
-def _layer_lengths(layers, where: str, m: ModelSpec, length: int) -> tuple[tuple[int, int], ...]:
-    n = m.info.n_layers
+def layer_rows(layers, where: str, path: str, n: int, length: int) -> tuple[tuple[int, int], ...]:
+    """(layer, tokens) of each store row for a model of `n` layers; a ConfigError names the
+    offending entry of `layers` (at `where`)."""
     if layers == "all":
         return tuple((layer, length) for layer in range(n))
     items = layers.items() if isinstance(layers, dict) else ((layer, length) for layer in layers)
@@ -305,7 +317,7 @@ def _layer_lengths(layers, where: str, m: ModelSpec, length: int) -> tuple[tuple
     for i, (layer, tokens) in enumerate(items):
         key = f"{where}.{layer}" if isinstance(layers, dict) else f"{where}[{i}]"
         if not 0 <= layer < n:
-            raise ConfigError(f"{key}: layer {layer} out of range for {m.path} (0..{n - 1}) — "
+            raise ConfigError(f"{key}: layer {layer} out of range for {path} (0..{n - 1}) — "
                               f"use a value < {n}")
         if not 1 <= tokens <= length:
             raise ConfigError(f"{key}: {tokens} tokens for layer {layer} must be in 1..inputs.length "
@@ -314,39 +326,12 @@ def _layer_lengths(layers, where: str, m: ModelSpec, length: int) -> tuple[tuple
     return tuple(out)
 
 
-# ---------------------------------------------------------------- per model
-
-def _resolve_model(m: ModelSpec, inputs: InputsConfig, layers, tokenizers: dict) -> ModelSpec:
-    w = m.where
+def _check_model(m: ModelSpec) -> ModelSpec:
+    """dtype and per-model layers checked; the store group name derived when not given."""
     if m.dtype not in DTYPES:
-        raise ConfigError(f"{w}.dtype: {m.dtype!r} is not supported — use float32 or float64")
-    info = inspect_checkpoint(m.path, m.revision, f"{w}.path")
-    if info.max_length is not None and inputs.length > info.max_length:
-        raise ConfigError(f"inputs.length: {inputs.length} exceeds the context of {m.path} "
-                          f"(max_length {info.max_length}) — use length <= {info.max_length}")
-    own = _normalize_layers(m.layers, f"{w}.layers") if m.layers is not None else None
-    m = dataclasses.replace(m, info=info, layers=own, name=m.name or default_name(m))
-    where = f"{w}.layers" if own is not None else "layers"
-    lengths = _layer_lengths(own if own is not None else layers, where, m, inputs.length)
-    return dataclasses.replace(m, layer_lengths=lengths, tokens=_tokens(m, inputs, tokenizers))
-
-
-def _tokens(m: ModelSpec, inputs: InputsConfig, tokenizers: dict):
-    """(S, L) int64 token ids for model `m`: random from the seed, or the text's first
-    S * L tokens with inputs.tokenizer (default: the checkpoint's own)."""
-    S, L, vocab = inputs.sequences, inputs.length, m.info.vocab_size
-    if inputs.source is None:
-        return text_inputs.random_ids(inputs.seed, S, L, vocab)
-    name = inputs.tokenizer or str(m.info.local_dir)     # the resolved snapshot: revisions differ
-    if name not in tokenizers:
-        if inputs.tokenizer:
-            tokenizers[name] = load_tokenizer(inputs.tokenizer, None, "inputs.tokenizer")
-        else:
-            tokenizers[name] = find_tokenizer(m.info.local_dir)
-    if tokenizers[name] is None:
-        raise ConfigError(f"inputs.text: {m.path} ships no tokenizer to read the text with — set "
-                          f"inputs.tokenizer (a hub id or directory), or remove `text` for random tokens")
-    return text_inputs.text_ids(inputs.source, tokenizers[name], name, S, L, vocab, m.path)
+        raise ConfigError(f"{m.where}.dtype: {m.dtype!r} is not supported — use float32 or float64")
+    own = _normalize_layers(m.layers, f"{m.where}.layers") if m.layers is not None else None
+    return dataclasses.replace(m, layers=own, name=m.name or default_name(m))
 
 
 def default_name(m: ModelSpec) -> str:

@@ -18,3 +18,7 @@ class StoreMismatch(Exception):
 
 class CheckpointChanged(Exception):
     """The checkpoint's weight files differ from the ones recorded when the store was made."""
+
+
+class NonCausal(Exception):
+    """A layer's output depends on later tokens: its J_tt have no spectral meaning."""

@@ -142,11 +142,16 @@ def text_ids(source: TextSource, tokenizer, name: str, sequences: int, length: i
                           f"tokenizer, need sequences*length = {need} — use a longer text or "
                           f"fewer tokens")
     ids = ids[:need]
+    check_ids(ids, name, vocab_size, model)
+    return ids.reshape(sequences, length)
+
+
+def check_ids(ids: np.ndarray, name: str, vocab_size: int, model: str) -> None:
+    """Every id in `ids` (any shape) is one `model` embeds: [0, vocab_size)."""
     if ids.min() < 0 or ids.max() >= vocab_size:
         raise ConfigError(f"inputs.tokenizer: {name} gives token id {int(ids.max())}, but {model} "
                           f"embeds ids 0..{vocab_size - 1} — use the tokenizer the model was "
                           f"trained with")
-    return ids.reshape(sequences, length)
 
 
 def random_ids(seed: int, sequences: int, length: int, vocab_size: int) -> np.ndarray:

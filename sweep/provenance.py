@@ -1,10 +1,11 @@
-"""What a stored number depends on besides the config: the weight files, the software, the
-float settings. Recorded in the store (docs/store.md) and checked before anything is reused.
+"""What a stored number depends on besides the config: the checkpoint's files, the software,
+the float settings. Recorded in the store (docs/store.md) and checked before anything is reused.
 
 A checkpoint directory can be overwritten in place (continued training saves over the same
-path), so a path alone never names the weights. The store records each weight file's size,
-mtime and sha256 when it is made; a later run compares sizes and mtimes (a few stat calls)
-and hashes only when they differ.
+path, a user edits config.json), so a path alone never names a model. The store records the
+size, mtime and sha256 of every file that decides the values — config.json, the weights, and
+the tokenizer's files when text is tokenized — when it is made; a later run compares sizes
+and mtimes (a few stat calls) and hashes only when they differ.
 """
 from __future__ import annotations
 
@@ -20,20 +21,34 @@ from sweep.errors import CheckpointChanged
 _HASH_CHUNK = 1 << 22          # bytes read at a time when hashing a weight file
 
 
-def checkpoint_record(model) -> dict:
-    """{"dir", "files": {name: {"size", "mtime_ns", "sha256"}}} of a LoadedModel's weights.
+# files besides config.json and the weights that decide the token ids of a text input
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json")
 
-    The hashes are the ones load_model computed while loading; size and mtime are read now.
-    """
+
+def identity_files(local, tokenizer: bool = False) -> list[Path]:
+    """The files of checkpoint directory `local` whose content decides a sweep's values."""
+    from sweep.checkpoint import weight_files
+
+    local = Path(local)
+    files = [local / "config.json", *weight_files(local)]
+    if tokenizer:
+        files += [local / n for n in TOKENIZER_FILES if (local / n).is_file()]
+    return files
+
+
+def checkpoint_record(local, tokenizer: bool = False) -> dict:
+    """{"dir", "files": {name: {"size", "mtime_ns", "sha256"}}} of `identity_files(local)`,
+    hashed now (streamed: the client's memory does not grow with the checkpoint)."""
     files = {}
-    for name, sha in model.identity["weights_sha256"].items():
-        s = os.stat(Path(model.local_dir) / name)
-        files[name] = {"size": s.st_size, "mtime_ns": s.st_mtime_ns, "sha256": sha}
-    return {"dir": str(Path(model.local_dir).resolve()), "files": files}
+    for f in identity_files(local, tokenizer):
+        s = os.stat(f)
+        files[f.name] = {"size": s.st_size, "mtime_ns": s.st_mtime_ns, "sha256": sha256_file(f)}
+    return {"dir": str(Path(local).resolve()), "files": files}
 
 
 def verify_checkpoint(record: dict, where: str) -> None:
-    """Raise CheckpointChanged unless the weight files in record["dir"] are the recorded ones.
+    """Raise CheckpointChanged unless the files in record["dir"] are the recorded ones.
 
     Size and mtime equal: trusted without reading. Otherwise each file is hashed. A record
     without a directory here (a store made on another machine, or upgraded from format 1)
@@ -45,14 +60,14 @@ def verify_checkpoint(record: dict, where: str) -> None:
     for name, want in record["files"].items():
         p = Path(d) / name
         if not p.is_file():
-            raise CheckpointChanged(f"{where}: weight file {p} recorded when the store was made "
-                                    f"is gone; restore it or sweep into a new store")
+            raise CheckpointChanged(f"{where}: {p}, recorded when the store was made, is gone — "
+                                    f"restore it or sweep into a new store")
         s = os.stat(p)
         if (s.st_size, s.st_mtime_ns) == (want.get("size"), want.get("mtime_ns")):
             continue
         if sha256_file(p) != want["sha256"]:
             raise CheckpointChanged(f"{where}: {p} changed since the store was made (sha256 "
-                                    f"differs); sweep the new weights into a new store")
+                                    f"differs) — sweep the changed checkpoint into a new store")
 
 
 def file_state(local_dir, names) -> tuple:

@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from sweep import ledger
 from sweep import store as st
 from sweep.config import SweepConfig, with_store
-from sweep.errors import CheckpointChanged
-from sweep.plan import ALogTask, BlockTask, plan
-from sweep.store import prepare_store
+from sweep.errors import CheckpointChanged, NonCausal
+from sweep.lock import store_lock
+from sweep.plan import Plan, make_plan
 from sweep.task import run_task
+from sweep.tasks import ALogTask, BlockTask, pending_tasks
 
 RETRIES = 2          # task exceptions; a killed worker's tasks are rescheduled by the scheduler
 
@@ -35,25 +37,31 @@ class SweepResult:
     interrupted: bool = False
 
 
-def run_sweep(cfg: SweepConfig, store: str | None = None, workers: int | None = None,
+def run_sweep(cfg: SweepConfig | Plan, store: str | None = None, workers: int | None = None,
               scheduler: str | None = None, resume: bool = False, *, client=None,
-              progress: bool = True) -> SweepResult:
-    """Run (or finish) the sweep `cfg` describes; `client` reuses an existing dask Client."""
+              progress: bool = True, wait: bool = False) -> SweepResult:
+    """Run (or finish) the sweep `cfg` describes (a config, or its plan from make_plan);
+    `client` reuses an existing dask Client. While it runs the store is locked: a second
+    sweep of the same store stops at once (or, with `wait`, waits for this one)."""
+    plan = cfg if isinstance(cfg, Plan) else make_plan(cfg)
     if store is not None:
-        cfg = with_store(cfg, store)
-    root = prepare_store(cfg, create=not resume)
-    tasks = plan(cfg, root)
-    before = st.ledger_counts(root, [m.name for m in cfg.models])
-    results, errors, interrupted = [], [], False
-    if tasks:
-        with _connect(cfg, workers, scheduler, client) as c, _tdos_page(c, cfg) as page:
-            _say(f"dashboard: {_dashboard(c)}{page.note}")
-            with _LivePlot(cfg.store, cfg.compute.live_every):
-                try:
-                    _execute(c, cfg, tasks, before, progress, results, errors)
-                except KeyboardInterrupt:
-                    interrupted = True
-    return _verdict(cfg, root, tasks, results, errors, interrupted)
+        plan = Plan(with_store(plan.config, store), plan.models)
+    cfg = plan.config
+    with store_lock(cfg.store, wait=wait):
+        root = st.open_store(plan, create=not resume)
+        tasks = pending_tasks(plan, root)
+        names = [m.name for m in plan.models]
+        before = ledger.counts(root, names)
+        results, errors, interrupted = [], [], False
+        if tasks:
+            with _connect(cfg, workers, scheduler, client) as c, _tdos_page(c, cfg) as page:
+                _say(f"dashboard: {_dashboard(c)}{page.note}")
+                with _LivePlot(cfg.store, cfg.compute.live_every):
+                    try:
+                        _execute(c, cfg, tasks, before, progress, results, errors)
+                    except KeyboardInterrupt:
+                        interrupted = True
+        return _verdict(cfg, root, names, tasks, results, errors, interrupted)
 
 
 def _connect(cfg, workers, scheduler, client):
@@ -93,7 +101,7 @@ def _execute(client, cfg, tasks, before, progress, results, errors) -> None:
             task = futures[fut]
             try:
                 results.append(fut.result())
-            except CheckpointChanged:  # every later task would load the same other weights
+            except (CheckpointChanged, NonCausal):  # every later task would fail the same way
                 client.cancel(list(futures))
                 raise
             except Exception as e:  # the task's own error, after RETRIES; reported, not fatal
@@ -114,19 +122,20 @@ def _describe(task) -> str:
     return f"{task.model.group} layer {task.layer} seq {task.seq} block {task.block}"
 
 
-def _verdict(cfg, root, tasks, results, errors, interrupted) -> SweepResult:
-    for m in cfg.models:
-        st.record_worker_software(root, m.name, [r["software"] for r in results
-                                                 if r.get("model") == m.name and "software" in r])
-    counts = st.ledger_counts(root, [m.name for m in cfg.models])
+def _verdict(cfg, root, names, tasks, results, errors, interrupted) -> SweepResult:
+    for name in names:
+        st.record_worker_software(root, name, [r["software"] for r in results
+                                               if r.get("model") == name and "software" in r])
+    counts = ledger.counts(root, names)
     total, done, flagged, missing_a = counts.total, counts.done, counts.flagged, counts.missing_a_log
     complete = counts.complete
     for e in errors:
         _say(f"failed: {e}")
-    used = collections.Counter(r["linalg"] for r in results if "linalg" in r)
-    if used:                                  # which library computed this run's blocks
-        _say("linear algebra: " + "; ".join(f"{lib} ({n} block{'s' * (n > 1)})"
-                                            for lib, n in sorted(used.items())))
+    for what, key in (("J_tt", "jacobian_path"), ("linear algebra", "linalg")):
+        used = collections.Counter(r[key] for r in results if key in r)
+        if used:                              # which code computed this run's blocks
+            _say(f"{what}: " + "; ".join(f"{lib} ({n} block{'s' * (n > 1)})"
+                                         for lib, n in sorted(used.items())))
     if flagged:
         _say(f"warning: {flagged} block(s) hold non-finite values (ledger 2); see `tdos status`")
     if complete:

@@ -1,15 +1,19 @@
 """What runs on a worker: one block of one (layer, sequence) -> its chunks and ledger cell.
 
-A worker process keeps each model it has loaded, and the hidden states of the sequences it
-has recently worked on at the deepest layer reached: tasks arrive layer-ascending per
-sequence, so layer l+1 costs one block forward instead of l+1 of them.
+J_tt comes from the generic path (sweep/generic: the model's own decoding, transformers'
+layer differentiated) or, where one is kept, a hand-written fast path (sweep/blocks). A
+worker process keeps the model it has loaded, and for the fast paths the hidden states of
+the sequences it has recently worked on at the deepest layer reached: tasks arrive
+layer-ascending per sequence, so layer l+1 costs one block forward instead of l+1 of them.
+The first block of each model a worker runs first checks that the layer is causal
+(sweep/generic/causality.py): a later input that moves an earlier output stops the sweep.
 
 The worker outlives any one sweep (`tdos cluster up`, `--scheduler`), so every cache is
 keyed by what decides its content, never by a path alone: the store's identity
 (fingerprint + creation id: a store deleted and swept again at the same path is another
-store), the checkpoint's identity (weights sha256, recorded at store creation), the
-context length n_ctx. A cached model is used only while its weight files are unchanged on
-disk since it was loaded (a few stat calls per task).
+store), the checkpoint's identity (files' sha256, recorded at store creation), the
+context length n_ctx. A cached model is used only while its files (config.json and the
+weights) are unchanged on disk since it was loaded (a few stat calls per task).
 """
 from __future__ import annotations
 
@@ -26,8 +30,8 @@ import numpy as np
 import torch
 
 from sweep import linalg, provenance, store
-from sweep.errors import CheckpointChanged
-from sweep.plan import ALogTask, BlockTask, ModelRef
+from sweep.errors import CheckpointChanged, NonCausal
+from sweep.tasks import ALogTask, BlockTask, ModelRef
 
 HIDDEN_CACHE = 4           # (model, sequence) hidden states kept per worker: (n_ctx, d) each
 ARRAY_CACHE = 8            # open store groups kept per worker (metadata is read once)
@@ -38,7 +42,8 @@ TRIM_THRESHOLD = 256 << 20  # bytes of freed heap kept for the next block instea
 @dataclass
 class _CachedModel:
     model: object          # sweep.model.LoadedModel
-    files: tuple           # provenance.file_state of its weight files right after loading
+    files: tuple           # provenance.file_state of its recorded files right after loading
+    causal: bool = False   # the causality check passed on this worker
 
 
 _models: dict[tuple, _CachedModel] = {}
@@ -57,34 +62,46 @@ def run_task(task: BlockTask | ALogTask) -> dict:
     _keep_temporaries_on_heap()
     clock = time.perf_counter
     t_start = clock()
-    model = _model(task.model)
+    model = _model(task.model, task.layer)
     t = clock()
-    h = hidden_states(model, task)                             # (n_ctx, d)
-    t_hidden = clock()
-    block = model.block(task.layer)
     with linalg.using(task.model.cpu_linalg) as plan:
-        jac = block.jacobians(h, task.t0, task.t1, out=_jacobian_buffer(task.t1 - task.t0, h))  # (T, d, d)
-        delta = block.delta(h, task.t0, task.t1)               # (T, d_inner) or None
+        jac, h, delta, path, t_hidden = _jacobians(model, task)      # (T, d, d), (T, d), …
         t_jac = clock()
         from sweep.spectra import eigvals, scale_direction, shift_direction
 
         eig = eigvals(jac).cpu().numpy()                       # (T, d) complex
-        rho, resid = scale_direction(jac, h[task.t0:task.t1])  # (T,), (T,)
+        rho, resid = scale_direction(jac, h)                   # (T,), (T,)
         rho_u, resid_u = shift_direction(jac)                  # (T,), (T,)
     t_eig = clock()
     values = store.BlockValues(
         eig, None if delta is None else delta.detach().cpu().numpy(),
         scale=(rho.cpu().numpy(), resid.cpu().numpy()),
         shift=(rho_u.cpu().numpy(), resid_u.cpu().numpy()),
-        eig_backend=_eig_backend(h, plan))
+        eig_backend=_eig_backend(h, plan), jacobian_path=path)
     status = store.write_block(arrays(task.model), task.row, task.seq, task.block, task.t0, values)
     t_write = clock()
     return {"model": task.model.group, "layer": task.layer, "seq": task.seq,
             "block": task.block, "status": "done" if status == store.DONE else "flagged",
             "pid": os.getpid(), "linalg": linalg.describe(plan) if h.device.type == "cpu" else h.device.type,
-            "eig_backend": values.eig_backend, "software": _software(),
-            "seconds": {"load": t - t_start, "hidden": t_hidden - t, "jacobian": t_jac - t_hidden,
+            "eig_backend": values.eig_backend, "jacobian_path": path, "software": _software(),
+            "seconds": {"load": t - t_start, "hidden": t_hidden, "jacobian": t_jac - t - t_hidden,
                         "eig": t_eig - t_jac, "write": t_write - t_eig}}
+
+
+def _jacobians(model, task: BlockTask):
+    """(J_tt (T, d, d), layer inputs h (T, d), Δ (T, channels) or None, the schema's path
+    name, seconds spent on hidden states) of the task's tokens."""
+    buf = _jacobian_buffer(task.t1 - task.t0, model.d_model, model.dtype, model.device)
+    if task.model.engine == "fast":
+        t = time.perf_counter()
+        h = hidden_states(model, task)                             # (n_ctx, d)
+        t_hidden = time.perf_counter() - t
+        block = model.block(task.layer)
+        jac = block.jacobians(h, task.t0, task.t1, out=buf)
+        return jac, h[task.t0:task.t1], block.delta(h, task.t0, task.t1), "hand-written", t_hidden
+    ids = torch.from_numpy(np.asarray(arrays(task.model)["tokens"][task.seq, : task.t1]))
+    res = model.jacobians(task.layer).run(ids, task.t0, task.t1, out=buf)
+    return res.jac, res.inputs, res.delta, "generic", 0.0
 
 
 def _eig_backend(h: torch.Tensor, plan: dict) -> str:
@@ -101,19 +118,18 @@ def _software() -> dict:
     return provenance.software()
 
 
-def _jacobian_buffer(T: int, h: torch.Tensor) -> torch.Tensor:
-    """(T, d, d) in h's dtype and device, reused by this thread's tasks.
+def _jacobian_buffer(T: int, d: int, dtype, device) -> torch.Tensor:
+    """(T, d, d) of `dtype` on `device`, reused by this thread's tasks.
 
     A block's J_tt is 32-256 MiB (d = 1024, 8-32 tokens): above glibc's largest mmap
     threshold, so a fresh one is mapped and page-faulted anew by every task (a fresh 32 MiB
     block costs 45 ms to fill vs 4 ms reused on the development VM). Per thread: a worker
     with several threads runs several tasks at once.
     """
-    d = h.shape[-1]
     buf = getattr(_local, "jac", None)
-    if buf is None or buf.numel() < T * d * d or buf.dtype != h.dtype or buf.device != h.device:
+    if buf is None or buf.numel() < T * d * d or buf.dtype != dtype or buf.device != device:
         _local.jac = buf = None                                 # drop the old one first
-        _local.jac = buf = h.new_empty(T * d * d)
+        _local.jac = buf = torch.empty(T * d * d, dtype=dtype, device=device)
     return buf[: T * d * d].view(T, d, d)
 
 
@@ -152,45 +168,67 @@ def _run_a_log(task: ALogTask) -> dict:
     t = time.perf_counter()
     model = _model(task.model)
     for layer in task.layers:
-        a = model.block(layer).a_log()                         # (d_inner, d_state)
-        store.write_a_log(arrays(task.model), layer, a.detach().cpu().numpy())
+        a = model.a_log(layer)                                 # (d_inner, d_state) or (heads,)
+        store.write_a_log(arrays(task.model), layer, a.cpu().numpy())
     return {"model": task.model.group, "a_log_layers": list(task.layers), "status": "done",
             "pid": os.getpid(), "software": _software(),
             "seconds": {"write": time.perf_counter() - t}}
 
 
-def _model(ref: ModelRef):
+def _model(ref: ModelRef, layer: int | None = None):
     """The worker's copy of the model, loaded on first use; one model per worker at a time.
 
-    Keyed by the weights' sha256 the store recorded: a store of other weights behind the
-    same path gets a fresh load, and a load whose weights differ from the record (the
-    checkpoint overwritten since the store was made) raises CheckpointChanged. A cached
-    model whose files changed on disk since it was loaded is loaded again.
+    Keyed by the files' sha256 the store recorded: a store of another checkpoint behind the
+    same path gets a fresh load, and a load whose files differ from the record (the
+    checkpoint or its config.json overwritten since the store was made) raises
+    CheckpointChanged. A cached model whose files changed on disk since it was loaded is
+    loaded again. With `layer`, the first call checks that layer's causality.
 
-    Tasks come model by model (plan.py), so dropping the previous model costs at most a
-    reload at a model boundary, while keeping it would hold two mappings of the weights
-    (Mamba-370M: 2 x 1.5 GB once touched) on every worker of a sweep with an fp64 rerun.
+    Tasks come model by model (tasks.py), so dropping the previous model costs at most a
+    reload at a model boundary, while keeping it would hold two copies of the weights on
+    every worker of a sweep with an fp64 rerun.
     """
     device = ref.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    key = (ref.path, ref.revision, ref.dtype, device, ref.weights)
+    key = (ref.path, ref.revision, ref.dtype, device, ref.files, ref.trust_remote_code)
     cached = _models.get(key)
-    if cached is not None and _files_unchanged(cached):
-        return cached.model
+    if cached is None or not _files_unchanged(cached):
+        cached = _load(ref, device, key)
+    if layer is not None and not cached.causal:
+        _check_causal(cached.model, layer, ref)
+        cached.causal = True
+    return cached.model
+
+
+def _load(ref: ModelRef, device: str, key: tuple) -> _CachedModel:
     from sweep.model import load_model
 
     if _models:
         _models.clear()
         _release_memory()
-    model = load_model(ref.path, dtype=ref.dtype, revision=ref.revision, device=device)
-    loaded = tuple(sorted(model.identity["weights_sha256"].items()))
-    if loaded != ref.weights:
-        raise CheckpointChanged(f"{ref.path}: the weights on this worker differ from those "
-                                f"recorded when store {ref.store} was made; sweep the new "
-                                f"weights into a new store")
-    _models[key] = _CachedModel(model, provenance.file_state(model.local_dir, dict(ref.weights)))
-    return model
+    model = load_model(ref.path, dtype=ref.dtype, revision=ref.revision, device=device,
+                       trust_remote_code=ref.trust_remote_code)
+    recorded = dict(ref.files)
+    loaded = {f: h for f, h in model.identity["files_sha256"].items() if f in recorded}
+    if loaded != recorded:
+        changed = sorted(f for f in recorded if loaded.get(f) != recorded[f])
+        raise CheckpointChanged(f"{ref.path}: {', '.join(changed)} on this worker differ from "
+                                f"the files recorded when store {ref.store} was made — sweep "
+                                f"the changed checkpoint into a new store")
+    _models[key] = cached = _CachedModel(model, provenance.file_state(model.local_dir, recorded))
+    return cached
+
+
+def _check_causal(model, layer: int, ref: ModelRef) -> None:
+    from sweep.generic.causality import later_dependence
+
+    dep = later_dependence(model.hf, layer, model.vocab_size)
+    if dep > 0:
+        raise NonCausal(f"{ref.path}: layer {layer}'s output at a token depends on later tokens "
+                        f"(|J_ts| / |J_tt| up to {dep:.1e} for s < t) — its sequence Jacobian is "
+                        f"not block lower-triangular, so eig(J_tt) is not its spectrum; sweep a "
+                        f"causal decoder-only model")
 
 
 def _files_unchanged(cached: _CachedModel) -> bool:
@@ -217,7 +255,7 @@ def hidden_states(model, task: BlockTask) -> torch.Tensor:
     from the deepest cached layer of that sequence when it is not deeper than needed."""
     ref = task.model
     key = (ref.store_id, ref.fingerprint, ref.group, ref.path, ref.revision, ref.dtype,
-           ref.weights, task.seq, task.n_ctx)
+           ref.files, task.seq, task.n_ctx)
     layer, h = _hidden.get(key, (None, None))
     if layer is None or layer > task.layer:
         tokens = np.asarray(arrays(ref)["tokens"][task.seq, : task.n_ctx])   # (n_ctx,)

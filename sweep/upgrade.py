@@ -1,10 +1,13 @@
 """`tdos upgrade STORE`: rewrite an older store to the current format in place.
 
-Format 1 -> 2 adds what format 2 always has and format 1 may lack, keeping every value:
-the scale_*/shift_* arrays (NaN: not computed, so the analysis classifies those tokens'
-ζ ≈ 1 modes by value, as it did before), eig_backend (code 0, "unknown"), a creation_id,
-and the checkpoint record (hashes only, from the recorded identity: sizes and mtimes were
-never recorded, so a later run hashes the weights once to check them).
+Every step keeps every value. Format 1 -> 2 adds what format 2 always has and format 1 may
+lack: the scale_*/shift_* arrays (NaN: not computed, so the analysis classifies those
+tokens' ζ ≈ 1 modes by value, as it did before), eig_backend (code 0, "unknown"), a
+creation_id, and the checkpoint record (hashes only, from the recorded identity: sizes and
+mtimes were never recorded, so a later run hashes the weights once to check them).
+Format 2 -> 3 adds the layer kinds (formats 1 and 2 held Mamba-1, GPT-2, GPT-NeoX and
+LLaMA only: every layer "mamba" or "attention"), the A_log shapes, jacobian_path (code 0,
+"unknown") and the files' hashes under their format-3 name.
 """
 from __future__ import annotations
 
@@ -48,7 +51,15 @@ def _upgrade_group(g: zarr.Group) -> None:
     for name in schema.group_arrays(mamba):
         if name not in g:
             _create_array(g, name, dtype, sizes, B, None)
+    model = dict(g.attrs["model"])
+    hashes = model.get("files_sha256") or model.get("weights_sha256", {})
     if "checkpoint" not in g.attrs:
-        hashes = g.attrs["model"].get("weights_sha256", {})
         g.attrs["checkpoint"] = {"dir": None,
                                  "files": {f: {"sha256": h} for f, h in hashes.items()}}
+    if "layer_kinds" not in g.attrs:
+        n = model.get("config", {}).get("num_hidden_layers") or (g["a_log"].shape[0] if mamba
+                                                                else int(g["layer"][...].max()) + 1)
+        shape = list(g["a_log"].shape[1:]) if mamba else None
+        g.attrs.update({"layer_kinds": ["mamba" if mamba else "attention"] * n,
+                        "a_log_shapes": [shape] * n})
+    g.attrs["model"] = {**model, "files_sha256": hashes}

@@ -62,7 +62,8 @@ VALUES = st.one_of(
 )
 FIELDS = ["model", "model.path", "model.dtype", "model.revision", "model.name", "model.layers",
           "inputs", "inputs.sequences", "inputs.length", "inputs.seed", "inputs.text",
-          "inputs.tokenizer", "layers", "store", "compute", "compute.token_block",
+          "inputs.tokenizer", "inputs.dataset", "inputs.dataset_config", "inputs.split",
+          "inputs.column", "inputs.min_chars", "inputs.windows", "inputs.offset", "inputs.bos", "layers", "store", "compute", "compute.token_block",
           "compute.device", "compute.live_every", "compute.cpu_linalg", "cluster.kind",
           "cluster.workers", "cluster.memory_limit", "cluster.slurm.memory",
           "cluster.slurm.job_extra_directives", "analysis.lengths", "analysis.layer", "unknown_top_level",

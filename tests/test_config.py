@@ -11,6 +11,7 @@ import yaml
 from analysis.schema import FORMAT
 from sweep.cli import main
 from sweep.config import ConfigError, fingerprint, load_config
+from sweep.plan import load_plan
 
 
 def _write(tmp_path, doc, name="cfg.yaml") -> str:
@@ -36,10 +37,12 @@ def _base(ck, tmp_path, **changes) -> dict:
 def test_minimal_config_resolves(tiny_checkpoints, tmp_path):
     doc = _base(tiny_checkpoints, tmp_path)
     del doc["compute"]
-    cfg = load_config(_write(tmp_path, doc))
-    (m,) = cfg.models
+    plan = load_plan(_write(tmp_path, doc))
+    cfg = plan.config
+    (m,) = plan.models
     assert (m.name, m.info.arch, m.info.n_layers, m.info.max_length) == ("gpt2", "gpt2", 2, 32)
-    assert m.layer_lengths == ((0, 8), (1, 8))
+    assert m.rows == ((0, 8), (1, 8))
+    assert [k.kind for k in m.info.kinds] == ["attention", "attention"]
     assert cfg.token_block == 32 and cfg.cluster.kind == "local"
     assert cfg.store == str((tmp_path / "run.zarr").resolve())
 
@@ -48,12 +51,13 @@ def test_layer_forms_and_overrides(tiny_checkpoints, tmp_path):
     doc = _base(tiny_checkpoints, tmp_path, layers="all")
     doc["models"] = [doc.pop("model"), {"path": str(tiny_checkpoints["mamba_ssm"]),
                                          "layers": {2: 4, 0: 8}, "dtype": "float64"}]
-    cfg = load_config(_write(tmp_path, doc), {"store": str(tmp_path / "other.zarr")})
-    gpt2, mamba = cfg.models
-    assert gpt2.layer_lengths == ((0, 8), (1, 8))
-    assert mamba.layer_lengths == ((0, 8), (2, 4))
+    plan = load_plan(_write(tmp_path, doc), {"store": str(tmp_path / "other.zarr")})
+    gpt2, mamba = plan.models
+    assert gpt2.rows == ((0, 8), (1, 8))
+    assert mamba.rows == ((0, 8), (2, 4))
     assert (mamba.name, mamba.info.arch, mamba.info.vocab_size) == ("mamba_ssm-float64", "mamba", 61)
-    assert cfg.store.endswith("other.zarr")
+    assert [k.kind for k in mamba.info.kinds] == ["mamba"] * 3
+    assert plan.store.endswith("other.zarr")
 
 
 def test_fingerprint_covers_identity_only(tiny_checkpoints, tmp_path):
@@ -66,12 +70,30 @@ def test_fingerprint_covers_identity_only(tiny_checkpoints, tmp_path):
     assert fingerprint(base) != fingerprint(other)
 
 
-def _unsupported_checkpoint(tmp_path):
-    d = tmp_path / "bert"
+def _checkpoint(tmp_path, name, config: dict):
+    """A checkpoint directory of `config` whose weights do not matter: each refusal below
+    comes from config.json, before any weight file is read."""
+    d = tmp_path / name
     d.mkdir()
-    (d / "config.json").write_text(json.dumps({"model_type": "bert", "num_hidden_layers": 2}))
+    (d / "config.json").write_text(json.dumps(config))
     (d / "model.safetensors").write_bytes(b"")
     return str(d)
+
+
+def _refused_checkpoints(tmp_path) -> dict:
+    import transformers as T
+
+    small = dict(vocab_size=64, num_hidden_layers=2)
+    return {
+        "bert": _checkpoint(tmp_path, "bert", T.BertConfig(hidden_size=32, num_attention_heads=4,
+                                                          intermediate_size=64, **small).to_dict()),
+        "t5": _checkpoint(tmp_path, "t5", T.T5Config(vocab_size=64, d_model=32, num_layers=2,
+                                                    num_heads=4, d_ff=64, d_kv=8).to_dict()),
+        "llava": _checkpoint(tmp_path, "llava", T.LlavaConfig().to_dict()),
+        "remote": _checkpoint(tmp_path, "remote", {
+            "model_type": "my_lm", "num_hidden_layers": 2,
+            "auto_map": {"AutoModelForCausalLM": "modeling_my_lm.MyLMForCausalLM"}}),
+    }
 
 
 def _not_a_dir(tmp_path):
@@ -87,7 +109,7 @@ BAD = {
                       "(known: model, models, inputs, layers, store, compute, cluster, analysis)"),
     "unknown_nested": ({"compute.tokenblock": 4},
                        "compute.tokenblock: unknown field — did you mean 'token_block'? "
-                       "(known: token_block, device, live_every, cpu_linalg)"),
+                       "(known: token_block, device, live_every, cpu_linalg, engine)"),
     "wrong_type": ({"inputs.sequences": "two"},
                    "inputs.sequences: expected an integer, got 'two' (str) — fix the value "
                    "(docs/config.md lists every field)"),
@@ -103,9 +125,23 @@ BAD = {
     "missing_checkpoint": ({"model.path": "/nonexistent/ckpt"},
                            "model.path: no checkpoint at /nonexistent/ckpt (not a local directory, "
                            "not in the Hugging Face cache) — download it first or fix the path"),
-    "unsupported_arch": ({"model.path": "{bert}"},
-                         "model.path: architecture 'bert' (config.json model_type) is not supported — "
-                         "use one of gpt2, gpt_neox, llama, mamba"),
+    "encoder_only": ({"model.path": "{bert}"},
+                     "model.path: bert attends in both directions (an encoder-only model: is_causal "
+                     "is False) — J_ts for s > t is not zero, so its block Jacobian has no per-token "
+                     "spectrum; use a decoder-only model"),
+    "encoder_decoder": ({"model.path": "{t5}"},
+                        "model.path: t5 is an encoder–decoder model — tdos sweeps decoder-only causal "
+                        "LMs (its decoder sees the encoder's whole input)"),
+    "multimodal": ({"model.path": "{llava}"},
+                   "model.path: llava is a multimodal wrapper around a text decoder — save its text "
+                   "model alone (its text_config, e.g. gemma3 -> gemma3_text) as a checkpoint and "
+                   "sweep that"),
+    "remote_code": ({"model.path": "{remote}"},
+                    "model.path: model_type 'my_lm' is not in transformers {version} (its code ships "
+                    "with the checkpoint (auto_map)) — set model.trust_remote_code: true to run the "
+                    "checkpoint's own code, or upgrade transformers"),
+    "engine": ({"compute.engine": "fast"},
+               "compute.engine: 'fast' is not one of auto, generic — leave it out for auto"),
     "unwritable_store": ({"store": "{nodir}"},
                          "store: {nodir} is not writable ({tmp}/plain-file is not a writable "
                          "directory) — choose a path in a writable directory"),
@@ -133,13 +169,16 @@ BAD = {
 @pytest.mark.parametrize("kind", sorted(BAD))
 def test_bad_input_is_one_line_error(tiny_checkpoints, tmp_path, kind):
     changes, expected = BAD[kind]
-    names = {"gpt2": str(tiny_checkpoints["gpt2"]), "bert": _unsupported_checkpoint(tmp_path),
-             "nodir": _not_a_dir(tmp_path), "tmp": str(tmp_path.resolve())}
+    import transformers
+
+    names = {"gpt2": str(tiny_checkpoints["gpt2"]), **_refused_checkpoints(tmp_path),
+             "nodir": _not_a_dir(tmp_path), "tmp": str(tmp_path.resolve()),
+             "version": transformers.__version__}
     (tmp_path / "words.txt").write_text("some words " * 50)
     fill = lambda v: v.format(**names) if isinstance(v, str) else v  # noqa: E731
     doc = _base(tiny_checkpoints, tmp_path, **{k: fill(v) for k, v in changes.items()})
     with pytest.raises(ConfigError) as err:
-        load_config(_write(tmp_path, doc))
+        load_plan(_write(tmp_path, doc))
     assert str(err.value) == fill(expected)
     assert "\n" not in str(err.value)
 
@@ -194,18 +233,23 @@ def test_core_hours_match_the_recorded_paper_sweep(tiny_checkpoints, tmp_path):
     shapes: benchmarks/README.md records 435 s on 2 workers = 870 core-seconds."""
     import dataclasses
 
+    from sweep.architecture import ModelInfo
     from sweep.budget import plan_sweep
-    from sweep.checkpoint import ModelInfo
+    from sweep.generic.layers import LayerKind
+    from sweep.plan import Plan
 
-    cfg = load_config(_write(tmp_path, _base(tiny_checkpoints, tmp_path)))
-    m370 = ModelInfo("mamba", 48, 1024, None, 50277, weight_bytes=1_493_000_000,
-                     block_params=7_300_000, d_inner=2048, d_state=16)
+    plan = load_plan(_write(tmp_path, _base(tiny_checkpoints, tmp_path)))
+    cfg, m = plan.config, plan.models[0]
+    m370 = ModelInfo("mamba", 48, 1024, None, 50277, (LayerKind("mamba", 2048, (2048, 16)),) * 48,
+                     weight_bytes=1_493_000_000, block_params=7_300_000, n_params=372_000_000)
     rows32 = tuple((layer, 512 if layer == 24 else 128) for layer in (0, 8, 16, 24, 32, 40, 47))
-    models = [dataclasses.replace(cfg.models[0], name="mamba-370m", info=m370, layer_lengths=rows32),
-              dataclasses.replace(cfg.models[0], name="mamba-370m-float64", dtype="float64", info=m370,
-                                  layer_lengths=((24, 128),))]
-    paper = dataclasses.replace(cfg, models=models, compute=dataclasses.replace(cfg.compute, token_block=32),
+    models = (dataclasses.replace(m, spec=dataclasses.replace(m.spec, name="mamba-370m"), info=m370,
+                                  rows=rows32, engine="fast"),
+              dataclasses.replace(m, spec=dataclasses.replace(m.spec, name="mamba-370m-float64",
+                                                              dtype="float64"),
+                                  info=m370, rows=((24, 128),), engine="fast"))
+    paper = dataclasses.replace(cfg, compute=dataclasses.replace(cfg.compute, token_block=32),
                                 inputs=dataclasses.replace(cfg.inputs, sequences=1, length=512))
-    plan = plan_sweep(paper, workers=2)
+    plan = plan_sweep(Plan(paper, models), workers=2)
     assert plan.blocks == 44
     assert 0.5 < plan.core_seconds / 870 < 2

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from sweep.config import ConfigError, fingerprint, load_config
+from sweep.config import ConfigError, fingerprint
+from sweep.plan import load_plan as load_config
 from sweep.inputs import DEFAULT_TEXT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,8 +57,8 @@ def test_default_text_needs_no_download(tmp_path):
     text = _stdlib_text()
     expected = np.frombuffer(text.encode("utf-8")[:32], dtype=np.uint8).astype(np.int64).reshape(2, 16)
     np.testing.assert_array_equal(m.tokens, expected)
-    rec = cfg.inputs.source.record()
-    assert rec["text"] == DEFAULT_TEXT and cfg.inputs.text == DEFAULT_TEXT
+    rec = m.inputs
+    assert rec["text"] == DEFAULT_TEXT and cfg.config.inputs.text == DEFAULT_TEXT
     assert rec["text_sha256"] == hashlib.sha256(text.encode()).hexdigest()
     assert rec["text_chars"] == len(text) > 100_000          # English prose, plenty for long sweeps
     assert rec["python"].count(".") == 2
@@ -71,13 +72,14 @@ def test_tokenizer_given_apart_from_the_checkpoint(tmp_path, bare_mamba):
     (m,) = cfg.models
     expected = np.frombuffer(b"natural text, natural text, natu", dtype=np.uint8).astype(np.int64)
     np.testing.assert_array_equal(m.tokens.ravel(), expected)
-    assert cfg.inputs.tokenizer == str(BYTES_TOKENIZER)
-    assert cfg.inputs.source.record()["text_files"] == [str((tmp_path / "t.txt").resolve())]
+    assert cfg.config.inputs.tokenizer == str(BYTES_TOKENIZER)
+    assert m.inputs["text_files"] == [str((tmp_path / "t.txt").resolve())]
+    assert set(m.inputs["tokenizer_files"]) >= {"tokenizer.json"}        # its identity, hashed
     # the tokenizer is part of what the store holds: another one is another store
     own = load_config(_config(tmp_path, BYTES_MAMBA, text="t.txt"))
     given = load_config(_config(tmp_path, BYTES_MAMBA, text="t.txt", tokenizer=str(BYTES_TOKENIZER)))
     np.testing.assert_array_equal(own.models[0].tokens, given.models[0].tokens)
-    assert fingerprint(own) != fingerprint(given)
+    assert fingerprint(own.config) != fingerprint(given.config)
 
 
 def test_directory_and_glob_read_in_sorted_order(tmp_path):
@@ -93,7 +95,7 @@ def test_directory_and_glob_read_in_sorted_order(tmp_path):
         (m,) = cfg.models
         want = np.frombuffer(text.encode()[:32], dtype=np.uint8).astype(np.int64).reshape(2, 16)
         np.testing.assert_array_equal(m.tokens, want)
-        rec = cfg.inputs.source.record()
+        rec = m.inputs
         assert rec["text_sha256"] == hashlib.sha256(text.encode()).hexdigest()
         assert rec["text_file_count"] == len(rec["text_files"])
         assert [Path(f).name for f in rec["text_files"]] == (
@@ -105,7 +107,7 @@ def test_random_ids_stay_available(tmp_path):
     (m,) = cfg.models
     want = np.random.default_rng(7).integers(0, 256, size=(2, 16), dtype=np.int64)
     np.testing.assert_array_equal(m.tokens, want)
-    assert cfg.inputs.source is None and cfg.inputs.text is None
+    assert "text_sha256" not in m.inputs and cfg.config.inputs.text is None
 
 
 def _bad_inputs(tmp_path, bare_mamba):

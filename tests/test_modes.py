@@ -171,8 +171,8 @@ def _stand_in(tmp_path, arch, n_layers):
 def test_paper_configs_name_layers_that_exist(tmp_path, name, arch, n_layers, layer, lengths):
     import yaml
 
-    from sweep.config import config_from_dict
-    from sweep.store import open_root
+    from sweep.plan import plan_from_dict
+    from sweep.store import open_store
 
     raw = yaml.safe_load(open(f"configs/{name}").read())
     stand_in = _stand_in(tmp_path, arch, n_layers)
@@ -180,11 +180,12 @@ def test_paper_configs_name_layers_that_exist(tmp_path, name, arch, n_layers, la
         m["path"] = stand_in
     raw["inputs"] = {k: v for k, v in raw["inputs"].items() if k not in ("text", "tokenizer")}
     raw["store"] = str(tmp_path / "p.zarr")
-    cfg = config_from_dict(raw)
+    plan = plan_from_dict(raw)
+    cfg = plan.config
     assert cfg.analysis.layer == layer and cfg.analysis.lengths == lengths
     assert cfg.inputs.sequences >= 4
-    swept = {ly: n for m in cfg.models for ly, n in m.layer_lengths if m.dtype == "float32"}
+    swept = {ly: n for m in plan.models for ly, n in m.rows if m.spec.dtype == "float32"}
     assert swept[layer] == max(lengths) and max(swept) < n_layers
     if arch == "mamba":                         # the fp64 rerun: layer 24, its own rows to 128
-        assert [(m.dtype, m.layer_lengths) for m in cfg.models][1] == ("float64", ((24, 128),))
-    assert dict(open_root(cfg).attrs)["analysis"] == {"lengths": lengths, "layer": layer}
+        assert [(m.spec.dtype, m.rows) for m in plan.models][1] == ("float64", ((24, 128),))
+    assert dict(open_store(plan).attrs)["analysis"] == {"lengths": lengths, "layer": layer}

@@ -18,7 +18,9 @@ import yaml
 import zarr
 
 from sweep.config import config_from_dict
-from sweep.run import prepare_store, run_sweep
+from sweep.plan import make_plan
+from sweep.run import run_sweep
+from sweep.store import open_store
 
 REPO = Path(__file__).resolve().parents[1]
 NAME = "mamba"
@@ -90,7 +92,7 @@ def _assert_equal_to_reference(store, reference) -> None:
 
 def test_killed_worker_tasks_rerun(tiny_checkpoints, tmp_path, client, reference):
     cfg = config_from_dict(_doc(tiny_checkpoints, tmp_path / "run.zarr"))
-    prepare_store(cfg)
+    open_store(make_plan(cfg))
     victim = sorted(client.run(os.getpid).items())[0][1]
     out = {}
     sweep = threading.Thread(target=lambda: out.update(result=run_sweep(cfg, client=client, progress=False)))

@@ -16,8 +16,18 @@ import zarr
 from analysis import schema
 from sweep import store as st
 from sweep.config import config_from_dict
-from sweep.plan import ALogTask, BlockTask, plan
-from sweep.store import BlockValues, prepare_store
+from sweep.ledger import Ledger
+from sweep.plan import make_plan
+from sweep.store import BlockValues
+from sweep.tasks import ALogTask, BlockTask, pending_tasks
+
+
+def prepare_store(cfg, create=True):
+    return st.open_store(make_plan(cfg), create=create)
+
+
+def plan(cfg, root):
+    return pending_tasks(make_plan(cfg), root)
 
 
 def _cfg(ck, tmp_path, **inputs):
@@ -46,7 +56,7 @@ def _chunk_files(path, array) -> set[str]:
 def test_layout(tiny_checkpoints, tmp_path):
     cfg = _cfg(tiny_checkpoints, tmp_path)
     root = prepare_store(cfg)
-    assert root.attrs["tdos_format"] == schema.FORMAT == 2
+    assert root.attrs["tdos_format"] == schema.FORMAT == 3
     assert root.attrs["models"] == ["gpt2", "llama"]
     assert len(root.attrs["fingerprint"]) == 64 and len(root.attrs["creation_id"]) == 32
     assert root.attrs["software"]["torch"] == torch.__version__
@@ -56,11 +66,13 @@ def test_layout(tiny_checkpoints, tmp_path):
     assert g.attrs["model"]["dtype"] == "float32" and g.attrs["model"]["arch"] == "gpt2"
     assert g.attrs["inputs"] == {"sequences": 2, "length": 8, "seed": 0, "text": None,
                                  "tokenizer": None, "token_block": 4}
-    weights = tiny_checkpoints["gpt2"] / "model.safetensors"
+    files = [tiny_checkpoints["gpt2"] / n for n in ("config.json", "model.safetensors")]
     assert g.attrs["checkpoint"] == {"dir": str(tiny_checkpoints["gpt2"]), "files": {
-        "model.safetensors": {"size": weights.stat().st_size, "mtime_ns": weights.stat().st_mtime_ns,
-                              "sha256": hashlib.sha256(weights.read_bytes()).hexdigest()}}}
-    assert set(g.array_keys()) == set(schema.group_arrays(mamba=False))
+        f.name: {"size": f.stat().st_size, "mtime_ns": f.stat().st_mtime_ns,
+                 "sha256": hashlib.sha256(f.read_bytes()).hexdigest()} for f in files}}
+    assert g.attrs["layer_kinds"] == ["attention", "attention"]
+    assert g.attrs["model"]["engine"] in ("fast", "generic")
+    assert set(g.array_keys()) == set(schema.group_arrays(ssm=False))
     e = g["eigenvalues"]
     assert (e.shape, e.chunks, e.dtype) == ((2, 2, 8, 32), (1, 1, 4, 32), np.complex64)
     assert e.metadata.dimension_names == ("layer", "seq", "token", "mode")
@@ -70,6 +82,9 @@ def test_layout(tiny_checkpoints, tmp_path):
     eb = g["eig_backend"]
     assert (eb.shape, eb.chunks, eb.dtype) == ((2, 2, 2), (1, 1, 1), np.int8)
     assert (eb[...] == 0).all() and eb.attrs["codes"] == list(schema.EIG_BACKENDS)
+    jp = g["jacobian_path"]
+    assert (jp.shape, jp.chunks, jp.dtype) == ((2, 2, 2), (1, 1, 1), np.int8)
+    assert (jp[...] == 0).all() and jp.attrs["codes"] == list(schema.JACOBIAN_PATHS)
     for name in ("scale_rayleigh", "scale_residual", "shift_rayleigh", "shift_residual"):
         a = g[name]
         assert (a.shape, a.chunks, a.dtype) == ((2, 2, 8), (1, 1, 4), np.float32)
@@ -115,7 +130,8 @@ def _mamba_group(tmp_path):
                         inputs={"sequences": 2, "length": 10, "seed": 0, "text": None,
                                 "token_block": 4},
                         layer_lengths=((0, 10), (2, 5)), token_block=4,
-                        tokens=np.zeros((2, 10), np.int64), d_model=3, a_log_shape=(3, 6, 2))
+                        tokens=np.zeros((2, 10), np.int64), d_model=3,
+                        layer_kinds=["mamba"] * 3, a_log_shapes=[[6, 2]] * 3)
     return str(tmp_path / "m.zarr"), g
 
 
@@ -126,7 +142,8 @@ def test_write_block_touches_only_its_chunks(tmp_path):
     delta = np.full((4, 6), 0.5)                           # (T, d_inner)
     scale = (np.full(4, 0.999), np.full(4, 1e-6))         # ρ (T,), r (T,)
     shift = (np.full(4, 1.0), np.full(4, 1e-8))           # along 𝟙/√d
-    values = BlockValues(eig, delta, scale, shift, eig_backend="scipy-openblas")
+    values = BlockValues(eig, delta, scale, shift, eig_backend="scipy-openblas",
+                         jacobian_path="generic")
     assert st.write_block(g, 1, 0, 1, 4, values) == st.DONE
     gp = os.path.join(path, "m")
     assert _chunk_files(gp, "eigenvalues") == {"1/0/1/0"}
@@ -135,6 +152,7 @@ def test_write_block_touches_only_its_chunks(tmp_path):
     assert _chunk_files(gp, "shift_rayleigh") == _chunk_files(gp, "shift_residual") == {"1/0/1"}
     assert g["scale_residual"].dtype == np.float64 and g["scale_rayleigh"].chunks == (1, 1, 4)
     assert _chunk_files(gp, "ledger") == _chunk_files(gp, "eig_backend") == {"1/0/1"}
+    assert _chunk_files(gp, "jacobian_path") == {"1/0/1"}
     once = _snapshot(gp)
     assert st.write_block(g, 1, 0, 1, 4, values) == st.DONE   # idempotent rewrite
     assert {k: v[0] for k, v in _snapshot(gp).items()} == {k: v[0] for k, v in once.items()}
@@ -147,6 +165,7 @@ def test_write_block_touches_only_its_chunks(tmp_path):
     assert np.isnan(g["shift_rayleigh"][...]).sum() == 2 * 2 * 10 - 4
     np.testing.assert_array_equal(g["ledger"][...].ravel(), [0] * 7 + [1] + [0] * 4)
     np.testing.assert_array_equal(g["eig_backend"][...].ravel(), [0] * 7 + [2] + [0] * 4)
+    np.testing.assert_array_equal(g["jacobian_path"][...].ravel(), [0] * 7 + [2] + [0] * 4)
 
 
 def test_non_finite_block_is_flagged(tmp_path):
@@ -159,15 +178,36 @@ def test_non_finite_block_is_flagged(tmp_path):
 
 def test_a_log_bookkeeping(tmp_path):
     _, g = _mamba_group(tmp_path)
-    assert st.missing_a_log(g) == [0, 1, 2]
+    assert Ledger.read(g).missing_a_log == (0, 1, 2)
     st.write_a_log(g, 1, np.zeros((6, 2)))
-    assert st.missing_a_log(g) == [0, 2]
+    assert Ledger.read(g).missing_a_log == (0, 2)
+
+
+def test_a_log_of_a_hybrid_counts_only_its_mamba_layers(tmp_path):
+    """Mamba-2 layers of a hybrid: one A per head, attention layers never have one."""
+    root = zarr.open_group(str(tmp_path / "h.zarr"), mode="w")
+    g = st.create_group(root, "h", identity={"arch": "bamba"}, checkpoint={}, dtype="float32",
+                        inputs={"sequences": 1, "length": 4, "seed": 0}, layer_lengths=((1, 4),),
+                        token_block=4, tokens=np.zeros((1, 4), np.int64), d_model=3,
+                        layer_kinds=["mamba2", "attention", "mamba2"],
+                        a_log_shapes=[[5], None, [5]])
+    assert g["a_log"].shape == (3, 5, 1) and g["delta"].shape == (1, 1, 4, 5)
+    assert Ledger.read(g).missing_a_log == (0, 2)
+    st.write_a_log(g, 2, np.arange(5.0))
+    assert Ledger.read(g).missing_a_log == (0,)
+    np.testing.assert_array_equal(g["a_log"][2, :, 0], np.arange(5.0))
 
 
 def test_planned_mask_follows_layer_length(tmp_path):
     _, g = _mamba_group(tmp_path)
-    mask = st.planned_mask(g)                               # (R, S, nb) = (2, 2, 3)
-    np.testing.assert_array_equal(mask[:, 0], [[1, 1, 1], [1, 1, 0]])
+    led = Ledger.read(g)
+    np.testing.assert_array_equal(led.planned[:, 0], [[1, 1, 1], [1, 1, 0]])   # (R, nb)
+    assert (led.total, led.done, led.flagged) == (2 * 5, 0, 0)
+    g["ledger"][1, 0, 1] = st.FLAGGED
+    g["ledger"][0, 1, 0] = st.DONE
+    led = Ledger.read(g)
+    assert (led.total, led.done, led.flagged) == (10, 2, 1)      # flagged blocks are done
+    assert (1, 0, 1) not in led.pending() and len(led.pending()) == 8
 
 
 def test_plan_lists_only_unfinished_blocks_layer_ascending(tiny_checkpoints, tmp_path):
@@ -256,9 +296,9 @@ def test_older_format_gets_one_message_and_upgrades(tiny_checkpoints, tmp_path, 
     eig = (np.arange(4 * 32) + 1j).reshape(4, 32)
     st.write_block(g, 0, 1, 1, 4, BlockValues(eig, scale=(np.ones(4), np.zeros(4))))
     _as_format_1(cfg.store)
-    want = (f"is a tdos store of format 1; this tdos reads format 2: run `tdos upgrade "
+    want = (f"is a tdos store of format 1; this tdos reads format 3: run `tdos upgrade "
             f"{cfg.store}` once")
-    with pytest.raises(StoreError, match="format 1; this tdos reads format 2") as e:
+    with pytest.raises(StoreError, match="format 1; this tdos reads format 3") as e:
         open_store(cfg.store)
     assert want in str(e.value)
     with pytest.raises(st.StoreMismatch) as e:
@@ -267,17 +307,18 @@ def test_older_format_gets_one_message_and_upgrades(tiny_checkpoints, tmp_path, 
     assert main(["status", cfg.store]) == 2 and want in capsys.readouterr().err
 
     assert main(["upgrade", cfg.store]) == 0
-    assert capsys.readouterr().out == f"{cfg.store}: format 2 (was 1)\n"
+    assert capsys.readouterr().out == f"{cfg.store}: format 3 (was 1)\n"
     s = open_store(cfg.store)
     np.testing.assert_array_equal(s.eigenvalues(0, 1)[4:], eig)          # values kept
     np.testing.assert_array_equal(s.scale_direction(0, 1)[0][4:], 1.0)
     assert np.isnan(s.shift_direction(0, 1)[0]).all()                     # not computed
     assert (s.eig_backend(0) == "unknown").all()
+    assert s.layer_kinds == ["attention", "attention"]
     root = prepare_store(cfg)                          # the sweep resumes on the upgraded store
     assert root.attrs["upgraded_from"] == 1 and len(plan(cfg, root)) == 2 * 2 * 2 - 1 + 4
-    assert main(["upgrade", cfg.store]) == 0 and "format 2 already" in capsys.readouterr().out
+    assert main(["upgrade", cfg.store]) == 0 and "format 3 already" in capsys.readouterr().out
     zarr.open_group(cfg.store, mode="r+").attrs["tdos_format"] = 99
-    with pytest.raises(StoreError, match="tdos_format 99, which this tdos .format 2. cannot read"):
+    with pytest.raises(StoreError, match="tdos_format 99, which this tdos .format 3. cannot read"):
         open_store(cfg.store)
 
 
@@ -298,4 +339,24 @@ def test_checkpoint_changed_since_creation_is_refused(tiny_checkpoints, tmp_path
     data[-1] ^= 1                                # one bit of one weight
     weights.write_bytes(bytes(data))
     with pytest.raises(CheckpointChanged, match="model.safetensors changed since the store was made"):
+        prepare_store(cfg)
+
+
+def test_edited_config_json_is_refused(tiny_checkpoints, tmp_path):
+    """config.json decides every J_tt (here layer_norm_epsilon 1e-5 -> 0.5): an edited one is
+    another model, refused like edited weights, complete store or not."""
+    import json
+    import shutil
+
+    from sweep.errors import CheckpointChanged
+
+    ckpt = tmp_path / "gpt2"
+    shutil.copytree(tiny_checkpoints["gpt2"], ckpt)
+    cfg = config_from_dict({"model": {"path": str(ckpt)}, "layers": [0], "store": str(tmp_path / "r.zarr"),
+                            "inputs": {"sequences": 1, "length": 4}})
+    prepare_store(cfg)
+    conf = json.loads((ckpt / "config.json").read_text())
+    conf["layer_norm_epsilon"] = 0.5
+    (ckpt / "config.json").write_text(json.dumps(conf))
+    with pytest.raises(CheckpointChanged, match="config.json changed since the store was made"):
         prepare_store(cfg)

@@ -15,6 +15,7 @@ from sweep import linalg
 from sweep.cli import main
 from sweep.config import config_from_dict
 from sweep.model import load_model
+from sweep.plan import make_plan
 from sweep.run import run_sweep
 from sweep.spectra import eigvals, scale_direction, shift_direction
 
@@ -47,6 +48,7 @@ def test_sweep_completes(swept, client):
     assert os.path.isfile(cfg.store + ".live.png")       # analysis.live drew the final state
     assert all(set(r["seconds"]) == {"load", "hidden", "jacobian", "eig", "write"}
                for r in result.results if "block" in r)
+    assert {r["jacobian_path"] for r in result.results if "block" in r} == {"hand-written"}
     # workers run one BLAS thread, so compute.cpu_linalg auto follows the vendor table there
     expected = linalg.describe(linalg.resolve("auto", threads=1))
     assert {r["linalg"] for r in result.results if "block" in r} == {expected}
@@ -82,18 +84,20 @@ def test_store_records_numerics_provenance(swept, client, name, dtype):
                                        ("mamba_ssm", "mamba_ssm")])
 def test_values_equal_direct_computation(swept, tiny_checkpoints, name, arch):
     cfg, _ = swept
-    spec = next(m for m in cfg.models if m.name == name)
+    spec = next(m for m in make_plan(cfg).models if m.name == name)
     st = open_store(cfg.store, model=name)
-    model = load_model(tiny_checkpoints[arch], dtype=spec.dtype)
-    tol = TOL[spec.dtype]
-    n_ctx = max(n for _, n in spec.layer_lengths)
-    assert st.layers == [layer for layer, _ in spec.layer_lengths]
-    for layer, n in spec.layer_lengths:
+    model = load_model(tiny_checkpoints[arch], dtype=spec.spec.dtype)
+    tol = TOL[spec.spec.dtype]
+    n_ctx = max(n for _, n in spec.rows)
+    assert st.layers == [layer for layer, _ in spec.rows]
+    assert spec.engine == "fast"                # these three keep a hand-written block
+    for layer, n in spec.rows:
         block = model.block(layer)
+        assert (st.jacobian_path(layer) == "hand-written").all()
         for seq in range(SEQS):
             tokens = torch.from_numpy(np.asarray(st.tokens(seq)))
             assert tokens.shape == (L,)
-            h = model.hidden_states(tokens[:n_ctx], layer)                # (n_ctx, d)
+            h = _hidden(model, tokens[:n_ctx], layer)                      # (n_ctx, d)
             jac = block.jacobians(h, 0, n)                                 # (n, d, d)
             want = eigvals(jac).numpy()                                    # (n, d)
             got = st.eigenvalues(layer, seq)
@@ -107,8 +111,17 @@ def test_values_equal_direct_computation(swept, tiny_checkpoints, name, arch):
                 np.testing.assert_allclose(st.delta(layer, seq), block.delta(h, 0, n).numpy(), **tol)
     if model.arch == "mamba":
         for layer in range(model.n_layers):         # A_log of every layer, swept or not
-            want = torch.exp(model.block(layer).a_log()).numpy().ravel()
+            want = torch.exp(model.hf.backbone.layers[layer].mixer.A_log).numpy().ravel()
             np.testing.assert_allclose(st.intrinsic_rates(layer), want, **tol)
+
+
+@torch.no_grad()
+def _hidden(model, tokens, layer):
+    """(n, d): the residual stream entering `layer`, by the hand-written blocks' forward."""
+    h = model.embed(tokens)
+    for i in range(layer):
+        h = model.block(i).forward(h)
+    return h
 
 
 def _assert_same_spectra(got, want, tol):
@@ -160,6 +173,7 @@ def test_xarray_sees_named_dimensions(swept):
     assert ds["a_log"].dims == ("model_layer", "channel", "state")
     assert ds["scale_rayleigh"].dims == ds["scale_residual"].dims == ("layer", "seq", "token")
     assert ds["shift_rayleigh"].dims == ds["shift_residual"].dims == ("layer", "seq", "token")
+    assert ds["jacobian_path"].dims == ("layer", "seq", "block")
     assert dict(ds.sizes) == {"layer": 2, "seq": SEQS, "token": L, "mode": 16, "channel": 32,
                               "block": 2, "model_layer": 3, "state": 4}
 
@@ -171,11 +185,12 @@ def test_rerun_plans_nothing_and_status_reports_done(swept, client, capsys):
     capsys.readouterr()
     assert main(["status", cfg.store]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["model", "layer", "done", "flagged", "total", "tokens", "dtype"]
-    rows = [line.split() for line in lines[1:]]
-    assert rows == [["mamba-float64", "0", "4", "0", "4", "8", "float64"],
-                    ["mamba-float64", "1", "4", "0", "4", "8", "float64"],
-                    ["gpt2", "0", "4", "0", "4", "8", "float32"],
-                    ["gpt2", "1", "4", "0", "4", "8", "float32"],
-                    ["mamba_ssm", "0", "4", "0", "4", "8", "float32"],
-                    ["mamba_ssm", "2", "4", "0", "4", "6", "float32"]]
+    assert lines[0].split() == ["model", "layer", "done", "flagged", "total", "tokens", "dtype", "kind"]
+    rows = [line.split() for line in lines[1:-1]]
+    assert rows == [["mamba-float64", "0", "4", "0", "4", "8", "float64", "mamba"],
+                    ["mamba-float64", "1", "4", "0", "4", "8", "float64", "mamba"],
+                    ["gpt2", "0", "4", "0", "4", "8", "float32", "attention"],
+                    ["gpt2", "1", "4", "0", "4", "8", "float32", "attention"],
+                    ["mamba_ssm", "0", "4", "0", "4", "8", "float32", "mamba"],
+                    ["mamba_ssm", "2", "4", "0", "4", "6", "float32", "mamba"]]
+    assert lines[-1] == "done counts flagged blocks (done, with a non-finite value) too"

@@ -9,24 +9,26 @@ import torch
 from sweep.task import _jacobian_buffer
 
 
+CPU = torch.device("cpu")
+
+
 def test_jacobian_buffer_is_reused_and_regrown():
-    h = torch.zeros(5, 16)
-    a = _jacobian_buffer(8, h)
+    a = _jacobian_buffer(8, 16, torch.float32, CPU)
     assert a.shape == (8, 16, 16) and a.dtype == torch.float32
-    b = _jacobian_buffer(3, h)                                   # a shorter last block: same memory
+    b = _jacobian_buffer(3, 16, torch.float32, CPU)             # a shorter last block: same memory
     assert b.shape == (3, 16, 16) and b.data_ptr() == a.data_ptr()
-    c = _jacobian_buffer(3, h.double())                          # fp64 rerun: its own buffer
+    c = _jacobian_buffer(3, 16, torch.float64, CPU)             # fp64 rerun: its own buffer
     assert c.dtype == torch.float64 and c.shape == (3, 16, 16)
-    d = _jacobian_buffer(12, h)                                  # larger block: regrown
+    d = _jacobian_buffer(12, 16, torch.float32, CPU)            # larger block: regrown
     assert d.shape == (12, 16, 16) and d.dtype == torch.float32
 
 
 def test_jacobian_buffer_is_per_thread():
     """A worker with several threads runs several tasks at once: no shared buffer."""
-    h = torch.zeros(5, 16)
-    mine = _jacobian_buffer(4, h).data_ptr()
+    mine = _jacobian_buffer(4, 16, torch.float32, CPU).data_ptr()
     theirs = []
-    t = threading.Thread(target=lambda: theirs.append(_jacobian_buffer(4, h).data_ptr()))
+    t = threading.Thread(target=lambda: theirs.append(
+        _jacobian_buffer(4, 16, torch.float32, CPU).data_ptr()))
     t.start()
     t.join()
     assert theirs[0] != mine
@@ -37,14 +39,16 @@ def test_every_task_switches_tf32_off_and_reports_its_eigensolver(tiny_checkpoin
     with it off: strict_fp32 runs at the start of every task, whatever the device."""
     from analysis import open_store
     from sweep.config import config_from_dict
-    from sweep.plan import BlockTask, plan
-    from sweep.store import prepare_store
+    from sweep.plan import make_plan
+    from sweep.store import open_store as prepare_store
     from sweep.task import run_task
+    from sweep.tasks import BlockTask, pending_tasks
 
     cfg = config_from_dict({"model": {"path": str(tiny_checkpoints["gpt2"])}, "layers": [1],
                             "inputs": {"sequences": 1, "length": 4}, "store": str(tmp_path / "r.zarr"),
                             "compute": {"token_block": 4, "cpu_linalg": "openblas"}})
-    task = next(t for t in plan(cfg, prepare_store(cfg)) if isinstance(t, BlockTask))
+    plan = make_plan(cfg)
+    task = next(t for t in pending_tasks(plan, prepare_store(plan)) if isinstance(t, BlockTask))
     before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     try:
@@ -53,5 +57,6 @@ def test_every_task_switches_tf32_off_and_reports_its_eigensolver(tiny_checkpoin
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
     assert result["eig_backend"] == "scipy-openblas"
+    assert result["jacobian_path"] == ("hand-written" if task.model.engine == "fast" else "generic")
     assert result["software"]["torch"] == torch.__version__
     assert open_store(cfg.store).eig_backend(1).tolist() == [["scipy-openblas"]]

@@ -72,12 +72,19 @@ def _scores(query, blocks, scaling):
     b, h, q, hd = query.shape
     h_kv = blocks[0][0].shape[1]
     qs = query.reshape(b, h_kv, (h // h_kv) * q, hd)               # heads grouped by kv head
+    keys = [_heads(K) for K, _ in blocks]
     rows = []
-    for i in range(b):
-        for j in range(h_kv):
-            parts = [qs[i, j] @ K[i, j].transpose(0, 1) for K, _ in blocks]   # (g q, k_i)
+    for i, q_i in enumerate(_heads(qs)):
+        for j, q_ij in enumerate(q_i):
+            parts = [q_ij @ K[i][j].transpose(0, 1) for K in keys]  # (g q, k_block)
             rows.append(torch.cat(parts, -1) if len(parts) > 1 else parts[0])
     return torch.stack(rows).reshape(b, h, q, -1) * scaling
+
+
+def _heads(t):
+    """(b, heads, …) -> [[(…) per head] per batch row], by unbind: its backward is one
+    stack, where indexing head by head would add a zero-filled gradient per head."""
+    return [row.unbind(0) for row in t.unbind(0)]
 
 
 def _weights(module, s, mask, softcap, s_aux, is_causal, position_bias):
@@ -103,15 +110,11 @@ def _weights(module, s, mask, softcap, s_aux, is_causal, position_bias):
 def _mix(p, blocks, b, h, q):
     """Σ_blocks p·V: (b, h, q, hd)."""
     h_kv = blocks[0][0].shape[1]
-    g = h // h_kv
-    p = p.reshape(b, h_kv, g * q, -1)
+    sizes = [K.shape[-2] for K, _ in blocks]
+    values = [_heads(V) for _, V in blocks]
     outs = []
-    for i in range(b):
-        for j in range(h_kv):
-            o, start = 0, 0
-            for K, V in blocks:
-                n = K.shape[-2]
-                o = o + p[i, j, :, start:start + n] @ V[i, j]          # (g q, hd)
-                start += n
-            outs.append(o)
+    for i, p_i in enumerate(_heads(p.reshape(b, h_kv, (h // h_kv) * q, -1))):
+        for j, p_ij in enumerate(p_i):
+            parts = p_ij.split(sizes, -1) if len(sizes) > 1 else (p_ij,)
+            outs.append(sum(w @ V[i][j] for w, V in zip(parts, values)))     # (g q, hd)
     return torch.stack(outs).reshape(b, h, q, -1)

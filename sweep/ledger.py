@@ -1,0 +1,120 @@
+"""What is done: the one reading of a store's ledger that every caller uses.
+
+The ledger array (layer row, seq, block) holds 0 (pending), 1 (done) or 2 (done, with a
+non-finite value: flagged). "Done" always means a cell that is not pending — flagged blocks
+included, since rerunning them would give the same values — and only planned cells count
+(a row's blocks beyond its layer_length do not exist). A_log layers are done once written
+(Mamba-style layers only).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import zarr
+
+from analysis import schema
+from analysis.schema import FLAGGED, PENDING
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """One model group's completion state."""
+
+    cells: np.ndarray            # (R, S, nb) int8
+    planned: np.ndarray          # (R, S, nb) bool: cells inside each row's layer_length
+    layers: np.ndarray           # (R,) model layer of each row
+    lengths: np.ndarray          # (R,) tokens planned per row
+    missing_a_log: tuple[int, ...]   # Mamba-style model layers whose A_log is not written
+
+    @classmethod
+    def read(cls, g: zarr.Group) -> "Ledger":
+        cells = g["ledger"][...]
+        R, S, nb = cells.shape
+        B = g.attrs["inputs"]["token_block"]
+        lengths = g["layer_length"][...]
+        mask = np.arange(nb)[None, :] < (-(-lengths // B))[:, None]          # (R, nb)
+        return cls(cells, np.broadcast_to(mask[:, None, :], (R, S, nb)), g["layer"][...],
+                   lengths, tuple(_missing_a_log(g)))
+
+    def pending(self):
+        """(row, seq, block) of every planned cell still at 0, rows in store order."""
+        r, s, b = np.nonzero((self.cells == PENDING) & self.planned)
+        return list(zip(r.tolist(), s.tolist(), b.tolist()))
+
+    @property
+    def total(self) -> int:
+        return int(self.planned.sum())
+
+    @property
+    def done(self) -> int:
+        return int(((self.cells != PENDING) & self.planned).sum())
+
+    @property
+    def flagged(self) -> int:
+        return int(((self.cells == FLAGGED) & self.planned).sum())
+
+    def row_counts(self, row: int) -> tuple[int, int, int]:
+        """(done, flagged, total) of one row."""
+        cells = self.cells[row][self.planned[row]]
+        return int((cells != PENDING).sum()), int((cells == FLAGGED).sum()), int(cells.size)
+
+
+@dataclass(frozen=True)
+class LedgerCounts:
+    """Blocks of the planned part of the ledgers, and A_log layers still missing."""
+
+    total: int                 # planned blocks
+    done: int                  # in the ledger (flagged included)
+    flagged: int               # of which non-finite
+    missing_a_log: int         # model layers whose A_log is not written (Mamba-style)
+
+    @property
+    def complete(self) -> bool:
+        return self.done == self.total and self.missing_a_log == 0
+
+
+def counts(root: zarr.Group, names) -> LedgerCounts:
+    """LedgerCounts summed over the model groups `names`."""
+    ledgers = [Ledger.read(root[n]) for n in names]
+    return LedgerCounts(sum(x.total for x in ledgers), sum(x.done for x in ledgers),
+                        sum(x.flagged for x in ledgers),
+                        sum(len(x.missing_a_log) for x in ledgers))
+
+
+def _missing_a_log(g: zarr.Group) -> list[int]:
+    """Mamba-style model layers whose A_log is not written yet (all NaN)."""
+    if "a_log" not in g:
+        return []
+    kinds = g.attrs.get("layer_kinds") or []
+    a = g["a_log"][...]                                   # (n_layers, channel, state)
+    return [i for i, k in enumerate(kinds) if schema.is_ssm(k) and np.isnan(a[i]).all()]
+
+
+def status_rows(path: str) -> list[dict]:
+    """Per model and layer: blocks done / flagged / total, tokens planned, dtype, kind."""
+    from sweep.store import group_ready
+
+    root = zarr.open_group(str(path), mode="r")
+    try:
+        schema.check_format(root.attrs, path)
+    except schema.StoreError as e:
+        from sweep.errors import StoreMismatch
+
+        raise StoreMismatch(f"store: {e}") from None
+    rows = []
+    for name in root.attrs.get("models", []):
+        if not group_ready(root, name):
+            rows.append({"model": name, "layer": None, "done": 0, "flagged": 0, "total": None,
+                         "tokens": None, "dtype": None, "kind": None})
+            continue
+        g = root[name]
+        led = Ledger.read(g)
+        kinds = g.attrs.get("layer_kinds") or []
+        for r, (layer, n) in enumerate(zip(led.layers, led.lengths)):
+            done, flagged, total = led.row_counts(r)
+            rows.append({"model": name, "layer": int(layer), "done": done,
+                         "flagged": flagged, "total": total, "tokens": int(n),
+                         "dtype": g.attrs["model"]["dtype"],
+                         "kind": kinds[int(layer)] if kinds else None})
+    return rows
