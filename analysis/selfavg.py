@@ -42,8 +42,15 @@ def window_bands(window) -> dict:
     """The three λ bands of the band-weight law, set by the fit window [lo, hi]: deep IR two
     decades below it, the window itself, and UV from hi up 2000-fold (3.3 decades)."""
     lo, hi = window
-    return {f"deep IR {lo / 100:g}–{lo:g}": (lo / 100, lo), f"fit window {lo:g}–{hi:g}": (lo, hi),
-            f"UV {hi:g}–{hi * 2000:g}": (hi, hi * 2000)}
+    return {f"deep IR {_sci(lo / 100)}–{_sci(lo)}": (lo / 100, lo),
+            f"fit window {_sci(lo)}–{_sci(hi)}": (lo, hi),
+            f"UV {_sci(hi)}–{_sci(hi * 2000)}": (hi, hi * 2000)}
+
+
+def _sci(x) -> str:
+    """1e-4 → "1e-4", 5e-2 → "5e-2", 100 → "1e2": the band names of the paper's window."""
+    m, e = f"{x:.3e}".split("e")
+    return f"{m.rstrip('0').rstrip('.')}e{int(e)}"
 
 
 BANDS = window_bands((1e-4, 5e-2))     # the paper's window: 1e-6–1e-4, 1e-4–5e-2, 5e-2–100

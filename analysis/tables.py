@@ -24,7 +24,7 @@ import numpy as np
 from ._plot import axes_or_new, sweep_colors
 from .alternatives import ALTERNATIVES, compare_alternatives
 from .bootstrap import bootstrap_ir_from_hists
-from .fits import WINDOW, mle_ir_exponent
+from .fits import WINDOW, fit_ir_exponent, mle_ir_exponent
 from .gof import power_law_gof
 from .observables import block_classes, token_rate_rows
 from .rates import DEFAULT_MODES, MODES, N_COLS, check_modes, mode_key
@@ -272,7 +272,7 @@ def mode_row(rates_2d, seq, boot, settings) -> ModeRow:
     """Every per-count number of one row from per-token rates (N, d) and β's bootstrap."""
     w = settings.window
     flat = rates_2d[np.isfinite(rates_2d)]
-    fit = boot.fit
+    fit = fit_ir_exponent(flat, w)           # = boot.fit's β bit for bit; n_modes exact in [lo, hi]
     mle = bootstrap_mle(rates_2d, seq, w, settings.n_boot, settings.level, settings.seed)
     gof = power_law_gof(flat, w, n_sims=settings.n_boot, seed=settings.seed)
     alts = {f"{x}_{name}": getattr(a, x) for name, a in compare_alternatives(flat, w).items()
@@ -297,8 +297,8 @@ def ir_row(store, agg, layer, L, settings=None, key=None):
     for m in MODES:
         boot, done = bootstrap_from_agg(agg, layer, L, m, settings.window, settings.n_boot,
                                         settings.level, settings.seed)
-        fits[m] = boot.fit
         by_mode[m] = mode_row(*rows[m], boot, settings)
+        fits[m] = boot.fit
     row = IRRow(key=L if key is None else key, L=int(L), layer=int(layer), n_tokens=int(done.sum()),
                 by_mode=by_mode, delta_beta=by_mode["all-stable"].beta - by_mode["symmetry-removed"].beta,
                 **symmetry_modes(classes["symmetry-removed"], settings.window))
