@@ -95,6 +95,8 @@ def parse_window(value, where="analysis.window") -> tuple:
     """[lo, hi] as numbers; PyYAML reads `1e-4` (no dot) as a string, so numeric strings are
     accepted too."""
     try:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError
         lo, hi = (float(v) for v in value)
     except (TypeError, ValueError):
         raise SettingsError(f"{where}: expected two rates [lo, hi], got {value!r} — e.g. "

@@ -69,9 +69,17 @@ class ComputeConfig:
 
 @dataclass(frozen=True)
 class AnalysisConfig:
-    """What `tdos analyze` tabulates; not part of the fingerprint (it decides no stored value)."""
+    """What `tdos analyze`, `tdos compare`, the live view and the summary compute under
+    (analysis.settings.Settings checks the values); not part of the fingerprint (it decides
+    no stored value). CLI flags of `tdos analyze` / `tdos compare` override each field."""
+    window: typing.Any = (1e-4, 5e-2)   # [lo, hi] fit window in λ (YAML `1e-4` reads as a string: accepted)
+    level: float = 0.9              # confidence level of every interval and verdict
+    n_boot: int = 500               # bootstrap replicates per CI, Monte-Carlo sets per GOF p
+    modes: str = "all-stable"       # mode count the figures draw: all-stable | symmetry-removed
     lengths: typing.Any = None      # Table I rows: prefix lengths L (default 8, 16, 32, ...)
     layer: int | None = None        # representative layer (default 24 if swept, else the middle)
+    skip_positions: int = 0         # token positions t < k left out of every number
+    seed: int = 0                   # seed of every resampling and simulation
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,8 @@ _YAML_FIELDS = {
     ModelSpec: ("path", "dtype", "revision", "name", "layers"),
     InputsConfig: ("sequences", "length", "seed", "text", "tokenizer"),
     ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg"),
-    AnalysisConfig: ("lengths", "layer"),
+    AnalysisConfig: ("window", "level", "n_boot", "modes", "lengths", "layer", "skip_positions",
+                     "seed"),
 }
 
 
@@ -148,8 +157,8 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     inputs = _resolve_inputs(inputs, base_dir)
     tokenizers: dict = {}           # one tokenizer (and its load) shared by the models
     models = [_resolve_model(m, inputs, layers, tokenizers) for m in models]
-    analysis = _section(AnalysisConfig, raw.get("analysis") or {}, "analysis")
-    _check_analysis(analysis, inputs.length, models)
+    analysis = _check_analysis(_section(AnalysisConfig, raw.get("analysis") or {}, "analysis"),
+                               inputs.length, models)
     return SweepConfig(models=models, inputs=inputs, layers=layers, store=store,
                        compute=compute, cluster=cluster, analysis=analysis)
 
@@ -241,8 +250,20 @@ def _resolve_inputs(inputs: InputsConfig, base_dir) -> InputsConfig:
     return dataclasses.replace(inputs, text=source.spec, tokenizer=tok, source=source)
 
 
-def _check_analysis(a: AnalysisConfig, length: int, models: list[ModelSpec]) -> None:
-    """Table I lengths within 1..inputs.length; the representative layer swept by a model."""
+def _check_analysis(a: AnalysisConfig, length: int, models: list[ModelSpec]) -> AnalysisConfig:
+    """The values as analysis.settings.Settings checks them (window numbers, level, n_boot,
+    modes, seed, skip_positions); Table I lengths within 1..inputs.length; the representative
+    layer swept by a model. Returns the section with its window as two floats."""
+    from analysis.settings import Settings, SettingsError, parse_window
+    try:
+        window = parse_window(a.window)
+        Settings(window=window, level=a.level, n_boot=a.n_boot, modes=a.modes,
+                 layer=a.layer, skip_positions=a.skip_positions, seed=a.seed)
+    except SettingsError as e:
+        raise ConfigError(str(e)) from None
+    if a.skip_positions >= length:
+        raise ConfigError(f"analysis.skip_positions: {a.skip_positions} leaves no token of "
+                          f"inputs.length {length} — use a value < {length}")
     if a.lengths is not None and not (isinstance(a.lengths, list) and a.lengths and all(
             isinstance(L, int) and not isinstance(L, bool) and 1 <= L <= length for L in a.lengths)):
         raise ConfigError(f"analysis.lengths: expected a list of token counts in 1..{length} "
@@ -251,6 +272,7 @@ def _check_analysis(a: AnalysisConfig, length: int, models: list[ModelSpec]) -> 
     if a.layer is not None and a.layer not in swept:
         raise ConfigError(f"analysis.layer: layer {a.layer} is not swept (swept: {swept}) — "
                           f"pick one of them or add it to `layers`")
+    return dataclasses.replace(a, window=window)
 
 
 def _check_compute(compute: ComputeConfig) -> None:
