@@ -50,7 +50,7 @@ class DeltaBeta:
     def verdict(self) -> str:
         if not np.isfinite(self.lo):
             return "not fitted"
-        return f"agree at {self.level:.0%}" if self.lo <= 0 <= self.hi else "differ"
+        return f"agree at {self.level * 100:g} %" if self.lo <= 0 <= self.hi else "differ"
 
     def to_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "modes": self.modes, "L": self.L,
@@ -193,10 +193,13 @@ class Comparison:
     settings: Settings
 
     def at_representative(self, modes=None) -> list:
-        """The Δβ of each pair at the representative layers and the shared L."""
-        return [d for d in self.deltas if (modes is None or d.modes == modes)
-                and d.L == self.sides[0].L and d.layer_a == self._side(d.a).layer
-                and d.layer_b == self._side(d.b).layer]
+        """The Δβ of each pair and count at the representative layers and the shared L."""
+        out = {}
+        for d in self.deltas:
+            if ((modes is None or d.modes == modes) and d.L == self.sides[0].L
+                    and d.layer_a == self._side(d.a).layer and d.layer_b == self._side(d.b).layer):
+                out.setdefault((d.a, d.b, d.modes), d)
+        return list(out.values())
 
     def _side(self, name) -> ModelSide:
         return next(s for s in self.sides if s.name == name)

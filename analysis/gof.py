@@ -80,7 +80,8 @@ class PowerLawGOF:
         ax.set_ylabel("F(λ) within the window")
         ax.set_title(f"KS = {self.ks:.4f}, p = {self.p_value:.3f}" if self.fitted
                      else "no power law fitted: too few modes", fontsize=9)
-        ax.legend(fontsize=8)
+        if self.fitted:
+            ax.legend(fontsize=8)
         return ax
 
 

@@ -182,6 +182,10 @@ class IRTable:
         ax = axes_or_new(ax)
         modes = check_modes(modes or self.modes)
         k, b = self.column("key") * xshift, self.column("beta", modes)
+        if not np.isfinite(b).any():
+            ax.text(0.5, 0.5, f"{label}: no mode in the window, nothing fitted", ha="center",
+                    transform=ax.transAxes)
+            return ax
         err = np.abs(np.vstack([b - self.column("ci_lo", modes), self.column("ci_hi", modes) - b]))
         unit = self.rows[-1].get("ci_unit", modes) if self.rows else "tokens"
         ax.errorbar(k, b, yerr=err, fmt=marker + "-", color=color, capsize=3,
@@ -205,8 +209,12 @@ class IRTable:
         ax = axes_or_new(ax)
         modes = check_modes(modes or self.modes)
         fits = self.fits.get(modes, {})
-        for (key, fit), c in zip(fits.items(), sweep_colors(len(fits))):
+        fitted = {k: f for k, f in fits.items() if np.isfinite(f.s)}
+        for (key, fit), c in zip(fitted.items(), sweep_colors(len(fitted))):
             fit.plot(ax, color=c, label=f"{self.by} = {key}: β = {fit.beta:+.3f}")
+        if not fitted:
+            ax.text(0.5, 0.5, "no mode in the window: nothing fitted", ha="center",
+                    transform=ax.transAxes)
         for v in self.window:
             ax.axvline(v, color="0.6", ls=":", lw=0.8)
         ax.set_ylabel(f"N(<λ)  ({modes} modes)")

@@ -51,7 +51,7 @@ def test_window_sensitivity_moves_only_the_edges_asked_and_flags_an_offset():
     """A power law plus 2000 modes far below the window: the MLE ignores them at every
     window; the cumulative fit is flattened, the more so the lower the lower edge."""
     rng = np.random.default_rng(2)
-    r = np.concatenate([0.1 * rng.random(512 * 64) ** (1 / 0.7), np.full(2000, 1e-7)])
+    r = np.concatenate([rng.random(512 * 64) ** (1 / 0.7), np.full(2000, 1e-7)])   # (0, 1]
     r = r[rng.permutation(len(r))][: 512 * 64].reshape(512, 64)
     ws = window_sensitivity(r, None, W, n_boot=50)
     assert [(x["edge"], x["factor"]) for x in ws.rows] == [
