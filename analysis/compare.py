@@ -45,6 +45,7 @@ class DeltaBeta:
     hi: float
     level: float
     units: tuple               # (what a's bootstrap resampled, what b's did)
+    along: str = "L"           # "L": representative layers, this L; "depth": matched layers, shared L
 
     @property
     def verdict(self) -> str:
@@ -56,7 +57,7 @@ class DeltaBeta:
         return {"a": self.a, "b": self.b, "modes": self.modes, "L": self.L,
                 "layer_a": self.layer_a, "layer_b": self.layer_b, "delta_beta": self.delta,
                 "ci": [self.lo, self.hi], "level": self.level, "verdict": self.verdict,
-                "units": list(self.units)}
+                "units": list(self.units), "along": self.along}
 
 
 def delta_beta_interval(boot_a, boot_b, level=0.9) -> tuple:
@@ -181,7 +182,7 @@ def pair_deltas(a: ModelSide, b: ModelSide, level) -> list:
                                      b=b.name, modes=m, L=L, layer_a=a.layer, layer_b=b.layer))
         for x, y in matched_layers(a, b):
             out.append(compare_boots(a.by_layer[m][x], b.by_layer[m][y], level, a=a.name,
-                                     b=b.name, modes=m, L=a.L, layer_a=x, layer_b=y))
+                                     b=b.name, modes=m, L=a.L, layer_a=x, layer_b=y, along="depth"))
     return out
 
 

@@ -49,9 +49,10 @@ def beta_table(c: Comparison, modes) -> list:
 
 def delta_table(c: Comparison) -> list:
     """Every Δβ: pair, count, where (L or matched layers), value, CI, verdict."""
-    lines = ["| pair | count | L | layers | Δβ | CI | verdict |", "|---|---|---|---|---|---|---|"]
+    lines = ["| pair | count | along | L | layers | Δβ | CI | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
     for d in c.deltas:
-        lines.append(f"| {d.a} − {d.b} | {d.modes} | {d.L} | {d.layer_a} / {d.layer_b} | "
+        lines.append(f"| {d.a} − {d.b} | {d.modes} | {d.along} | {d.L} | {d.layer_a} / {d.layer_b} | "
                      f"{d.delta:+.3f} | {_ci(d.lo, d.hi)} | {d.verdict} |")
     return lines
 
@@ -66,7 +67,7 @@ def comparison_markdown(c: Comparison, heading_level=2, rel="") -> list:
           f"Settings: {s.describe()}.", "",
           f"Δβ = β_a − β_b of the cumulative fit (the paper's estimator), its {s.level:.0%} CI "
           f"from each model's own bootstrap replicates, drawn independently (units: "
-          f"{', '.join(units)}); \"agree at {s.level:.0%}\" when the CI holds 0. Models fed the "
+          f"{', '.join(units)}); \"agree at {s.level * 100:g} %\" when the CI holds 0. Models fed the "
           f"same text are correlated through it, which independent draws ignore: the interval "
           f"is then conservative.", "",
           *verdict_lines(c), ""]

@@ -133,17 +133,6 @@ def fig_precision(cmp, title):
     return fig
 
 
-def fig_models_beta(tables, title, modes=None):
-    """β vs L of several models side by side on one axis (mode count `modes`)."""
-    fig = new_figure(7.5, 4.8)
-    ax = fig.add_subplot()
-    for i, (name, table) in enumerate(tables.items()):
-        table.plot(ax, label=name, color=f"C{i}", xshift=1.04 ** i, marker="osD^v<>"[i % 7],
-                   modes=modes)
-    ax.set_title(title)
-    return fig
-
-
 def fig_window(sensitivity, gof, title):
     """Is it a power law? (a) local exponent β(λ) with CI and the window's two estimators,
     (b) β as each window edge moves, (c) the in-window CDF against the fit (KS, p)."""
@@ -199,9 +188,8 @@ def fig_compare_delta(comparison):
     for i, (pa, pb) in enumerate(pairs):
         for j, m in enumerate(("all-stable", "symmetry-removed")):
             ds = [d for d in comparison.deltas if (d.a, d.b, d.modes) == (pa, pb, m)]
-            rep = side[pa].layer
-            byL = [d for d in ds if d.layer_a == rep and d.layer_b == side[pb].layer]
-            byD = [d for d in ds if d.L == side[pa].L]
+            byL = [d for d in ds if d.along == "L"]
+            byD = [d for d in ds if d.along == "depth"]
             kw = dict(fmt="os"[j] + ("-" if j == 0 else "--"), color=f"C{i}", capsize=3,
                       label=f"{pa} − {pb} [{m}]")
             for ax, sel, xf in ((a, byL, lambda d: d.L * 1.04 ** j),
