@@ -1,13 +1,12 @@
 """The paper's figures 1–8 (and diagnostics) from result objects; each returns a Figure."""
 from __future__ import annotations
 
-from ._plot import new_figure, panel_label
+from ._plot import new_figure, panel_label, window_lines
 from .fits import WINDOW
 
 
 def _window_lines(ax, window=WINDOW):
-    for v in window:
-        ax.axvline(v, color="0.6", ls=":", lw=0.8)
+    window_lines(ax, window)
 
 
 def fig1_collective(cs, sp, kernel, title, window=WINDOW):

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from ._plot import axes_or_new
 from .rates import EDGES, cumulative_at_edges, grid_indices
 from .settings import WINDOW
-
 
 
 @dataclass

@@ -248,7 +248,8 @@ def _precision_checks(store_path, names, results, out, settings):
     for ref, other, layer in precision_pairs(stores):
         lengths = [r.L for r in results[ref].tables_by_layer[layer].rows]
         cmp = compare_precision(store_path, None, ref, other, layer=layer, lengths=lengths,
-                                window=settings.window, modes=settings.modes)
+                                window=settings.window, modes=settings.modes,
+                                skip=settings.skip_positions)
         name = f"precision_{other}_vs_{ref}.png"
         save(F.fig_precision(cmp, f"{other} ({cmp.dtypes[1]}) vs {ref} ({cmp.dtypes[0]}), layer "
                              f"{layer} [{settings.modes} modes]"), out / name)

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from .paper import reference, reference_line
+from .paper import NOTE, reference, reference_line
 from .rates import MODES, SCALE_RESIDUAL_MAX
 from .tables import gof_markdown
 from .uncertainty import laws_markdown, table_note
@@ -162,7 +162,9 @@ def _model_section(name, r, rel) -> list:
           *empty, "",
           f"### Table I (layer {r.layer})", "", table_markdown(r), "",
           table_note(r.table, int(r.inputs.get("sequences", 1))), "",
-          reference_line(r.identity, r.layer, r.settings), "", symmetry_sentences(r), "",
+          *([reference_line(r.identity, r.layer, r.settings), ""]
+            if reference(r.identity, r.layer, r.settings) else []),
+          symmetry_sentences(r), "",
           f"### Two estimators and the power-law test (layer {r.layer})", "",
           *estimator_lines(r), gof_markdown(r.table), "", *power_law_lines(r),
           f"### β across depth (L = {r.L})", "", r.depth.to_markdown(), "",
@@ -197,6 +199,8 @@ def write_report(results, path, store_path, settings, extra_files, comparison=No
           f"bootstrap; what each CI resampled is said under each table (columns ci_unit_all_stable, "
           f"ci_unit_symmetry_removed of table1.csv). MLE: the bounded power law on the window, "
           f"its CI resampling the same units.", ""]
+    if not all(reference(r.identity, r.layer, r.settings) for r in results.values()):
+        md += [f"*{NOTE}*", ""]
     for name, r in results.items():
         md += _model_section(name, r, f"{name}/" if len(results) > 1 else "")
     if comparison is not None or extra_files:

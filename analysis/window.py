@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._plot import axes_or_new
+from ._plot import axes_or_new, window_lines
 from .fits import WINDOW, fit_ir_exponent, mle_ir_exponent, solve_s
 from .resampling import group_by_sequence, resampling_for
 
@@ -135,8 +135,7 @@ class LocalExponent:
         ax.semilogx(self.centers, self.beta, "o-", ms=3, color=color,
                     label=label or f"local MLE β, {self.width:g}-decade sub-windows "
                                    f"({self.level:.0%} CI, {self.unit})")
-        for v in self.window:
-            ax.axvline(v, color="0.6", ls=":", lw=0.8)
+        window_lines(ax, self.window)
         ax.set_xlabel("sub-window centre λ (per block)")
         ax.set_ylabel("local exponent β(λ)")
         ax.legend(fontsize=7)
@@ -192,8 +191,7 @@ class WindowSensitivity:
                         label=f"cumulative fit, {edge} edge moved")
             ax.semilogx(x, [r["beta_mle"] for r in rows], mk + "--", color="C0",
                         label=f"in-window MLE, {edge} edge moved")
-        for v in self.window:
-            ax.axvline(v, color="0.6", ls=":", lw=0.8)
+        window_lines(ax, self.window)
         ax.set_xlabel("position of the moved edge λ")
         ax.set_ylabel("β over the moved window")
         ax.legend(fontsize=7)

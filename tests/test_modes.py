@@ -189,4 +189,6 @@ def test_paper_configs_name_layers_that_exist(tmp_path, name, arch, n_layers, la
     assert swept[layer] == max(lengths) and max(swept) < n_layers
     if arch == "mamba":                         # the fp64 rerun: layer 24, its own rows to 128
         assert [(m.dtype, m.layer_lengths) for m in cfg.models][1] == ("float64", ((24, 128),))
-    assert dict(open_root(cfg).attrs)["analysis"] == {"lengths": lengths, "layer": layer}
+    recorded = dict(open_root(cfg).attrs)["analysis"]
+    assert {k: recorded[k] for k in ("lengths", "layer")} == {"lengths": lengths, "layer": layer}
+    assert recorded["window"] == [1e-4, 5e-2] and recorded["skip_positions"] == 0   # the defaults
