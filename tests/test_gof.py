@@ -3,6 +3,7 @@ known law (tolerances stated at each assert)."""
 import warnings
 
 import numpy as np
+import powerlaw
 import pytest
 
 from analysis import compare_alternatives, power_law_gof
@@ -57,7 +58,6 @@ def test_a_true_power_law_is_not_beaten_by_any_alternative():
 def test_beta_and_ks_equal_the_powerlaw_package(beta):
     """powerlaw's Fit(xmin, xmax) fits p ∝ x^−α on the same window (α = −β; it bounds α ≥ 0,
     so only β < 0 compares): β to 2e-3 (its optimiser's tolerance), KS to 1e-3."""
-    powerlaw = pytest.importorskip("powerlaw")
     r = bounded_power_law(np.random.default_rng(3), 20_000, beta)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
