@@ -17,6 +17,7 @@ test: .venv/.ready
 demo: .venv/.ready
 	.venv/bin/tdos sweep configs/demo.yaml
 	.venv/bin/tdos analyze out/demo.zarr --out out/demo-report
+	.venv/bin/tdos compare out/demo.zarr:mamba out/demo.zarr:neox --out out/demo-compare
 
 bench: .venv/.ready
 	$(PY) -u benchmarks/bench_block.py --models mamba-370m --name bench_block_mamba-v2 --naive 31 --solver-matrices 0

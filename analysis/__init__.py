@@ -7,8 +7,11 @@ import importlib
 
 _EXPORTS = {
     "aggregate": ["Aggregate", "aggregate"],
+    "alternatives": ["Alternative", "compare_alternatives"],
     "bootstrap": ["BootstrapIR", "bootstrap_ir_exponent", "bootstrap_ir_from_hists"],
+    "compare": ["Comparison", "DeltaBeta", "compare_models"],
     "fits": ["IRFit", "MLEFit", "fit_ir_exponent", "fit_ir_from_hist", "mle_ir_exponent"],
+    "gof": ["PowerLawGOF", "power_law_gof"],
     "observables": ["ComplexSpectrum", "MemoryKernel", "Spectrum", "SpectrumFamily",
                     "a_log_distribution", "block_rates", "complex_spectrum", "delta_distribution",
                     "effective_spectrum", "effective_vs_length", "intrinsic_by_layer",
@@ -17,8 +20,11 @@ _EXPORTS = {
     "precision": ["PrecisionComparison", "compare_precision", "match_tokens"],
     "rates": ["MODES", "classify", "classify_rows", "marginal_threshold", "rates_of"],
     "selfavg": ["ir_resolution", "self_averaging"],
+    "settings": ["Settings", "SettingsError"],
     "store": ["Store", "StoreError", "open_store"],
     "tables": ["IRTable", "beta_vs_depth", "beta_vs_length"],
+    "window": ["LocalExponent", "MLEInterval", "WindowSensitivity", "bootstrap_mle",
+               "local_exponent", "window_sensitivity"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

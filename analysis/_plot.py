@@ -27,6 +27,12 @@ def panel_label(ax, letter):
     ax.set_title(f"({letter})", loc="left", fontweight="bold", fontsize=10)
 
 
+def window_lines(ax, window):
+    """The fit window's two edges as dotted verticals."""
+    for v in window:
+        ax.axvline(v, color="0.6", ls=":", lw=0.8)
+
+
 def save(fig, path, dpi=120):
     fig.savefig(path, dpi=dpi)
     return path

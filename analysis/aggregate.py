@@ -154,16 +154,22 @@ def _scale_chunk(st: Store, i, s, t0, t1):
 class Aggregate:
     """Read side of `<store>.agg`: sums over sequences and token prefixes t < L."""
 
-    def __init__(self, path, store_path=None, model=None):
+    def __init__(self, path, store_path=None, model=None, skip=0):
         self.path = path
         self.root = zarr.open_group(path, mode="r")
         self.models = list(self.root.attrs["models"])
         self.name = model or self.models[0]
         self.g = self.root[self.name]
         self.store_path = store_path
+        self.skip = int(skip)       # token positions t < skip read as not there
 
     def model(self, name) -> "Aggregate":
-        return Aggregate(self.path, self.store_path, name)
+        return Aggregate(self.path, self.store_path, name, self.skip)
+
+    def skipping(self, k) -> "Aggregate":
+        """This aggregate with token positions t < k left out of every sum, count and
+        resampling (analysis.skip_positions: e.g. a BOS or attention-sink position 0)."""
+        return Aggregate(self.path, self.store_path, self.name, k)
 
     @property
     def layers(self) -> list[int]:
@@ -197,7 +203,11 @@ class Aggregate:
         """(seq, token, col) per-token histograms of one layer (zeros where not aggregated);
         kind "block" (collective rates under mode count `modes`), "eff" or "delta" (Mamba)."""
         name = f"hist_{mode_key(modes)}" if kind == "block" else f"hist_{kind}"
-        return _load(self.path, self.name, name, self._row(layer), self._stamp())
+        h = _load(self.path, self.name, name, self._row(layer), self._stamp())
+        if self.skip:
+            h = h.copy()                 # the cached array stays whole
+            h[:, :self.skip] = 0
+        return h
 
     def token_done(self, layer) -> np.ndarray:
         """(seq, token) bool: token rows aggregated from a done (unflagged) block."""
@@ -208,6 +218,7 @@ class Aggregate:
         done = np.repeat(led, B, axis=1)[:, : arr.shape[2]]
         # a layer's last block may be partial: tokens past its planned length were never computed
         done[:, self.g.attrs["layer_length"][row]:] = False
+        done[:, :self.skip] = False
         return done
 
     def hist(self, layer, L=None, kind="block", seqs=None, modes=DEFAULT_MODES) -> np.ndarray:
@@ -220,13 +231,13 @@ class Aggregate:
         """Class counts of tokens t < L under `modes` (+ "tokens"). all-stable:
         "unstable" counts |ζ| ≥ 1 and nothing is marginal or scale."""
         arr = self.g[f"special_{mode_key(modes)}"]
-        sp = np.asarray(arr[self._row(layer)])[:, :L].sum(axis=(0, 1), dtype=np.int64)
+        sp = np.asarray(arr[self._row(layer)])[:, self.skip:L].sum(axis=(0, 1), dtype=np.int64)
         out = dict(zip(CLASSES, (int(x) for x in sp)))
         out["tokens"] = int(self.token_done(layer)[:, :L].sum())
         return out
 
     def min_rate(self, layer, L=None, modes=DEFAULT_MODES) -> float:
-        m = np.asarray(self.g[f"min_rate_{mode_key(modes)}"][self._row(layer)])[:, :L]
+        m = np.asarray(self.g[f"min_rate_{mode_key(modes)}"][self._row(layer)])[:, self.skip:L]
         return float(np.nanmin(m)) if np.isfinite(m).any() else float("nan")
 
     def _stamp(self):

@@ -1,8 +1,9 @@
 """Long-time exponent of the memory kernel K(t) = ⟨e^{−λt}⟩, with a bootstrap CI.
 
 For ρ(λ) ∝ λ^β at small λ, K(t) ~ t^{−(1+β)} once t is long against the rates that matter,
-so the slope of ln K on ln t over the times that mirror the fit window, t from 1/5e-2 = 20 to
-1/1e-4 = 1e4 blocks, measures 1+β independently of the N(<λ) fit. K is read from per-token
+so the slope of ln K on ln t over the times that mirror the fit window [lo, hi], t from 1/hi
+to 1/lo blocks (20 … 1e4 for the paper's window), measures 1+β independently of the N(<λ)
+fit; `t_range(window)` is that range for any window. K is read from per-token
 histograms with the same within-bin (log-uniform) density as `memory_kernel_from_hist`, so a
 replicate's K is a ratio of per-token sums and the resampling plan of `resampling.py` (whole
 sequences, circular blocks of k tokens) gives its CI, exactly as for β.
@@ -19,7 +20,14 @@ from .fits import WINDOW
 from .rates import EDGES, N_COLS
 from .resampling import Resampling, group_by_sequence, log_slope_influence, resampling_for
 
-T_RANGE = (1 / WINDOW[1], 1 / WINDOW[0])     # 20 … 1e4 blocks
+
+
+def t_range(window=WINDOW) -> tuple:
+    """The times that mirror the rate window: (1/hi, 1/lo) blocks."""
+    return (1 / window[1], 1 / window[0])
+
+
+T_RANGE = t_range(WINDOW)     # 20 … 1e4 blocks
 
 
 def bin_kernels(t) -> np.ndarray:
@@ -113,7 +121,8 @@ def kernel_exponent_from_hists(token_hists, seq=None, beta=np.nan, beta_ci=None,
 
 
 def kernel_exponent(agg, layer, L=None, beta=np.nan, beta_ci=None, modes=None, **kw) -> KernelExponent:
-    """From the aggregate: done tokens t < L of every sequence, in token order."""
+    """From the aggregate: done tokens t < L of every sequence, in token order (positions the
+    aggregate skips are not done); `t_range` in kw (default: the paper window's)."""
     done = agg.token_done(layer)[:, :L]                                 # (seq, L)
     h = agg.token_hist(layer, **({"modes": modes} if modes else {}))[:, :L][done]
     return kernel_exponent_from_hists(h, np.nonzero(done)[0], beta, beta_ci, **kw)

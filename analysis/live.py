@@ -20,54 +20,63 @@ import numpy as np
 
 from ._plot import new_figure, save, sweep_colors
 from .aggregate import aggregate
-from .fits import WINDOW, fit_ir_from_hist
+from .fits import fit_ir_from_hist
 from .observables import Spectrum
 from .rates import DEFAULT_MODES, MODES
+from .settings import Settings
 from .schema import DONE, FLAGGED, PENDING
 from .store import open_store
 from .tables import bootstrap_from_agg
 
 LIVE_BOOT = 200             # bootstrap draws per live β CI (the report uses more)
-LIVE_LEVEL = 0.9            # CI level
 
 
-def render_live(store_path, out_png, window=WINDOW) -> Path:
-    """Update the aggregate and write `out_png`; returns its path."""
+def render_live(store_path, out_png, settings=None) -> Path:
+    """Update the aggregate and write `out_png`; returns its path. `settings` default: the
+    store's recorded `analysis:` section (its window, level, seed and skipped positions)."""
     agg = aggregate(store_path)
     st = open_store(store_path)
+    settings = settings or Settings.from_store(st.root.attrs)
+    window = settings.window
     fig = new_figure(12, 4.2 * len(st.models))
     axes = np.atleast_2d(fig.subplots(len(st.models), 2, squeeze=False))
     for (ax_rho, ax_beta), name in zip(axes, st.models):
-        _model_panels(ax_rho, ax_beta, st.model(name), agg.model(name), window)
+        _model_panels(ax_rho, ax_beta, st.model(name), agg.model(name).skipping(settings.skip_positions),
+                      window)
     fig.suptitle(f"{Path(store_path).name} — live at {time.strftime('%H:%M:%S')}")
     out = Path(save(fig, Path(out_png), dpi=90))
-    betas = {name: live_betas(agg.model(name), window) for name in st.models}
+    betas = {name: live_betas(agg.model(name), settings) for name in st.models}
     _write_json(out.with_suffix(".json"), {"fingerprint": st.fingerprint, "window": list(window),
-                                           "betas": betas,
-                                           "method": beta_method(window)})
+                                           "betas": betas, "method": beta_method(settings)})
     return out
 
 
-def beta_method(window) -> str:
+def beta_method(settings) -> str:
+    window = settings.window
+    skip = f" t ≥ {settings.skip_positions}" if settings.skip_positions else ""
     return (f"β: slope − 1 of the grid fit of N(<λ) over λ in [{window[0]:g}, {window[1]:g}], "
-            f"all done tokens; CI: {LIVE_LEVEL:.0%} bootstrap, {LIVE_BOOT} replicates (the "
+            f"all done tokens{skip}; CI: {settings.level:.0%} bootstrap, {LIVE_BOOT} replicates (the "
             f"resampling unit per layer is in tdos.json); done counts every block in the "
             f"ledger, flagged ones included")
 
 
-def live_betas(agg, window=WINDOW) -> dict:
+def live_betas(agg, settings=None) -> dict:
     """{layer: {modes: {beta, lo, hi, method}}} for both mode counts; None where no token is
-    done. The same CI as `tdos analyze` (tables.bootstrap_from_agg), with fewer replicates."""
+    done. The same CI as `tdos analyze` (tables.bootstrap_from_agg), with fewer replicates;
+    β None where the window holds no mode."""
+    settings = settings or Settings()
+    agg = agg.skipping(settings.skip_positions)
     out = {}
     for layer in agg.layers:
-        out[str(layer)] = {m: _beta_ci(agg, layer, m, window) for m in MODES}
+        out[str(layer)] = {m: _beta_ci(agg, layer, m, settings) for m in MODES}
     return out
 
 
-def _beta_ci(agg, layer, modes, window) -> dict | None:
+def _beta_ci(agg, layer, modes, settings) -> dict | None:
     if not agg.token_done(layer).any():
         return None
-    ci, _ = bootstrap_from_agg(agg, layer, None, modes, window, LIVE_BOOT, LIVE_LEVEL, seed=0)
+    ci, _ = bootstrap_from_agg(agg, layer, None, modes, settings.window, LIVE_BOOT, settings.level,
+                               seed=settings.seed)
     ok = all(np.isfinite(v) for v in (ci.beta, ci.lo, ci.hi))
     return {"beta": float(ci.beta) if np.isfinite(ci.beta) else None,
             "lo": float(ci.lo) if ok else None, "hi": float(ci.hi) if ok else None,

@@ -15,8 +15,8 @@ import numpy as np
 from scipy.special import exp1
 
 from ._plot import axes_or_new, sweep_colors
-from .rates import (DEFAULT_MODES, EDGES, MODES, N_BINS, check_modes, classify, histogram,
-                    marginal_threshold)
+from .rates import (DEFAULT_MODES, EDGES, MODES, N_BINS, check_modes, classify, classify_rows,
+                    histogram, marginal_threshold)
 
 LAMBDA = "relaxation rate λ (per block, Δs = 1)"
 
@@ -154,15 +154,34 @@ def block_rates(store, layer, L=None, seqs=None, modes=DEFAULT_MODES):
     return block_classes(store, layer, L, seqs)[check_modes(modes)]
 
 
-def block_classes(store, layer, L=None, seqs=None) -> dict:
-    """{modes: ModeClasses} for both mode counts from one read of the store."""
+def block_classes(store, layer, L=None, seqs=None, skip=0) -> dict:
+    """{modes: ModeClasses} for both mode counts from one read of the store; token positions
+    t < skip are left out (analysis.skip_positions)."""
     seqs = range(store.n_seqs) if seqs is None else seqs
-    zeta = np.concatenate([store.eigenvalues(layer, s)[:L] for s in seqs])      # (T, d)
+    zeta = np.concatenate([store.eigenvalues(layer, s)[skip:L] for s in seqs])  # (T, d)
     dirs = [store.norm_directions(layer, s) for s in seqs]
-    rho = np.concatenate([r[:L] for r, _ in dirs])                               # (T, 2)
-    resid = np.concatenate([e[:L] for _, e in dirs])                             # (T, 2)
+    rho = np.concatenate([r[skip:L] for r, _ in dirs])                           # (T, 2)
+    resid = np.concatenate([e[skip:L] for _, e in dirs])                         # (T, 2)
     thr = marginal_threshold(store.dtype)
     return {m: classify(zeta, thr, rho, resid, modes=m) for m in MODES}
+
+
+def token_rate_rows(store, layer, L=None, skip=0) -> dict:
+    """{modes: (rates (N, d) float64, NaN where a mode is not stable under that count;
+    seq (N,) the sequence of each row)} for the finished tokens skip <= t < L of every
+    sequence, in token order: the per-token data a resampling of tokens needs."""
+    out = {m: ([], []) for m in MODES}
+    thr = marginal_threshold(store.dtype)
+    for s in range(store.n_seqs):
+        zeta = store.eigenvalues(layer, s)[skip:L]                               # (T, d)
+        rho, resid = (a[skip:L] for a in store.norm_directions(layer, s))        # (T, 2)
+        done = np.isfinite(zeta).any(1)                                          # (T,)
+        for m, (stable, _) in classify_rows(zeta[done], thr, rho[done], resid[done]).items():
+            out[m][0].append(stable)
+            out[m][1].append(np.full(int(done.sum()), s))
+    d = store.d_model
+    return {m: (np.concatenate(r) if r else np.zeros((0, d)), np.concatenate(q).astype(np.int64)
+                if q else np.zeros(0, np.int64)) for m, (r, q) in out.items()}
 
 
 @dataclass

@@ -164,11 +164,12 @@ class PrecisionComparison:
 
 
 def compare_precision(path_a, path_b=None, model_a=None, model_b=None, layer=None, lengths=None,
-                      window=WINDOW, modes=DEFAULT_MODES) -> PrecisionComparison:
+                      window=WINDOW, modes=DEFAULT_MODES, skip=0) -> PrecisionComparison:
     """Compare two stores (or two models of one store) of one config, e.g. fp32 vs fp64.
 
     The higher precision is the reference; `lengths` default to every L both hold (8, 16, …
-    up to the shorter planned length). β comes from the raw rates, both mode counts."""
+    up to the shorter planned length). β comes from the raw rates of positions skip <= t < L,
+    both mode counts."""
     path_b = path_b or path_a
     sts = [open_store(path_a, model_a), open_store(path_b, model_b)]
     sts.sort(key=lambda s: s.dtype != "float64")          # reference (fp64) first, stable sort
@@ -177,7 +178,7 @@ def compare_precision(path_a, path_b=None, model_a=None, model_b=None, layer=Non
     lengths = sorted({L for L in (lengths or default_lengths(lmax)) if L <= lmax})
     betas = {m: {} for m in MODES}
     for L in lengths:
-        cls = [block_classes(s, layer, L) for s in sts]
+        cls = [block_classes(s, layer, L, skip=skip) for s in sts]
         for m in MODES:
             betas[m][L] = tuple(fit_ir_exponent(c[m].stable, window).beta for c in cls)
     spectra = tuple(tdos(aggregate(s.path).model(s.name), layer, lengths[-1], modes=modes)

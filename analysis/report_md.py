@@ -1,11 +1,15 @@
-"""The text of report.md: both mode counts, where the symmetry modes sit, precision checks."""
+"""The text of report.md: both mode counts, both estimators, whether a power law fits,
+where the symmetry modes sit, precision checks."""
 from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from .inputs_md import inputs_lines
+from .paper import NOTE, reference, reference_line
 from .rates import MODES, SCALE_RESIDUAL_MAX
-from .tables import PAPER_BETA, PAPER_MODES, PAPER_PYTHIA
+from .tables import gof_markdown
 from .uncertainty import laws_markdown, table_note
 
 FIGURE_CAPTIONS = {
@@ -22,29 +26,82 @@ FIGURE_CAPTIONS = {
     "self_averaging.png": "App. B: (a) band-weight variance vs pooled tokens T, slope vs −1; "
                           "(b) ⟨ln λ_(k)⟩, k = 1, 2, 4, vs T·d, slope vs −1/(1+β); "
                           "(c) K(t) long-time exponent vs 1+β",
-    "models_beta.png": "β vs L of every model in the store",
+    "window_sensitivity.png": "(a) local exponent β(λ) (MLE in sliding one-decade sub-windows, "
+                              "CI band) with the window's two estimators; (b) β as each window "
+                              "edge moves ×/÷ 2 and 4; (c) the in-window CDF against the fitted "
+                              "power law (KS, Monte-Carlo p)",
+    "compare_beta.png": "β vs L (representative layers) and vs relative depth (shared L) of "
+                        "every model, both mode counts, bootstrap CIs",
+    "compare_delta.png": "Δβ of every pair with its CI, vs L and vs relative depth",
+    "compare_tdos.png": "normalised ρ_block of every model at the shared L, one panel per "
+                        "matched relative depth",
+    "compare_kernel.png": "K(t) of every model at its representative layer and the shared L",
 }
+ESTIMATOR_SENTENCE = (
+    "Two estimators of β. The **cumulative fit** (the paper's number) is the log-slope of "
+    "N(<λ), which counts every mode below λ — the modes below the window too — so it answers "
+    "\"what does the paper's recipe give for this spectrum\" and moves with how many modes sit "
+    "under the window. The **in-window MLE** is the exponent of the density ρ ∝ λ^β of the "
+    "modes inside the window alone: it answers \"how does the density scale inside the "
+    "window\". They agree for a power law that continues below the window.")
 SSM_NOTE = "SSM rates: no mode count applies"
 
 
 def table_markdown(res) -> str:
-    """Table I of one model, both counts, with the paper's β beside (all-stable)."""
-    ref = PAPER_BETA if res.arch == "mamba" else (PAPER_PYTHIA if res.arch == "gpt_neox" else None)
-    return res.table.to_markdown(reference=ref)
+    """Table I of one model, both counts; the paper's β beside only where it applies."""
+    return res.table.to_markdown(reference=reference(res.identity, res.layer, res.settings) or None)
 
 
-def symmetry_sentences(res, window) -> str:
+def symmetry_sentences(res) -> str:
     """Two sentences: where the modes symmetry-removed drops sit, and what that does to β."""
     r = res.row()
-    lo, hi = window
+    lo, hi = res.settings.window
     tok = max(r.n_tokens, 1)
+    effect = (f"β all-stable − β symmetry-removed = {r.delta_beta:+.3f} here."
+              if np.isfinite(r.delta_beta) else "no β is fitted here (no mode in the window).")
     return (f"At layer {res.layer}, L = {r.L}, the symmetry-removed count drops {r.sym_removed:,} "
             f"modes ({r.sym_removed / tok:.2f} per token: the norm's scale/shift modes and "
             f"|λ| < {res.threshold:g}), of which {r.sym_stable:,} are stable (0 < |ζ| < 1) and so "
             f"counted by all-stable: {r.sym_below:,} below the window (λ < {lo:g}) and "
             f"{r.sym_inside:,} inside it. Each stable one below the window adds one to N(<λ) at "
             f"every point of the window, most in relative terms at its low end, which flattens "
-            f"log N against log λ: β all-stable − β symmetry-removed = {r.delta_beta:+.3f} here.")
+            f"log N against log λ: {effect}")
+
+
+def estimator_lines(res) -> list:
+    """The two estimators side by side, and a sentence for every row where they disagree."""
+    bad = [(r.key, m) for r in res.table.rows for m in MODES if r.by_mode[m].estimators_disagree]
+    out = [ESTIMATOR_SENTENCE, ""]
+    if bad:
+        first = res.table.rows[[r.key for r in res.table.rows].index(bad[0][0])].by_mode[bad[0][1]]
+        out += [f"**The two estimators disagree beyond their {res.table.level:.0%} CIs** in "
+                f"{len(bad)} of {len(res.table.rows) * len(MODES)} rows (L, count): "
+                + ", ".join(f"{k} {m}" for k, m in bad) + f". At L = {bad[0][0]} ({bad[0][1]}): "
+                f"cumulative {first.beta:+.3f} [{first.ci_lo:+.3f}, {first.ci_hi:+.3f}], MLE "
+                f"{first.mle_beta:+.3f} [{first.mle_ci_lo:+.3f}, {first.mle_ci_hi:+.3f}], with "
+                f"{first.n_below:,} modes below the window.", ""]
+    else:
+        out += [f"The two estimators' {res.table.level:.0%} CIs overlap in every row.", ""]
+    return out
+
+
+def power_law_lines(res) -> list:
+    """Whether a power law fits at the representative (layer, L), in numbers."""
+    x = res.row().by_mode[res.modes]
+    if not x.fitted:
+        return [f"Power law: {res.empty_window_line(res.modes)}.", ""]
+    verdict = ("rejected" if x.gof_p < 1 - res.settings.level else "not rejected")
+    alts = ", ".join(f"{a.replace('_', ' ')} R = {getattr(x, 'R_' + a):+.2f} (p = "
+                     f"{getattr(x, 'p_' + a):.2g})" for a in ("lognormal", "exponential",
+                                                             "stretched_exponential"))
+    return [f"Power law on [{res.settings.window[0]:g}, {res.settings.window[1]:g}] at layer "
+            f"{res.layer}, L = {res.L} ({res.modes}): KS = {x.ks:.4f}, Monte-Carlo p = "
+            f"{x.gof_p:.3f} ({res.settings.n_boot} synthetic sets), {verdict} at "
+            f"{1 - res.settings.level:.0%}; local β {x.local_beta_low:+.3f} in the window's lowest "
+            f"decade and {x.local_beta_high:+.3f} in its highest; against the alternatives "
+            f"(R > 0 favours the power law): {alts}. The test takes modes as independent; with "
+            f"{x.n_modes:,} modes even a small curvature is significant, so read KS and the local "
+            f"exponent for how far from a power law it is.", ""]
 
 
 def _modes_line(r) -> str:
@@ -52,7 +109,7 @@ def _modes_line(r) -> str:
     sr, al = r.special["symmetry-removed"], r.special["all-stable"]
     tok = max(sr.get("tokens", 1), 1)
     if r.scale_by_eigenvector:
-        dirs = "h_t and 𝟙/√d" if r.extra.get("shift_by_eigenvector", True) else "h_t only"
+        dirs = "h_t and 𝟙/√d" if r.shift_by_eigenvector else "h_t only"
         scale = (f"scale mode (the norm's invariant directions, {dirs}: eigenvalue nearest ρ "
                  f"where r ≤ {SCALE_RESIDUAL_MAX:g}) {sr.get('scale', 0):,} = "
                  f"{sr.get('scale', 0) / tok:.2f} per token; ")
@@ -62,17 +119,6 @@ def _modes_line(r) -> str:
             f"({al.get('unstable', 0):,}) and ζ = 0 ({al.get('zero', 0):,}). symmetry-removed also "
             f"leaves out the {scale}marginal (|λ| < {r.threshold:g}) {sr.get('marginal', 0):,} = "
             f"{sr.get('marginal', 0) / tok:.2f} per token")
-
-
-def _reference_line(r) -> str:
-    if r.arch == "mamba":
-        return ("Paper (Mamba-370M, layer 24, every stable mode counted): β = −0.228 (L=8, 2,719 "
-                f"modes) … −0.168 (L=512, {PAPER_MODES[512]:,} modes), R² ≈ 0.99, stable near −0.17 "
-                "for L ≥ 64: compare with the all-stable columns.")
-    if r.arch == "gpt_neox":
-        return ("Companion paper (Pythia-410M): β ≈ −0.121, −0.128, −0.10, −0.10 at L = 8, 16, 24, "
-                "28: compare with the all-stable columns.")
-    return "Reference: Mamba-370M β ≈ −0.17; Pythia-410M β ≈ −0.10 … −0.13 (all stable modes)."
 
 
 def precision_lines(p) -> list:
@@ -108,24 +154,30 @@ def inputs_line(i: dict) -> str:
             f"sha256 {str(i.get('text_sha256', ''))[:12]}…), tokenized by {tok}")
 
 
-def _model_section(name, r, window, rel) -> list:
+def _model_section(name, r, rel) -> list:
+    empty = [f"- **{line}**" for line in (r.empty_window_line(m) for m in MODES) if line]
     md = [f"## {name} ({r.arch}, {r.dtype})", "",
           f"- blocks: {r.counts['done']} done, {r.counts['flagged']} flagged (excluded), "
           f"{r.counts['pending']} pending of {r.counts['planned']} planned",
-          f"- inputs: {inputs_line(r.extra.get('inputs', {}))}", *inputs_lines(r.extra.get("inputs", {})),
+          f"- inputs: {inputs_line(r.inputs)}", *inputs_lines(r.inputs),
           f"- representative layer {r.layer}, L = {r.L}: {_modes_line(r)}",
-          f"- figures draw the **{r.modes}** count (`tdos analyze --modes`); tables carry both", "",
+          f"- figures draw the **{r.modes}** count (`tdos analyze --modes`); tables carry both",
+          *empty, "",
           f"### Table I (layer {r.layer})", "", table_markdown(r), "",
-          table_note(r.table, int(r.extra.get("inputs", {}).get("sequences", 1))), "",
-          _reference_line(r), "", symmetry_sentences(r, window), "",
+          table_note(r.table, int(r.inputs.get("sequences", 1))), "",
+          *([reference_line(r.identity, r.layer, r.settings), ""]
+            if reference(r.identity, r.layer, r.settings) else []),
+          symmetry_sentences(r), "",
+          f"### Two estimators and the power-law test (layer {r.layer})", "",
+          *estimator_lines(r), gof_markdown(r.table), "", *power_law_lines(r),
           f"### β across depth (L = {r.L})", "", r.depth.to_markdown(), "",
-          *laws_markdown(r.extra.get("laws"))]
-    for p in r.extra.get("precision", []):
+          *laws_markdown(r.laws.to_dict() if r.laws is not None else None)]
+    for p in r.precision:
         if p["reference"] == name:
             md += precision_lines(p)
     if r.arch != "mamba":
         md += [f"Figures 2–4 skipped: {r.arch} has no SSM (A_log, Δ are Mamba-only).", ""]
-    elif shift := r.extra.get("a_log_shift"):
+    elif shift := r.a_log_shift:
         md += [f"A_log of layer {r.layer} against its S4D-real initialisation (log 1 … log N): "
                f"{shift['moved']:.1%} of {shift['entries']:,} entries moved by |ΔA_log| > 0.1, "
                f"median |ΔA_log| {shift['median_abs_delta']:.3f}, Kolmogorov–Smirnov distance "
@@ -137,22 +189,31 @@ def _model_section(name, r, window, rel) -> list:
     return md
 
 
-def write_report(results, path, store_path, window, extra_files, out):
-    lo, hi = window
+def write_report(results, path, store_path, settings, extra_files, comparison=None):
+    lo, hi = settings.window
     md = [f"# tdos analysis of `{os.path.abspath(store_path)}`", "",
+          f"Settings: {settings.describe()}.", "",
           "Two mode counts throughout. **all-stable** (the paper's): every eigenvalue with "
           "0 < |ζ| < 1 is a mode, nothing removed. **symmetry-removed**: also drops, per token, "
           "the modes along the norm's invariant directions and |λ| below the marginal threshold. "
           "Δβ = β all-stable − β symmetry-removed.", "",
           f"Fit: least squares of log N(<λ) on log λ at the 20-per-decade grid points inside "
           f"[{lo:g}, {hi:g}] (the paper's window is [1e-4, 5e-2]); β = s − 1. CIs: percentile "
-          f"bootstrap; what each CI resampled is said under each table (columns ci_unit_all_stable, ci_unit_symmetry_removed of table1.csv). MLE: bounded power law on the window, a "
-          f"binning-free cross-check.", ""]
+          f"bootstrap; what each CI resampled is said under each table (columns ci_unit_all_stable, "
+          f"ci_unit_symmetry_removed of table1.csv). MLE: the bounded power law on the window, "
+          f"its CI resampling the same units.", ""]
+    if not all(reference(r.identity, r.layer, r.settings) for r in results.values()):
+        md += [f"*{NOTE}*", ""]
     for name, r in results.items():
-        md += _model_section(name, r, window, f"{name}/" if len(results) > 1 else "")
-    if extra_files:
+        md += _model_section(name, r, f"{name}/" if len(results) > 1 else "")
+    if comparison is not None or extra_files:
         md += ["## Across models", ""]
+        if comparison is not None:
+            from .compare_report import comparison_markdown
+            md += comparison_markdown(comparison, heading_level=3)
         for f in extra_files:
+            if f.startswith("compare_"):
+                continue
             cap = FIGURE_CAPTIONS.get(f, "one checkpoint in two precisions: |δλ|/λ of matched "
                                          "modes against λ, and both TDOS")
             md += [f"**{f}** — {cap}", "", f"![{f}]({f})", ""]

@@ -36,8 +36,24 @@ from ._plot import axes_or_new
 from .laws import fit_law, wls_slope
 from .rates import DEFAULT_MODES, EDGES, N_BINS
 
-BANDS = {"deep IR 1e-6–1e-4": (1e-6, 1e-4), "fit window 1e-4–5e-2": (1e-4, 5e-2),
-         "UV 5e-2–1e2": (5e-2, 1e2)}
+
+
+def window_bands(window) -> dict:
+    """The three λ bands of the band-weight law, set by the fit window [lo, hi]: deep IR two
+    decades below it, the window itself, and UV from hi up 2000-fold (3.3 decades)."""
+    lo, hi = window
+    return {f"deep IR {_sci(lo / 100)}–{_sci(lo)}": (lo / 100, lo),
+            f"fit window {_sci(lo)}–{_sci(hi)}": (lo, hi),
+            f"UV {_sci(hi)}–{_sci(hi * 2000)}": (hi, hi * 2000)}
+
+
+def _sci(x) -> str:
+    """1e-4 → "1e-4", 5e-2 → "5e-2", 100 → "1e2": the band names of the paper's window."""
+    m, e = f"{x:.3e}".split("e")
+    return f"{m.rstrip('0').rstrip('.')}e{int(e)}"
+
+
+BANDS = window_bands((1e-4, 5e-2))     # the paper's window: 1e-6–1e-4, 1e-4–5e-2, 5e-2–100
 MIN_WINDOWS = 4          # windows needed for a variance (or a mean) at one T
 MIN_CHUNKS = 8           # jackknife groups (chunks of T_max tokens)
 KS = (1, 2, 4)           # order statistics of the deep-IR resolution

@@ -1,9 +1,13 @@
 """β across sequence length and depth, under both mode counts: Table I and Figs 7–8.
 
 Every row carries both counts side by side ("all-stable", the paper's, and
-"symmetry-removed", see analysis.rates): β, its CI, R², modes in the window and the MLE of
-each, their difference Δβ = β_all-stable − β_symmetry-removed, and where the removed modes
-sit relative to the window (the reason the two β differ).
+"symmetry-removed", see analysis.rates), each a `ModeRow`: the cumulative-fit β (the
+paper's) and the in-window MLE β, each with a CI resampling the same units, the modes below
+the window, R², the power-law goodness of fit (gof.py: KS, Monte-Carlo p), the local
+exponent at the window's two ends and the likelihood ratios against the alternatives
+(alternatives.py); then Δβ = β_all-stable − β_symmetry-removed and where the removed modes
+sit relative to the window (the reason the two β differ). Every number is computed under
+one `Settings` (window, level, replicates, seed, positions skipped).
 
 The point fit and n_modes use the raw rates from the store (n_modes is the exact count in
 [lo, hi]); the bootstrap CI (analysis.bootstrap: its unit respects token correlation)
@@ -13,23 +17,20 @@ exactly.
 from __future__ import annotations
 
 import csv
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ._plot import axes_or_new, sweep_colors
+from .alternatives import ALTERNATIVES, compare_alternatives
 from .bootstrap import bootstrap_ir_from_hists
 from .fits import WINDOW, fit_ir_exponent, mle_ir_exponent
-from .observables import block_classes
+from .gof import power_law_gof
+from .observables import block_classes, token_rate_rows
 from .rates import DEFAULT_MODES, MODES, N_COLS, check_modes, mode_key
+from .settings import Settings
+from .window import bootstrap_mle, edge_exponents
 
-# Paper Table I (layer 24, Mamba-370M): L -> β (all-stable: the paper counts every stable mode)
-PAPER_BETA = {8: -0.228, 16: -0.198, 32: -0.182, 64: -0.170, 128: -0.165, 256: -0.169, 512: -0.168}
-PAPER_MODES = {8: 2719, 512: 156593}
-# Companion paper (Pythia-410M): L -> β
-PAPER_PYTHIA = {8: -0.121, 16: -0.128, 24: -0.10, 28: -0.10}
-# columns that exist once per mode count, suffixed _all_stable / _symmetry_removed
-PER_MODE = ("beta", "ci_lo", "ci_hi", "r2", "n_modes", "s", "mle_beta", "mle_se", "ci_unit")
 
 
 def default_lengths(lmax, configured=None):
@@ -43,8 +44,49 @@ def default_lengths(lmax, configured=None):
 
 
 @dataclass
+class ModeRow:
+    """One mode count at one Table I row: both β estimators with their CIs, and how well a
+    power law describes the in-window rates."""
+    beta: float                      # cumulative fit (the paper's estimator)
+    ci_lo: float
+    ci_hi: float
+    r2: float
+    n_modes: int                     # rates inside the window
+    s: float                         # N(<λ) ∝ λ^s
+    ci_unit: str                     # what its bootstrap resampled (BootstrapIR.unit)
+    mle_beta: float                  # in-window MLE: the density exponent inside the window
+    mle_se: float                    # Fisher se (modes taken as independent)
+    mle_ci_lo: float                 # CI resampling the same units as β's
+    mle_ci_hi: float
+    n_below: int                     # stable modes below the window (they move `beta`, not `mle_beta`)
+    ks: float                        # KS distance to the fitted bounded power law
+    gof_p: float                     # its Monte-Carlo p
+    local_beta_low: float            # MLE in the window's lowest decade
+    local_beta_high: float           # MLE in its highest decade
+    R_lognormal: float = np.nan      # normalised log-likelihood ratios (> 0 favours the power law)
+    p_lognormal: float = np.nan
+    R_exponential: float = np.nan
+    p_exponential: float = np.nan
+    R_stretched_exponential: float = np.nan
+    p_stretched_exponential: float = np.nan
+
+    @property
+    def fitted(self) -> bool:
+        return self.n_modes > 0 and bool(np.isfinite(self.beta))
+
+    @property
+    def estimators_disagree(self) -> bool:
+        """The two estimators' CIs do not overlap."""
+        return bool(self.fitted and np.isfinite(self.mle_ci_lo)
+                    and (self.ci_hi < self.mle_ci_lo or self.mle_ci_hi < self.ci_lo))
+
+
+ROW_FIELDS = tuple(ModeRow.__dataclass_fields__) + ("estimators_disagree",)
+
+
+@dataclass
 class IRRow:
-    """One Table I row: tokens t < L of one layer, both mode counts (see module docstring).
+    """One Table I row: tokens skip <= t < L of one layer, both mode counts.
 
     sym_removed: modes the symmetry-removed count drops (scale + marginal classes);
     sym_stable: of those, the stable ones (0 < |ζ| < 1, counted by all-stable);
@@ -54,24 +96,7 @@ class IRRow:
     L: int
     layer: int
     n_tokens: int
-    beta_all_stable: float
-    ci_lo_all_stable: float
-    ci_hi_all_stable: float
-    r2_all_stable: float
-    n_modes_all_stable: int
-    s_all_stable: float
-    mle_beta_all_stable: float
-    mle_se_all_stable: float
-    ci_unit_all_stable: str          # what its bootstrap resampled (BootstrapIR.unit)
-    beta_symmetry_removed: float
-    ci_lo_symmetry_removed: float
-    ci_hi_symmetry_removed: float
-    r2_symmetry_removed: float
-    n_modes_symmetry_removed: int
-    s_symmetry_removed: float
-    mle_beta_symmetry_removed: float
-    mle_se_symmetry_removed: float
-    ci_unit_symmetry_removed: str    # each count sets its own block length
+    by_mode: dict            # {modes: ModeRow}
     delta_beta: float        # β_all-stable − β_symmetry-removed
     sym_removed: int
     sym_stable: int
@@ -80,7 +105,27 @@ class IRRow:
 
     def get(self, name, modes=None):
         """A per-mode column by its bare name (`beta`, `ci_lo`, …) or any column."""
-        return getattr(self, f"{name}_{mode_key(modes)}" if name in PER_MODE else name)
+        if name in ROW_FIELDS:
+            return getattr(self.by_mode[check_modes(modes or DEFAULT_MODES)], name)
+        return getattr(self, name)
+
+    def __getattr__(self, name):
+        """The flat column names of table1.csv as attributes: `row.beta_all_stable`."""
+        by_mode = self.__dict__.get("by_mode", {})
+        for m in by_mode:
+            suffix = "_" + mode_key(m)
+            if name.endswith(suffix) and name[:-len(suffix)] in ROW_FIELDS:
+                return getattr(by_mode[m], name[:-len(suffix)])
+        raise AttributeError(name)
+
+    def to_dict(self) -> dict:
+        """Flat: per-mode columns suffixed _all_stable / _symmetry_removed (table1.csv)."""
+        out = {k: getattr(self, k) for k in ("key", "L", "layer", "n_tokens")}
+        for m in MODES:
+            out.update({f"{f}_{mode_key(m)}": self.get(f, m) for f in ROW_FIELDS})
+        out.update({k: getattr(self, k) for k in ("delta_beta", "sym_removed", "sym_stable",
+                                                  "sym_below", "sym_inside")})
+        return out
 
 
 @dataclass
@@ -97,11 +142,11 @@ class IRTable:
         return np.array([r.get(name, modes or self.modes) for r in self.rows], dtype=float)
 
     def to_dicts(self):
-        return [asdict(r) for r in self.rows]
+        return [r.to_dict() for r in self.rows]
 
     def to_csv(self, path):
         with open(path, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(IRRow.__dataclass_fields__))
+            w = csv.DictWriter(fh, fieldnames=list(self.rows[0].to_dict()) if self.rows else [])
             w.writeheader()
             w.writerows(self.to_dicts())
         return path
@@ -111,17 +156,20 @@ class IRTable:
         ref = reference or {}
         ci = f"{self.level:.0%} CI"
         head = (f"| {self.by} | β all-stable | {ci} | R² | modes in window | "
-                f"β symmetry-removed | {ci} | R² | modes in window | Δβ | MLE β all-stable | "
-                f"MLE β symmetry-removed |" + (" paper β |" if ref else ""))
+                f"β symmetry-removed | {ci} | R² | modes in window | Δβ | MLE β all-stable [{ci}] | "
+                f"MLE β symmetry-removed [{ci}] |" + (" paper β |" if ref else ""))
         lines = [head, "|" + "---|" * (head.count("|") - 1)]
         for r in self.rows:
             cells = [str(r.key)]
             for m in MODES:
+                if not r.by_mode[m].fitted:
+                    cells += ["no modes in the window", "–", "–", "0"]
+                    continue
                 cells += [f"{r.get('beta', m):+.3f}",
                           f"[{r.get('ci_lo', m):+.3f}, {r.get('ci_hi', m):+.3f}]",
                           f"{r.get('r2', m):.4f}", f"{r.get('n_modes', m):,}"]
-            cells.append(f"{r.delta_beta:+.3f}")
-            cells += [f"{r.get('mle_beta', m):+.3f} ± {r.get('mle_se', m):.3f}" for m in MODES]
+            cells.append(_num(r.delta_beta))
+            cells += [_mle_cell(r.by_mode[m]) for m in MODES]
             if ref:
                 cells.append(f"{ref[r.key]:+.3f}" if r.key in ref else "–")
             lines.append("| " + " | ".join(cells) + " |")
@@ -134,6 +182,10 @@ class IRTable:
         ax = axes_or_new(ax)
         modes = check_modes(modes or self.modes)
         k, b = self.column("key") * xshift, self.column("beta", modes)
+        if not np.isfinite(b).any():
+            ax.text(0.5, 0.5, f"{label}: no mode in the window, nothing fitted", ha="center",
+                    transform=ax.transAxes)
+            return ax
         err = np.abs(np.vstack([b - self.column("ci_lo", modes), self.column("ci_hi", modes) - b]))
         unit = self.rows[-1].get("ci_unit", modes) if self.rows else "tokens"
         ax.errorbar(k, b, yerr=err, fmt=marker + "-", color=color, capsize=3,
@@ -157,12 +209,51 @@ class IRTable:
         ax = axes_or_new(ax)
         modes = check_modes(modes or self.modes)
         fits = self.fits.get(modes, {})
-        for (key, fit), c in zip(fits.items(), sweep_colors(len(fits))):
+        fitted = {k: f for k, f in fits.items() if np.isfinite(f.s)}
+        for (key, fit), c in zip(fitted.items(), sweep_colors(len(fitted))):
             fit.plot(ax, color=c, label=f"{self.by} = {key}: β = {fit.beta:+.3f}")
+        if not fitted:
+            ax.text(0.5, 0.5, "no mode in the window: nothing fitted", ha="center",
+                    transform=ax.transAxes)
         for v in self.window:
             ax.axvline(v, color="0.6", ls=":", lw=0.8)
         ax.set_ylabel(f"N(<λ)  ({modes} modes)")
         return ax
+
+
+def _num(v, fmt="+.3f") -> str:
+    return format(v, fmt) if np.isfinite(v) else "–"
+
+
+def _mle_cell(mr: ModeRow) -> str:
+    if not np.isfinite(mr.mle_beta):
+        return "–"
+    return f"{mr.mle_beta:+.3f} [{_num(mr.mle_ci_lo)}, {_num(mr.mle_ci_hi)}]"
+
+
+def gof_markdown(table: "IRTable") -> str:
+    """Both estimators side by side and how well a power law fits, one line per row and count."""
+    ci = f"{table.level:.0%} CI"
+    head = (f"| {table.by} | count | β cumulative [{ci}] | β MLE in window [{ci}] | modes below "
+            f"window | estimators | KS | GOF p | local β low / high decade | R, p vs log-normal | "
+            f"R, p vs exponential | R, p vs stretched exp. |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in table.rows:
+        for m in MODES:
+            x = r.by_mode[m]
+            if not x.fitted:
+                lines.append(f"| {r.key} | {m} | no modes in the window | – | {x.n_below:,} | – | – "
+                             f"| – | – | – | – | – |")
+                continue
+            alts = [f"{_num(getattr(x, 'R_' + a), '+.2f')}, {_num(getattr(x, 'p_' + a), '.2g')}"
+                    for a in ALTERNATIVES]
+            lines.append(
+                f"| {r.key} | {m} | {x.beta:+.3f} [{_num(x.ci_lo)}, {_num(x.ci_hi)}] | "
+                f"{_mle_cell(x)} | {x.n_below:,} | "
+                f"{'**disagree**' if x.estimators_disagree else 'CIs overlap'} | {_num(x.ks, '.4f')} | "
+                f"{_num(x.gof_p, '.3f')} | {_num(x.local_beta_low)} / {_num(x.local_beta_high)} | "
+                + " | ".join(alts) + " |")
+    return "\n".join(lines)
 
 
 def symmetry_modes(sr, window) -> dict:
@@ -174,9 +265,10 @@ def symmetry_modes(sr, window) -> dict:
 
 
 def bootstrap_from_agg(agg, layer, L, modes, window, n_boot, level, seed):
-    """Percentile CI of β under `modes` from the per-token histograms of tokens t < L (done
-    tokens only; L None: all), each tagged with its sequence so the resampling unit can
-    respect token correlation. Returns (bootstrap result, (seq, L) done mask)."""
+    """Percentile CI of β under `modes` from the per-token histograms of the done tokens
+    t < L (L None: all; positions the aggregate skips are not done), each tagged with its
+    sequence so the resampling unit can respect token correlation.
+    Returns (bootstrap result, (seq, L) done mask)."""
     done = agg.token_done(layer)[:, :L]                                      # (seq, L)
     units = agg.token_hist(layer, modes=modes)[:, :L][done].reshape(-1, N_COLS)
     seq = np.nonzero(done)[0]                                                # (units,)
@@ -184,43 +276,59 @@ def bootstrap_from_agg(agg, layer, L, modes, window, n_boot, level, seed):
                                    seq=seq), done
 
 
-def ir_row(store, agg, layer, L, window=WINDOW, n_boot=500, level=0.9, seed=0, key=None):
-    """Fit, bootstrap CI and MLE of both mode counts for tokens t < L of one layer;
-    returns (IRRow, {modes: IRFit})."""
-    classes = block_classes(store, layer, L)
-    vals, fits = {}, {}
+def mode_row(rates_2d, seq, boot, settings) -> ModeRow:
+    """Every per-count number of one row from per-token rates (N, d) and β's bootstrap."""
+    w = settings.window
+    flat = rates_2d[np.isfinite(rates_2d)]
+    fit = fit_ir_exponent(flat, w)           # = boot.fit's β bit for bit; n_modes exact in [lo, hi]
+    mle = bootstrap_mle(rates_2d, seq, w, settings.n_boot, settings.level, settings.seed)
+    gof = power_law_gof(flat, w, n_sims=settings.n_boot, seed=settings.seed)
+    alts = {f"{x}_{name}": getattr(a, x) for name, a in compare_alternatives(flat, w).items()
+            for x in ("R", "p")}
+    lb, hb = edge_exponents(flat, w)
+    return ModeRow(beta=fit.beta, ci_lo=boot.lo, ci_hi=boot.hi, r2=fit.r2, n_modes=fit.n_modes,
+                   s=fit.s, ci_unit=boot.unit, mle_beta=mle.beta,
+                   mle_se=mle_ir_exponent(flat, w).se, mle_ci_lo=mle.lo, mle_ci_hi=mle.hi,
+                   n_below=mle.n_below, ks=gof.ks, gof_p=gof.p_value, local_beta_low=lb,
+                   local_beta_high=hb, **alts)
+
+
+def ir_row(store, agg, layer, L, settings=None, key=None):
+    """Both estimators, CIs, goodness of fit of both mode counts for tokens
+    skip <= t < L of one layer; returns (IRRow, {modes: IRFit})."""
+    settings = settings or Settings()
+    skip = settings.skip_positions
+    agg = agg.skipping(skip)
+    classes = block_classes(store, layer, L, skip=skip)
+    rows = token_rate_rows(store, layer, L, skip=skip)
+    by_mode, fits = {}, {}
     for m in MODES:
-        rates = classes[m].stable
-        fits[m] = fit = fit_ir_exponent(rates, window)
-        mle = mle_ir_exponent(rates, window)
-        boot, done = bootstrap_from_agg(agg, layer, L, m, window, n_boot, level, seed)
-        k = mode_key(m)
-        vals.update({f"beta_{k}": fit.beta, f"ci_lo_{k}": boot.lo, f"ci_hi_{k}": boot.hi,
-                     f"r2_{k}": fit.r2, f"n_modes_{k}": fit.n_modes, f"s_{k}": fit.s,
-                     f"mle_beta_{k}": mle.beta, f"mle_se_{k}": mle.se, f"ci_unit_{k}": boot.unit})
+        boot, done = bootstrap_from_agg(agg, layer, L, m, settings.window, settings.n_boot,
+                                        settings.level, settings.seed)
+        by_mode[m] = mode_row(*rows[m], boot, settings)
+        fits[m] = boot.fit
     row = IRRow(key=L if key is None else key, L=int(L), layer=int(layer), n_tokens=int(done.sum()),
-                delta_beta=vals["beta_all_stable"] - vals["beta_symmetry_removed"],
-                **symmetry_modes(classes["symmetry-removed"], window), **vals)
+                by_mode=by_mode, delta_beta=by_mode["all-stable"].beta - by_mode["symmetry-removed"].beta,
+                **symmetry_modes(classes["symmetry-removed"], settings.window))
     return row, fits
 
 
-def _table(rows_fits, by, window, level, modes):
+def _table(rows_fits, by, settings):
     rows = [r for r, _ in rows_fits]
     fits = {m: {r.key: f[m] for r, f in rows_fits} for m in MODES}
-    return IRTable(rows, by, tuple(window), level, fits, check_modes(modes))
+    return IRTable(rows, by, settings.window, settings.level, fits, check_modes(settings.modes))
 
 
-def beta_vs_length(store, agg, layer, lengths=None, window=WINDOW, n_boot=500, level=0.9, seed=0,
-                   modes=DEFAULT_MODES):
+def beta_vs_length(store, agg, layer, lengths=None, settings=None):
     """Table I for one layer: β(L) over prefix lengths L, both mode counts."""
-    lengths = lengths or default_lengths(store.layer_length[layer])
-    return _table([ir_row(store, agg, layer, L, window, n_boot, level, seed) for L in lengths],
-                  "L", window, level, modes)
+    settings = settings or Settings()
+    lengths = lengths or default_lengths(store.layer_length[layer], settings.lengths)
+    return _table([ir_row(store, agg, layer, L, settings) for L in lengths], "L", settings)
 
 
-def beta_vs_depth(store, agg, L, layers=None, window=WINDOW, n_boot=500, level=0.9, seed=0,
-                  modes=DEFAULT_MODES):
+def beta_vs_depth(store, agg, L, layers=None, settings=None):
     """β at fixed L across the stored layers (layers shorter than L use their own length)."""
+    settings = settings or Settings()
     layers = layers or store.layers
-    return _table([ir_row(store, agg, ly, min(L, store.layer_length[ly]), window, n_boot, level,
-                          seed, key=ly) for ly in layers], "layer", window, level, modes)
+    return _table([ir_row(store, agg, ly, min(L, store.layer_length[ly]), settings, key=ly)
+                   for ly in layers], "layer", settings)

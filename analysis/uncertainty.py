@@ -3,16 +3,20 @@
 - self-averaging of the band weights (slope vs −1) and the deep-IR resolution (slope vs
   −1/(1+β), β's CI from Table I's bootstrap): selfavg.py, every done token of the layer;
 - the memory kernel's long-time exponent (vs 1+β): kernel.py, tokens t < L as β's row.
+
+Bands and the kernel's time range follow the settings' window (selfavg.window_bands,
+kernel.t_range).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._plot import axes_or_new
+import numpy as np
 
-from .kernel import KernelExponent, kernel_exponent
+from ._plot import axes_or_new
+from .kernel import KernelExponent, kernel_exponent, t_range
 from .rates import MODES
-from .selfavg import IRResolution, SelfAveraging, ir_resolution, self_averaging
+from .selfavg import IRResolution, SelfAveraging, ir_resolution, window_bands, self_averaging
 
 
 @dataclass
@@ -55,13 +59,21 @@ class MeasuredLaws:
                 "memory_kernel": self.kernel.to_dict()}
 
 
-def measured_laws(st, agg, layer, L, row, modes, n_boot=500, level=0.9, seed=0) -> MeasuredLaws:
-    """`row`: the Table I row (IRRow) at (layer, L) whose β and CI the laws are compared with."""
+def measured_laws(st, agg, layer, L, row, settings) -> MeasuredLaws | None:
+    """`row`: the Table I row (IRRow) at (layer, L) whose β and CI the laws are compared with;
+    None when that β was not fitted (no mode in the window). Every band, time range and
+    interval follows `settings` (the aggregate already skips its positions)."""
+    modes = settings.modes
     beta, ci = row.get("beta", modes), (row.get("ci_lo", modes), row.get("ci_hi", modes))
-    sa = self_averaging(agg, layer, level=level, modes=modes)
-    res = ir_resolution(agg, layer, st.d_model, beta, ci, level=level, modes=modes)
-    ker = kernel_exponent(agg, layer, L, beta, ci, modes=modes, n_boot=n_boot, level=level, seed=seed)
-    return MeasuredLaws(int(layer), int(L), float(beta), tuple(ci), str(row.get("ci_unit", modes)), sa, res, ker)
+    if not np.isfinite(beta):
+        return None
+    kw = dict(level=settings.level, modes=modes)
+    sa = self_averaging(agg, layer, bands=window_bands(settings.window), **kw)
+    res = ir_resolution(agg, layer, st.d_model, beta, ci, **kw)
+    ker = kernel_exponent(agg, layer, L, beta, ci, t_range=t_range(settings.window),
+                          n_boot=settings.n_boot, seed=settings.seed, **kw)
+    return MeasuredLaws(int(layer), int(L), float(beta), tuple(ci), str(row.get("ci_unit", modes)),
+                        sa, res, ker)
 
 
 def laws_markdown(laws: dict) -> list:

@@ -1,4 +1,4 @@
-"""`tdos`: sweep / status / analyze / cluster up. Thin: each command calls one function.
+"""`tdos`: sweep / status / analyze / compare / cluster up. Thin: each command calls one function.
 
 Every error that comes from the user's input (config, checkpoint, texts, store path) is one
 line, `tdos: error: <what> — <fix>`, with exit status 2 and no traceback. Anything else is a
@@ -17,6 +17,7 @@ USAGE = """tdos sweep CONFIG.yaml [--store PATH] [--workers N] [--scheduler ADDR
        tdos status STORE
        tdos upgrade STORE
        tdos analyze STORE [--out DIR] [--window LO HI]
+       tdos compare STORE[:MODEL] STORE[:MODEL] ... [--out DIR]
        tdos cluster up ..."""
 
 
@@ -26,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
         from analysis.cli import main as analyze
 
         return analyze(argv[1:])
+    if argv[:1] == ["compare"]:
+        from analysis.cli import compare_main
+
+        return compare_main(argv[1:])
     if argv[:2] == ["cluster", "up"]:
         from cluster.cli import up
 
@@ -86,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     u.add_argument("store")
     u.set_defaults(func=_upgrade)
     sub.add_parser("analyze", help="analysis report (see `tdos analyze --help`)")
+    sub.add_parser("compare", help="β of several models and Δβ of every pair (`tdos compare --help`)")
     sub.add_parser("cluster", help="`tdos cluster up ...`: start a cluster and print its address")
     return p
 
@@ -122,10 +128,10 @@ def _sweep(args) -> int:
 
 
 def _print_summary(store: str) -> None:
-    from analysis.summary import format_summary, summary_rows
+    from analysis.summary import summary_text
 
     print(f"\nstore: {store}   (tdos analyze {store} --out DIR for figures and fits)")
-    print(format_summary(summary_rows(store)))
+    print(summary_text(store))
 
 
 def _status(args) -> int:

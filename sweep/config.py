@@ -78,9 +78,17 @@ class ComputeConfig:
 
 @dataclass(frozen=True)
 class AnalysisConfig:
-    """What `tdos analyze` tabulates; not part of the fingerprint (it decides no stored value)."""
+    """What `tdos analyze`, `tdos compare`, the live view and the summary compute under
+    (analysis.settings.Settings checks the values); not part of the fingerprint (it decides
+    no stored value). CLI flags of `tdos analyze` / `tdos compare` override each field."""
+    window: typing.Any = (1e-4, 5e-2)   # [lo, hi] fit window in λ (YAML `1e-4` reads as a string: accepted)
+    level: float = 0.9              # confidence level of every interval and verdict
+    n_boot: int = 500               # bootstrap replicates per CI, Monte-Carlo sets per GOF p
+    modes: str = "all-stable"       # mode count the figures draw: all-stable | symmetry-removed
     lengths: typing.Any = None      # Table I rows: prefix lengths L (default 8, 16, 32, ...)
     layer: int | None = None        # representative layer (default 24 if swept, else the middle)
+    skip_positions: int = 0         # token positions t < k left out of every number
+    seed: int = 0                   # seed of every resampling and simulation
 
 
 @dataclass(frozen=True)
@@ -105,7 +113,8 @@ _YAML_FIELDS = {
     ModelSpec: ("path", "dtype", "revision", "name", "layers", "trust_remote_code"),
     InputsConfig: ("sequences", "length", "seed", "text", "tokenizer", *_DATASET_FIELDS),
     ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg", "engine"),
-    AnalysisConfig: ("lengths", "layer"),
+    AnalysisConfig: ("window", "level", "n_boot", "modes", "lengths", "layer", "skip_positions",
+                     "seed"),
 }
 
 
@@ -158,8 +167,8 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     models = [_check_model(m) for m in models]
     _check_unique_names(models)
     inputs = _resolve_paths(inputs, base_dir)
-    analysis = _section(AnalysisConfig, raw.get("analysis") or {}, "analysis")
-    _check_analysis(analysis, inputs.length)
+    analysis = _check_analysis(_section(AnalysisConfig, raw.get("analysis") or {}, "analysis"),
+                               inputs.length)
     return SweepConfig(models=models, inputs=inputs, layers=layers, store=store,
                        compute=compute, cluster=cluster, analysis=analysis)
 
@@ -253,12 +262,25 @@ def _resolve_paths(inputs: InputsConfig, base_dir) -> InputsConfig:
     return dataclasses.replace(inputs, tokenizer=tok, base_dir=str(Path(base_dir).resolve()))
 
 
-def _check_analysis(a: AnalysisConfig, length: int) -> None:
-    """Table I lengths within 1..inputs.length (the layer is checked by the plan)."""
+def _check_analysis(a: AnalysisConfig, length: int) -> AnalysisConfig:
+    """The values as analysis.settings.Settings checks them (window numbers, level, n_boot,
+    modes, seed, skip_positions); Table I lengths within 1..inputs.length (the representative
+    layer is checked by the plan). Returns the section with its window as two floats."""
+    from analysis.settings import Settings, SettingsError, parse_window
+    try:
+        window = parse_window(a.window)
+        Settings(window=window, level=a.level, n_boot=a.n_boot, modes=a.modes,
+                 layer=a.layer, skip_positions=a.skip_positions, seed=a.seed)
+    except SettingsError as e:
+        raise ConfigError(str(e)) from None
+    if a.skip_positions >= length:
+        raise ConfigError(f"analysis.skip_positions: {a.skip_positions} leaves no token of "
+                          f"inputs.length {length} — use a value < {length}")
     if a.lengths is not None and not (isinstance(a.lengths, list) and a.lengths and all(
             isinstance(L, int) and not isinstance(L, bool) and 1 <= L <= length for L in a.lengths)):
         raise ConfigError(f"analysis.lengths: expected a list of token counts in 1..{length} "
                           f"(inputs.length), got {a.lengths!r} — e.g. [8, 16, 24, 28]")
+    return dataclasses.replace(a, window=window)
 
 
 def _check_compute(compute: ComputeConfig) -> None:

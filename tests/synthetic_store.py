@@ -1,8 +1,11 @@
-"""Write tdos stores of known content in the layout analysis/schema.py declares.
+"""Write tdos stores of known content through the engine's own writer.
 
-The engine (sweep/store.py) writes the same layout from the same names; analysis tests use
-these stores so the truth (eigenvalues, Δ, A_log, the IR exponent of the drawn spectra) is
-known exactly.
+Every model group is made by `sweep.store.create_group`, every block written by
+`sweep.store.write_block` (its chunks, then its ledger cell) and A_log by
+`sweep.store.write_a_log`, so analysis tests read exactly the layout a sweep writes (names,
+dtypes, chunks and codes from analysis/schema.py). Only the root attributes, which the
+engine derives from a config, are set here from the content itself. The truth
+(eigenvalues, Δ, A_log, the IR exponent of the drawn spectra) is known exactly.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import numpy as np
 import zarr
 
 from analysis import schema
-from analysis.schema import SCALE_ARRAYS, SHIFT_ARRAYS
+from sweep.store import BlockValues, create_group, write_a_log, write_block
 
 NAN_C = complex(np.nan, np.nan)
 
@@ -93,57 +96,45 @@ def planned_mask(m: SyntheticModel):
 
 def _create_group(root, m: SyntheticModel):
     rows, nseq, lmax, d = m.shape
-    B = m.token_block
-    g = root.create_group(m.name)
-    g.attrs.update({
-        "model": {"path": m.path, "revision": None, "arch": m.arch, "dtype": m.dtype,
-                  "weights_sha256": "0" * 64, **m.extra_identity},
-        "checkpoint": {"dir": None, "files": {"model.safetensors": {"sha256": "0" * 64}}},
-        "inputs": {"sequences": nseq, "length": lmax, "seed": 0, "text": None, "token_block": B},
-        "complete": True,  # the engine sets it once every array of the group exists
-    })
-    dims = schema.ARRAYS
     tokens = m.tokens if m.tokens is not None else np.arange(nseq * lmax).reshape(nseq, lmax)
-    for name, data in (("layer", m.layers), ("layer_length", m.lengths()), ("tokens", tokens)):
-        g.create_array(name, data=np.asarray(data, np.int64), dimension_names=dims[name].dims)
-    g.create_array("eigenvalues", shape=(rows, nseq, lmax, d), chunks=(1, 1, B, d),
-                   dtype=_cdtype(m.dtype), fill_value=NAN_C, dimension_names=dims["eigenvalues"].dims)
-    for name in ("ledger", "eig_backend"):
-        g.create_array(name, shape=(rows, nseq, m.n_blocks()), chunks=(1, 1, 1), dtype=np.int8,
-                       fill_value=0, dimension_names=dims[name].dims)
-    for name in SCALE_ARRAYS + SHIFT_ARRAYS:
-        g.create_array(name, shape=(rows, nseq, lmax), chunks=(1, 1, B), dtype=_rdtype(m.dtype),
-                       fill_value=np.nan, dimension_names=dims[name].dims)
-    if m.delta is not None:
-        di = m.delta.shape[-1]
-        g.create_array("delta", shape=(rows, nseq, lmax, di), chunks=(1, 1, B, di),
-                       dtype=_rdtype(m.dtype), fill_value=np.nan, dimension_names=dims["delta"].dims)
-        g.create_array("a_log", data=np.asarray(m.a_log, _rdtype(m.dtype)),
-                       chunks=(1,) + m.a_log.shape[1:], dimension_names=dims["a_log"].dims)
-    assert set(g.array_keys()) == set(schema.group_arrays(m.delta is not None))
+    identity = {"path": m.path, "revision": None, "arch": m.arch, "weights_sha256": "0" * 64,
+                **m.extra_identity}
+    g = create_group(
+        root, m.name, identity=identity, dtype=m.dtype,
+        checkpoint={"dir": None, "files": {"model.safetensors": {"sha256": "0" * 64}}},
+        inputs={"sequences": nseq, "length": lmax, "seed": 0, "text": None,
+                "token_block": m.token_block},
+        layer_lengths=list(zip(m.layers, m.lengths())), token_block=m.token_block,
+        tokens=np.asarray(tokens, np.int64), d_model=d,
+        a_log_shape=None if m.a_log is None else m.a_log.shape)
+    if m.a_log is not None:
+        for layer, a in enumerate(np.asarray(m.a_log, _rdtype(m.dtype))):
+            write_a_log(g, layer, a)
+    return g
+
+
+def _pair(m, names, i, s, t0, t1):
+    arrays = [getattr(m, n) for n in names]
+    return None if arrays[0] is None else tuple(np.asarray(a[i, s, t0:t1]) for a in arrays)
 
 
 def write_blocks(path, m: SyntheticModel, mask):
-    """Write each block's chunks then its ledger cell (the engine's order) where mask > 0."""
+    """Write each block where mask > 0 with the engine's `write_block` (chunks, then the
+    ledger cell). A block of code 2 gets one non-finite eigenvalue, which the writer flags."""
     g = zarr.open_group(str(path), mode="r+")[m.name]
     B = m.token_block
     lengths = m.lengths()
     for i, s, b in zip(*np.nonzero(mask)):
-        t0, t1 = b * B, min((b + 1) * B, m.shape[2])
+        t0 = int(b) * B
+        t1 = min(t0 + B, lengths[i])                  # a task computes only planned tokens
         ev = np.array(m.eigenvalues[i, s, t0:t1], dtype=_cdtype(m.dtype))
-        ev[max(lengths[i] - t0, 0):] = NAN_C          # rows beyond the planned length: unwritten
         if mask[i, s, b] == 2:
-            ev[0, 0] = complex(np.inf, 0.0)             # a flagged block holds non-finite values
-        g["eigenvalues"][i, s, t0:t1] = ev
-        for names, pair in ((SCALE_ARRAYS, (m.scale_rayleigh, m.scale_residual)),
-                            (SHIFT_ARRAYS, (m.shift_rayleigh, m.shift_residual))):
-            if pair[0] is not None:
-                for name, values in zip(names, pair):
-                    g[name][i, s, t0:t1] = values[i, s, t0:t1]
-        if m.delta is not None:
-            g["delta"][i, s, t0:t1] = m.delta[i, s, t0:t1]
-        g["eig_backend"][i, s, b] = schema.EIG_BACKENDS.index("torch-cpu")
-        g["ledger"][i, s, b] = mask[i, s, b]
+            ev[0, 0] = complex(np.inf, 0.0)
+        delta = None if m.delta is None else np.asarray(m.delta[i, s, t0:t1], _rdtype(m.dtype))
+        values = BlockValues(eig=ev, delta=delta, eig_backend="torch-cpu",
+                             scale=_pair(m, schema.SCALE_ARRAYS, i, s, t0, t1),
+                             shift=_pair(m, schema.SHIFT_ARRAYS, i, s, t0, t1))
+        assert write_block(g, int(i), int(s), int(b), t0, values) == mask[i, s, b]
 
 
 # ----------------------------------------------------------------------------- spectra

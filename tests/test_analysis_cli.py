@@ -85,7 +85,8 @@ def test_analyze_two_transformer_models_fp32_fp64(tmp_path):
             assert (rep / sub / name).exists(), (sub, name)
         for name in MAMBA:
             assert not (rep / sub / name).exists()
-    for name in ("models_beta.png", "precision_neox-fp32_vs_neox-fp64.png"):
+    for name in ("compare_beta.png", "compare_delta.png", "compare_tdos.png", "compare_kernel.png",
+                 "precision_neox-fp32_vs_neox-fp64.png"):
         assert_real_png(rep / name)
     report = (rep / "report.md").read_text()
     assert "Figures 2–4 skipped" in report and "Precision: neox-fp32 (float32) matched" in report

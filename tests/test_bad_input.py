@@ -66,7 +66,9 @@ FIELDS = ["model", "model.path", "model.dtype", "model.revision", "model.name", 
           "inputs.column", "inputs.min_chars", "inputs.windows", "inputs.offset", "inputs.bos", "layers", "store", "compute", "compute.token_block",
           "compute.device", "compute.live_every", "compute.cpu_linalg", "cluster.kind",
           "cluster.workers", "cluster.memory_limit", "cluster.slurm.memory",
-          "cluster.slurm.job_extra_directives", "analysis.lengths", "analysis.layer", "unknown_top_level",
+          "cluster.slurm.job_extra_directives", "analysis.lengths", "analysis.layer", "analysis.window",
+          "analysis.level", "analysis.n_boot", "analysis.modes", "analysis.skip_positions",
+          "analysis.seed", "unknown_top_level",
           "inputs.unknown"]
 
 

@@ -12,10 +12,12 @@ from analysis import aggregate, block_rates, fit_ir_exponent, open_store
 from analysis.observables import effective_spectrum, tdos_from_rates
 from analysis.rates import EDGES
 from analysis.report import representative, table_lengths
+from analysis.settings import Settings
 from analysis.tables import beta_vs_length
 from synthetic_store import SyntheticModel, synthetic_model, write_store
 
 WINDOW = (1e-4, 5e-2)
+SETTINGS = Settings(window=WINDOW, n_boot=20)
 # one token's spectrum, counted by hand: six stable rates, two of them outside the window
 # below (λ = 2e-6, the scale mode along h_t) and above (λ = 0.5); |ζ| = 1 exactly; |ζ| > 1; ζ = 0
 HAND_RATES = np.array([2e-6, 2.1e-4, 1.1e-3, 3e-3, 2.1e-2, 0.5])   # off the grid edges
@@ -53,7 +55,7 @@ def test_hand_counted_store_gives_the_all_stable_beta_exactly(tmp_path):
     assert sr.stable.size == 5 * T and sr.scale == sr.marginal == T and np.allclose(sr.removed, 2e-6)
     want_all, want_sr = _hand_beta(HAND_RATES, T), _hand_beta(HAND_RATES[1:], T)
     table = beta_vs_length(st, aggregate(tmp_path / "h.zarr").model("hand"), 3, [8, 16],
-                           WINDOW, n_boot=20)
+                           SETTINGS)
     for row in table.rows:
         T_L = 2 * row.L
         np.testing.assert_allclose(row.beta_all_stable, _hand_beta(HAND_RATES, T_L), atol=1e-12)
@@ -90,7 +92,7 @@ def test_stable_symmetry_modes_below_the_window_shift_beta_as_predicted(tmp_path
                                              n_ir=20, seed=21), k, 20)
     path = write_store(tmp_path / "s.zarr", [m])
     st = open_store(path)
-    table = beta_vs_length(st, aggregate(path).model(m.name), 0, [32], WINDOW, n_boot=20)
+    table = beta_vs_length(st, aggregate(path).model(m.name), 0, [32], SETTINGS)
     row = table.rows[0]
     T = 2 * 32
     assert (row.sym_stable, row.sym_below, row.sym_inside) == (k * T, k * T, 0)
@@ -117,7 +119,7 @@ def test_table1_all_stable_columns_equal_the_direct_fit_on_every_row(tmp_path):
     lengths = table_lengths(st, 5)
     assert lengths == [6, 12, 20, 24] and table_lengths(st, 5, [8, 16]) == [8, 16, 24]
     assert table_lengths(st, 5, [8, 16], always=12) == [8, 12, 16, 24]   # the figures' L gets a row
-    table = beta_vs_length(st, aggregate(path).model(m.name), 5, lengths, WINDOW, n_boot=20)
+    table = beta_vs_length(st, aggregate(path).model(m.name), 5, lengths, SETTINGS)
     with open(table.to_csv(tmp_path / "table1.csv")) as fh:
         rows = list(csv.DictReader(fh))
     assert [int(r["L"]) for r in rows] == lengths and {r["layer"] for r in rows} == {"5"}
@@ -188,4 +190,6 @@ def test_paper_configs_name_layers_that_exist(tmp_path, name, arch, n_layers, la
     assert swept[layer] == max(lengths) and max(swept) < n_layers
     if arch == "mamba":                         # the fp64 rerun: layer 24, its own rows to 128
         assert [(m.spec.dtype, m.rows) for m in plan.models][1] == ("float64", ((24, 128),))
-    assert dict(open_store(plan).attrs)["analysis"] == {"lengths": lengths, "layer": layer}
+    recorded = dict(open_store(plan).attrs)["analysis"]
+    assert {k: recorded[k] for k in ("lengths", "layer")} == {"lengths": lengths, "layer": layer}
+    assert recorded["window"] == [1e-4, 5e-2] and recorded["skip_positions"] == 0   # the defaults

@@ -1,0 +1,77 @@
+"""Δβ of two models with a CI and a verdict: calibrated on synthetic models of known β, and
+`tdos compare` end to end on stores written by the engine's writer."""
+import json
+
+import numpy as np
+
+from analysis import bootstrap_ir_exponent
+from analysis.compare import delta_beta_interval
+from sweep.cli import main
+from synthetic_store import synthetic_model, write_store
+
+W = (1e-4, 5e-2)
+
+
+def tokens(rng, beta, n_tok=256, nseq=2, d=64):
+    """Per-token rates, density ∝ λ^β on (0, 0.1] (a pure power law from 0: both β agree)."""
+    lam = 0.1 * rng.random((nseq * n_tok, d)) ** (1 / (1 + beta))
+    return list(lam), np.repeat(np.arange(nseq), n_tok)
+
+
+def verdicts(beta_a, beta_b, n_sets, n_tok, seed0):
+    out = []
+    for i in range(n_sets):
+        rng = np.random.default_rng(seed0 + i)
+        (a, seq), (b, _) = tokens(rng, beta_a, n_tok), tokens(rng, beta_b, n_tok)
+        A = bootstrap_ir_exponent(a, W, n_boot=300, seed=0, seq=seq)
+        B = bootstrap_ir_exponent(b, W, n_boot=300, seed=1, seq=seq)
+        d, lo, hi = delta_beta_interval(A, B, 0.9)
+        out.append(lo <= 0 <= hi)
+    return np.array(out)
+
+
+def test_equal_betas_agree_in_about_90_percent_of_sets():
+    """150 pairs of models with β = −0.2 each (2 × 256 tokens × 64 modes): the share that
+    agree at 90 % lies within 0.90 ± 0.07 (3 binomial standard deviations)."""
+    agree = verdicts(-0.2, -0.2, 150, 256, 1000)
+    assert 0.83 <= agree.mean() <= 0.97, agree.mean()
+
+
+def test_a_difference_of_0_1_with_enough_modes_differs():
+    """Δβ = 0.1 with 2 × 512 tokens × 64 modes per model: "differ" in at least 19 of 20 sets."""
+    assert (~verdicts(-0.2, -0.1, 20, 512, 5000)).sum() >= 19
+
+
+def test_tdos_compare_writes_the_report_of_two_stores(tmp_path, capsys):
+    a = synthetic_model(name="mamba-syn", beta=-0.2, rows=2, lmax=32, d=48, n_ir=24, seed=1)
+    b = synthetic_model(name="neox-syn", arch="gpt_neox", beta=-0.2, rows=2, lmax=32, d=48,
+                        n_ir=24, seed=2)
+    write_store(tmp_path / "a.zarr", [a])
+    write_store(tmp_path / "b.zarr", [b])
+    out = tmp_path / "cmp"
+    assert main(["compare", f"{tmp_path / 'a.zarr'}:mamba-syn", str(tmp_path / "b.zarr"),
+                 "--out", str(out), "--n-boot", "50", "--quiet"]) == 0
+    for f in ("compare.md", "compare.json", "compare_beta.png", "compare_delta.png",
+              "compare_tdos.png", "compare_kernel.png"):
+        assert (out / f).stat().st_size > 1000, f
+    doc = json.loads((out / "compare.json").read_text())
+    assert [m["name"] for m in doc["models"]] == ["mamba-syn", "neox-syn"]
+    assert doc["settings"]["n_boot"] == 50 and doc["settings"]["window"] == list(W)
+    pairs = doc["pairs"]
+    assert {p["modes"] for p in pairs} == {"all-stable", "symmetry-removed"}
+    assert {p["L"] for p in pairs} >= {8, 16, 32}
+    for p in pairs:
+        lo, hi = p["ci"]
+        assert lo <= p["delta_beta"] <= hi
+        assert p["verdict"] == ("agree at 90 %" if lo <= 0 <= hi else "differ")
+    md = (out / "compare.md").read_text()
+    assert "Δβ" in md and "agree at 90 %" in md or "differ" in md
+    printed = capsys.readouterr().out
+    assert "mamba-syn (layer 2) − neox-syn (layer 2)" in printed and "comparison:" in printed
+
+
+def test_compare_of_one_model_is_refused_in_one_line(tmp_path, capsys):
+    write_store(tmp_path / "a.zarr", [synthetic_model(rows=1, lmax=16, d=24, n_ir=12)])
+    assert main(["compare", str(tmp_path / "a.zarr"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "at least two models" in err
