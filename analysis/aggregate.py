@@ -105,8 +105,9 @@ def update_model(st: Store, root, progress=None) -> int:
     rates_a = {}
     for n, (i, s, b) in enumerate(todo):
         layer = st.layers[i]
-        if st.is_mamba and layer not in rates_a:
-            rates_a[layer] = np.exp(st.a_log(layer).astype(np.float64))   # (d_inner, d_state)
+        if layer in st.ssm_layers and layer not in rates_a:
+            # (d_inner, d_state) Mamba-1, (heads,) Mamba-2
+            rates_a[layer] = np.exp(st.a_log(layer).astype(np.float64))
         _aggregate_block(st, g, i, s, b, thr, rates_a.get(layer), flagged=src[i, s, b] == LEDGER_FLAGGED)
         agg[i, s, b] = src[i, s, b]
         if (n + 1) % 64 == 0:
@@ -135,10 +136,12 @@ def _aggregate_block(st: Store, g, i, s, b, thr, lam_a, flagged):
             g[f"min_rate_{key}"][i, s, t0:t1] = np.where(np.isfinite(stable).any(1), np.nanmin(
                 np.where(np.isfinite(stable), stable, np.inf), axis=1), np.nan)
     if lam_a is not None:
-        delta = np.asarray(st.group["delta"][i, s, t0:t1], np.float64)   # (T, d_inner)
+        c = lam_a.shape[0]                                               # channels or heads
+        delta = np.asarray(st.group["delta"][i, s, t0:t1, :c], np.float64)   # (T, c)
         if flagged:
             delta = np.full_like(delta, np.nan)
-        eff = (delta[:, :, None] * lam_a[None]).reshape(T, -1)          # (T, d_inner*d_state)
+        # Δ_t·λ_A: (T, d_inner·d_state) for Mamba-1, (T, heads) for Mamba-2
+        eff = (delta[:, :, None] * lam_a[None]).reshape(T, -1) if lam_a.ndim == 2 else delta * lam_a
         g["hist_eff"][i, s, t0:t1] = histogram_rows(eff)
         g["hist_delta"][i, s, t0:t1] = histogram_rows(delta)
 

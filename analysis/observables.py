@@ -290,9 +290,22 @@ def a_log_shift(a_log: np.ndarray, init: np.ndarray | None = None) -> dict:
             "ks": float(np.abs(cdf[0] - cdf[1]).max()), "reference": reference}
 
 
+# architectures whose Mamba-style layers start from the S4D-real A_log = log(1 … N) (per
+# head for Mamba-2), so that "moved from init" is a fact about training; others (Jamba,
+# Bamba, Zamba2, Falcon-H1 …) initialise A_log their own ways
+S4D_INIT_ARCHS = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba2"}
+
+
+def has_s4d_init(store, layer) -> bool:
+    return S4D_INIT_ARCHS.get(store.arch) == store.layer_kind(layer).split("+")[0]
+
+
 def a_log_distribution(store, layer) -> ValueHistogram:
-    """A layer's A_log beside its S4D-real initialisation, with the shift between them."""
+    """A layer's A_log, beside its S4D-real initialisation with the shift between them where
+    the architecture starts from it."""
     a_log = store.a_log(layer)
+    if not has_s4d_init(store, layer):
+        return ValueHistogram(a_log.ravel(), "A_log  (λ_A = exp A_log)")
     shift = a_log_shift(a_log)
     note = (f"vs S4D-real init (log 1 … log {a_log.shape[-1]}):\n"
             f"{shift['moved']:.0%} of {shift['entries']:,} moved |ΔA_log| > 0.1\n"
@@ -309,7 +322,8 @@ def intrinsic_spectrum(store, layer) -> Spectrum:
 
 
 def intrinsic_by_layer(store, layers=None) -> SpectrumFamily:
-    layers = range(store.n_model_layers) if layers is None else layers
+    """ρ_int of every Mamba-style layer (default), swept or not."""
+    layers = store.ssm_layers if layers is None else layers
     return SpectrumFamily([intrinsic_spectrum(store, l) for l in layers], list(layers), "layer")
 
 

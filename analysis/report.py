@@ -16,6 +16,7 @@ from .aggregate import aggregate
 from .compare import compare_models
 from .compare_report import write_comparison
 from .observables import (a_log_distribution, a_log_shift, complex_spectrum, effective_vs_length,
+                          has_s4d_init,
                           intrinsic_by_layer, intrinsic_spectrum, memory_kernel,
                           memory_kernel_from_hist, tdos, tdos_vs_depth, tdos_vs_length,
                           token_rate_rows)
@@ -193,9 +194,11 @@ def _model_figures(st, agg, res, out, rows):
                                      label=r"$K(t)=\langle e^{-\lambda t}\rangle$")
     put(F.fig1_collective(complex_spectrum(st, layer, L), sp, kernel, f"{tag}, L = {L} {mtag}",
                           window), "fig1_collective_spectrum.png")
-    if st.is_mamba:
-        res.outside_bins_ssm = _mamba_figures(st, agg, layer, lengths, tag, put)
-        res.a_log_shift = a_log_shift(st.a_log(layer))
+    ssm = _ssm_layer(st, layer)
+    if ssm is not None:
+        res.outside_bins_ssm = _mamba_figures(st, agg, ssm, layer, lengths, put)
+        if has_s4d_init(st, ssm):
+            res.a_log_shift = a_log_shift(st.a_log(ssm))
     by_length = tdos_vs_length(agg, layer, lengths, modes)
     put(F.fig_family(by_length, f"{tag}: ρ_block vs L {mtag}", ylabel="ρ_block(λ)", window=window),
         "fig5_tdos_vs_length.png")
@@ -220,20 +223,35 @@ def _model_figures(st, agg, res, out, rows):
     return files
 
 
-def _mamba_figures(st, agg, layer, lengths, tag, put) -> dict:
-    """Figs 2–4 (SSM rates: no mode count applies); returns the counts beyond the bins."""
+def _ssm_layer(st, layer) -> int | None:
+    """The swept Mamba-style layer Figs 2–4 draw: `layer` itself, else the nearest one; None
+    when the model has no swept Mamba-style layer (Figs 2–4 apply to those alone)."""
+    swept = [ly for ly in st.layers if ly in st.ssm_layers]
+    return min(swept, key=lambda ly: (abs(ly - layer), ly)) if swept else None
+
+
+def _mamba_figures(st, agg, layer, representative, lengths, put) -> dict:
+    """Figs 2–4 (SSM rates: no mode count applies) of Mamba-style layer `layer`; returns the
+    counts beyond the bins."""
+    kind = st.layer_kind(layer)
+    modes_of = "every A_log mode" if "mamba2" not in kind else "one A per head"
+    which = (f"layer {layer} ({kind})" if layer == representative else
+             f"layer {layer} ({kind}: the Mamba-style layer nearest the representative layer "
+             f"{representative}, a {st.layer_kind(representative)} layer)")
     lam_a = st.intrinsic_rates(layer)
     sp_int = intrinsic_spectrum(st, layer)
     put(F.fig2_intrinsic(a_log_distribution(st, layer), sp_int,
                          memory_kernel(lam_a, t=np.geomspace(1e-6, 1e7, 120), label=r"$K_A(t)$"),
-                         f"{st.name}: intrinsic SSM spectrum, layer {layer} (every A_log mode)"),
+                         f"{st.name}: intrinsic SSM spectrum, {which} ({modes_of})"),
         "fig2_intrinsic.png")
     by_layer = intrinsic_by_layer(st)
-    put(F.fig_family(by_layer, f"{st.name}: ρ_int across all {st.n_model_layers} layers "
-                     f"(every A_log mode)", ylabel="ρ_int(λ_A)"), "fig3_intrinsic_all_layers.png")
+    n = len(st.ssm_layers)
+    put(F.fig_family(by_layer, f"{st.name}: ρ_int across its {n} Mamba-style layers"
+                     + (f" of {st.n_model_layers}" if n < st.n_model_layers else "")
+                     + f" ({modes_of})", ylabel="ρ_int(λ_A)"), "fig3_intrinsic_all_layers.png")
     eff, dlt = effective_vs_length(agg, layer, lengths)
-    put(F.fig4_effective(eff, dlt, f"{tag}: selective dynamics vs L (every Δ_t·λ_A mode)"),
-        "fig4_effective_vs_length.png")
+    put(F.fig4_effective(eff, dlt, f"{st.name}, {which}: selective dynamics vs L "
+                         f"(every Δ_t·λ_A mode)"), "fig4_effective_vs_length.png")
     return {"intrinsic_by_layer": by_layer.outside, "effective_vs_L": eff.outside,
             "delta_vs_L": dlt.outside, "intrinsic_min_max": [float(lam_a.min()), float(lam_a.max())]}
 

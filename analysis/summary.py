@@ -57,7 +57,7 @@ def summary_rows(path, settings=None, n_boot=N_BOOT) -> list[dict]:
             if not a.token_done(layer).any():
                 continue
             row = layer_row(a, name, layer, s.d_model, settings, n_boot)
-            if s.is_mamba:
+            if layer in s.ssm_layers:
                 lam_a = s.intrinsic_rates(layer)
                 row["lam_A"] = (float(lam_a.min()), float(lam_a.max()))
             rows.append(row)

@@ -137,6 +137,7 @@ class IRTable:
     level: float = 0.9
     fits: dict = field(default_factory=dict, repr=False)   # modes -> {key: IRFit} (Fig 7)
     modes: str = DEFAULT_MODES
+    kinds: dict = field(default_factory=dict)   # {layer: kind} of a hybrid's depth table
 
     def column(self, name, modes=None):
         return np.array([r.get(name, modes or self.modes) for r in self.rows], dtype=float)
@@ -160,7 +161,7 @@ class IRTable:
                 f"MLE β symmetry-removed [{ci}] |" + (" paper β |" if ref else ""))
         lines = [head, "|" + "---|" * (head.count("|") - 1)]
         for r in self.rows:
-            cells = [str(r.key)]
+            cells = [f"{r.key} ({self.kinds[r.key]})" if r.key in self.kinds else str(r.key)]
             for m in MODES:
                 if not r.by_mode[m].fitted:
                     cells += ["no modes in the window", "–", "–", "0"]
@@ -190,6 +191,10 @@ class IRTable:
         unit = self.rows[-1].get("ci_unit", modes) if self.rows else "tokens"
         ax.errorbar(k, b, yerr=err, fmt=marker + "-", color=color, capsize=3,
                     label=f"{label}, {modes} ({self.level:.0%} bootstrap CI over {unit})")
+        # a hybrid's layers side by side: one marker per kind of layer
+        for kind, m in zip(sorted(set(self.kinds.values())), "sD^vP*"):
+            on = np.array([self.kinds.get(r.key) == kind for r in self.rows])
+            ax.plot(k[on], b[on], m, ms=9, mfc="none", mec="k", ls="none", label=f"{kind} layers")
         if reference:
             rk = sorted(reference)
             ax.plot(rk, [reference[x] for x in rk], "s--", color="0.5", mfc="none",
@@ -330,5 +335,9 @@ def beta_vs_depth(store, agg, L, layers=None, settings=None):
     """β at fixed L across the stored layers (layers shorter than L use their own length)."""
     settings = settings or Settings()
     layers = layers or store.layers
-    return _table([ir_row(store, agg, ly, min(L, store.layer_length[ly]), settings, key=ly)
-                   for ly in layers], "layer", settings)
+    table = _table([ir_row(store, agg, ly, min(L, store.layer_length[ly]), settings, key=ly)
+                    for ly in layers], "layer", settings)
+    kinds = {ly: store.layer_kind(ly) for ly in layers}
+    if len(set(kinds.values())) > 1:          # a hybrid: every row says which kind it is
+        table.kinds = kinds
+    return table

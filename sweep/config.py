@@ -178,6 +178,8 @@ def identity_dict(cfg: SweepConfig) -> dict:
     models = [{"path": m.path, "dtype": m.dtype, "revision": m.revision, "name": m.name,
                "layers": _jsonable_layers(m.layers)} for m in cfg.models]
     inputs = {k: getattr(cfg.inputs, k) for k in _YAML_FIELDS[InputsConfig]}
+    if inputs["text"]:
+        inputs["text"] = _text_identity(inputs["text"], cfg.inputs.base_dir)
     for name in ("tokenizer", *_DATASET_FIELDS):   # absent when unset: older stores keep their fingerprint
         if inputs[name] is None:
             del inputs[name]
@@ -254,12 +256,24 @@ def _check_inputs(inputs: InputsConfig) -> None:
 
 
 def _resolve_paths(inputs: InputsConfig, base_dir) -> InputsConfig:
-    """Relative text paths resolve from the config file's directory (the plan reads them);
-    a tokenizer directory becomes absolute, a hub id stays as written."""
+    """A tokenizer directory becomes absolute, a hub id stays as written; the text and the
+    dataset stay as written (messages quote them so) and resolve from `base_dir`, the config
+    file's directory, when the plan reads them."""
     tok = inputs.tokenizer
     if tok is not None and is_dir(Path(base_dir, tok).expanduser()):
         tok = str(Path(base_dir, tok).expanduser().resolve())
     return dataclasses.replace(inputs, tokenizer=tok, base_dir=str(Path(base_dir).resolve()))
+
+
+def _text_identity(spec: str, base_dir: str) -> str:
+    """The text as the fingerprint names it: an absolute file, directory or glob."""
+    if spec.startswith("stdlib:"):
+        return spec
+    p = Path(base_dir, spec).expanduser()
+    try:
+        return str(p.resolve()) if p.exists() else str(p)
+    except (OSError, ValueError):
+        return spec
 
 
 def _check_analysis(a: AnalysisConfig, length: int) -> AnalysisConfig:

@@ -54,6 +54,7 @@ class LoadedModel:
     hf: torch.nn.Module            # the transformers *ForCausalLM, eval mode, no grad
     local_dir: Path
     kinds: tuple[LayerKind, ...] = ()
+    fresh: list = field(default_factory=list, repr=False)   # module-held state right after loading
     _engines: dict = field(default_factory=dict, repr=False)
     _blocks: dict = field(default_factory=dict, repr=False)
     _tokenizer: object = field(default=False, repr=False)
@@ -73,7 +74,7 @@ class LoadedModel:
 
         self._check(layer)
         if layer not in self._engines:
-            self._engines[layer] = LayerJacobians(self.hf, layer)
+            self._engines[layer] = LayerJacobians(self.hf, layer, fresh=self.fresh)
         return self._engines[layer]
 
     def block(self, layer: int) -> BlockOps:
@@ -95,6 +96,17 @@ class LoadedModel:
         h = self.hf.get_input_embeddings()(tokens)                      # (L, d)
         if self.arch == "gpt2":
             h = h + self.hf.transformer.wpe(torch.arange(tokens.shape[0], device=self.device))
+        return h
+
+    @torch.no_grad()
+    def hidden_states(self, tokens: torch.Tensor, layer: int) -> torch.Tensor:
+        """(L,) int64 -> (L, d): the stream entering `layer` by the hand-written blocks'
+        forward (architectures in FAST; the generic path reads it off the model's decoding)."""
+        if not 0 <= layer <= self.n_layers:
+            raise IndexError(f"layer {layer} out of range 0..{self.n_layers}")
+        h = self.embed(tokens)
+        for i in range(layer):
+            h = self.block(i).forward(h)
         return h
 
     def a_log(self, layer: int) -> torch.Tensor | None:
@@ -169,9 +181,12 @@ def _wrap(hf, path: str, revision, local: Path, dtype: torch.dtype) -> LoadedMod
         "config": json.loads(hf.config.to_json_string(use_diff=False)),
         "files_sha256": {f.name: sha256_file(f) for f in identity_files(local)},
     }
+    from sweep.generic.prefix import module_state
+
     return LoadedModel(arch=hf.config.model_type, n_layers=c.num_hidden_layers,
                        d_model=c.hidden_size, dtype=dtype, vocab_size=c.vocab_size,
-                       identity=identity, hf=hf, local_dir=local, kinds=layer_kinds(hf))
+                       identity=identity, hf=hf, local_dir=local, kinds=layer_kinds(hf),
+                       fresh=module_state(hf))
 
 
 def _parse_dtype(dtype) -> torch.dtype:
@@ -213,4 +228,6 @@ def _load_mamba_ssm(local: Path, cfg: dict, dtype: torch.dtype):
     if missing or unexpected:
         raise ValueError(f"{local}: mamba_ssm weights do not match the config: missing {missing}, "
                          f"unexpected {unexpected}")
+    if config.tie_word_embeddings:
+        model.lm_head.weight = model.backbone.embeddings.weight     # one tensor, as transformers ties
     return model

@@ -105,12 +105,19 @@ def _create_group(root, m: SyntheticModel):
         inputs={"sequences": nseq, "length": lmax, "seed": 0, "text": None,
                 "token_block": m.token_block},
         layer_lengths=list(zip(m.layers, m.lengths())), token_block=m.token_block,
-        tokens=np.asarray(tokens, np.int64), d_model=d,
-        a_log_shape=None if m.a_log is None else m.a_log.shape)
+        tokens=np.asarray(tokens, np.int64), d_model=d, **_kinds(m))
     if m.a_log is not None:
         for layer, a in enumerate(np.asarray(m.a_log, _rdtype(m.dtype))):
             write_a_log(g, layer, a)
     return g
+
+
+def _kinds(m: SyntheticModel) -> dict:
+    """Every layer Mamba-1 (A_log (n_layers, d_inner, d_state) given) or attention."""
+    if m.a_log is None:
+        return {"layer_kinds": ["attention"] * (max(m.layers) + 1)}
+    n, d_inner, d_state = np.shape(m.a_log)
+    return {"layer_kinds": ["mamba"] * n, "a_log_shapes": [[d_inner, d_state]] * n}
 
 
 def _pair(m, names, i, s, t0, t1):

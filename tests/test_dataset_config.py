@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 import dataset_helpers as dh
-from sweep.config import config_from_dict, fingerprint, load_config
+from sweep.config import config_from_dict, fingerprint
+from sweep.plan import load_plan as load_config
 from sweep.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,17 +35,19 @@ def _config(tmp_path, model: Path = BYTES_MAMBA, **inputs) -> str:
 
 def test_dataset_tokens_and_record_reach_the_config(tmp_path):
     dh.write_jsonl(tmp_path / "docs.jsonl", DOCS)
-    cfg = load_config(_config(tmp_path, dataset="docs.jsonl"))
-    (m,) = cfg.models
-    assert cfg.inputs.dataset == str((tmp_path / "docs.jsonl").resolve())
-    assert sorted(m.token_record["sequence_documents"]) == [1, 2]      # "short" has < 16 bytes
-    for k, d in enumerate(m.token_record["sequence_documents"]):
+    plan = load_config(_config(tmp_path, dataset="docs.jsonl"))
+    cfg = plan.config
+    (m,) = plan.models
+    assert m.inputs["dataset"] == str((tmp_path / "docs.jsonl").resolve())
+    assert sorted(m.inputs["sequence_documents"]) == [1, 2]      # "short" has < 16 bytes
+    for k, d in enumerate(m.inputs["sequence_documents"]):
         np.testing.assert_array_equal(m.tokens[k], np.frombuffer(DOCS[d][:16].encode(), np.uint8))
     # unset dataset fields stay out of the fingerprint: stores made before them still match
     plain = config_from_dict({"model": {"path": str(BYTES_MAMBA)}, "inputs": {"sequences": 1, "length": 4},
                               "layers": [0], "store": str(tmp_path / "r.zarr")})
     assert set(cfg_inputs(plain)) == {"sequences", "length", "seed", "text"}
-    assert fingerprint(cfg) != fingerprint(load_config(_config(tmp_path, dataset="docs.jsonl", bos="never")))
+    assert fingerprint(cfg) != fingerprint(load_config(_config(tmp_path, dataset="docs.jsonl",
+                                                               bos="never")).config)
 
 
 def cfg_inputs(cfg) -> dict:
@@ -124,13 +127,13 @@ HASH = "0123456789abcdef0123456789abcdef01234567"     # the commit a hub downloa
 DRIVER = """
 import contextlib, io, json, os, sys, time
 from sweep.cli import main
-from sweep.config import load_config
+from sweep.plan import load_plan
 for path in sys.argv[1:]:
     err, t0 = io.StringIO(), time.monotonic()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         code = main(["sweep", path, "--dry-run"])
     said, seconds = err.getvalue(), time.monotonic() - t0
-    rec = load_config(path).models[0].token_record if code == 0 else None
+    rec = load_plan(path).models[0].inputs if code == 0 else None
     if rec is not None and os.environ.get("HF_HUB_OFFLINE") == "1":   # datasets' own answer
         from datasets import load_dataset
         rec["load_dataset_fingerprint"] = load_dataset("tdostiny", split=rec["split"])._fingerprint
@@ -215,11 +218,12 @@ def test_llama_sweep_on_a_dataset_starts_every_sequence_with_bos(tmp_path, tiny_
     tok = dh.write_tokenizer(tmp_path / "tok", 61, adds_bos=True)            # ids 0..63
     lengths = [12, 3, 12, 12, 12]
     dh.write_disk(tmp_path / "docs", {"train": dh.corpus(lengths)})
-    cfg = load_config(_config(tmp_path, tiny_checkpoints["llama"], dataset="docs", tokenizer=str(tok),
-                              length=8, seed=1))
-    result = run_sweep(cfg, client=client, progress=False)
+    plan = load_config(_config(tmp_path, tiny_checkpoints["llama"], dataset="docs", tokenizer=str(tok),
+                               length=8, seed=1))
+    result = run_sweep(plan, client=client, progress=False)
     assert result.exit_code == 0
-    st = open_store(cfg.store).model(cfg.models[0].name)
+    st = open_store(plan.store).model(plan.models[0].name)
+    cfg = plan.config
     rec = st.inputs
     for k, doc in enumerate(rec["sequence_documents"]):
         want = dh.FIRST_WORD + dh.word_start(lengths, doc) + np.arange(7)

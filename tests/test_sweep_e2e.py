@@ -97,7 +97,7 @@ def test_values_equal_direct_computation(swept, tiny_checkpoints, name, arch):
         for seq in range(SEQS):
             tokens = torch.from_numpy(np.asarray(st.tokens(seq)))
             assert tokens.shape == (L,)
-            h = _hidden(model, tokens[:n_ctx], layer)                      # (n_ctx, d)
+            h = model.hidden_states(tokens[:n_ctx], layer)                 # (n_ctx, d)
             jac = block.jacobians(h, 0, n)                                 # (n, d, d)
             want = eigvals(jac).numpy()                                    # (n, d)
             got = st.eigenvalues(layer, seq)
@@ -114,14 +114,6 @@ def test_values_equal_direct_computation(swept, tiny_checkpoints, name, arch):
             want = torch.exp(model.hf.backbone.layers[layer].mixer.A_log).numpy().ravel()
             np.testing.assert_allclose(st.intrinsic_rates(layer), want, **tol)
 
-
-@torch.no_grad()
-def _hidden(model, tokens, layer):
-    """(n, d): the residual stream entering `layer`, by the hand-written blocks' forward."""
-    h = model.embed(tokens)
-    for i in range(layer):
-        h = model.block(i).forward(h)
-    return h
 
 
 def _assert_same_spectra(got, want, tol):

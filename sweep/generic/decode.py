@@ -52,8 +52,13 @@ class _Stop(Exception):
 class LayerJacobians:
     """J_tt of decoder layer `layer` of a transformers causal LM (eval mode, no grad params)."""
 
-    def __init__(self, model: torch.nn.Module, layer: int, chunk: int = JAC_CHUNK):
+    def __init__(self, model: torch.nn.Module, layer: int, chunk: int = JAC_CHUNK,
+                 fresh: list | None = None):
         self.model, self.index, self.chunk = model, layer, chunk
+        # every run starts from the model's fresh module-held state (prefix.module_state):
+        # a model that keeps decode state on its modules (RecurrentGemma) would otherwise
+        # start a sequence from the end of the previous one when a cache is passed in
+        self.fresh = prefix.module_state(model) if fresh is None else fresh
         self.layer = decoder_layers(model)[layer]
         self.kind = layer_kinds(model)[layer]
         self.split: bool | None = None        # attention through the interface: probed once
@@ -69,6 +74,7 @@ class LayerJacobians:
         jac = out if out is not None else torch.empty(T, d, d, dtype=dtype)
         rec = _Recorder(self, jac)
         kw = self._generation_kwargs()
+        prefix.restore_state(self.fresh)
         with torch.no_grad(), ssm.patched(self.layer, rec.delta_calls), rec.hooks():
             if t0 > 0:
                 rec.differentiate = False

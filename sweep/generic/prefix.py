@@ -159,3 +159,22 @@ def state_of(cache) -> tuple:
         return tuple((id(t), t._version) for layer in cache.layers
                      for t in tensors(vars(layer)))
     return tuple((id(t), t._version) for t in tensors(cache))
+
+
+def module_state(model: torch.nn.Module) -> list:
+    """The model's module-held state: every public attribute of every module that holds a
+    tensor (not a parameter or buffer) or None. RecurrentGemma keeps its recurrent and
+    convolution states there, read by the next decode step."""
+    return [(m, {k: v for k, v in vars(m).items()
+                 if not k.startswith("_") and (v is None or isinstance(v, torch.Tensor))})
+            for m in model.modules()]
+
+
+def restore_state(snapshot: list) -> None:
+    """Put back a `module_state` snapshot, dropping tensor attributes added since."""
+    for m, held in snapshot:
+        now = vars(m)
+        for k in [k for k, v in now.items() if k not in held and not k.startswith("_")
+                  and isinstance(v, torch.Tensor)]:
+            del now[k]
+        now.update(held)

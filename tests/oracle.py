@@ -1,0 +1,126 @@
+"""Independent oracles for the generic path, written against transformers alone.
+
+`sequence_jacobian`: autograd of the unmodified decoder layer over a whole short sequence,
+called exactly as the model's own no-cache forward calls it (arguments captured by a hook):
+the (L·d) x (L·d) Jacobian, whose diagonal blocks are J_tt and whose blocks above the
+diagonal must be zero. `scan_deltas`: Δ_t as transformers hands it to its own scan kernel
+(dt and its bias, softplus), captured during the same forward.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy.optimize import linear_sum_assignment
+
+from sweep.generic.layers import decoder_layers
+
+
+class _Captured(Exception):
+    pass
+
+
+def _layer_call(model, layer: int, ids: torch.Tensor):
+    """(hidden input (1, L, d), other args, kwargs) of layer `layer` in model(ids)."""
+    got = {}
+
+    def hook(module, args, kwargs):
+        got["args"], got["kwargs"] = args, dict(kwargs)
+        raise _Captured
+
+    h = decoder_layers(model)[layer].register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model(ids[None], use_cache=False)
+    except _Captured:
+        pass
+    finally:
+        h.remove()
+    args, kwargs = got["args"], got["kwargs"]
+    x = args[0] if args else kwargs.pop("hidden_states")
+    return x, args[1:], kwargs
+
+
+def sequence_jacobian(model, layer: int, ids: torch.Tensor):
+    """(h (L, d), J (L, d, L, d)): J[s, :, t, :] = ∂h_{l+1,s}/∂h_{l,t} of the unmodified layer."""
+    x, args, kwargs = _layer_call(model, layer, ids)
+    block = decoder_layers(model)[layer]
+
+    def f(v):
+        out = block(v, *args, **kwargs)
+        return out[0] if isinstance(out, (tuple, list)) else out
+
+    with torch.enable_grad():
+        J = torch.autograd.functional.jacobian(f, x.detach().clone(), vectorize=True)
+    L, d = x.shape[1:]
+    return x[0].detach(), J.reshape(L, d, L, d)
+
+
+def scan_deltas(model, layer: int, ids: torch.Tensor) -> torch.Tensor:
+    """(L, channels): Δ_t = softplus(dt + bias) of layer `layer` as its whole-sequence scan
+    receives it (Mamba-1 scans: dt (1, D, L); Mamba-2 chunk scans: dt (1, L, H))."""
+    block = decoder_layers(model)[layer]
+    modules = {sys.modules[type(m).__module__] for m in block.modules()}
+    seen, saved, inside = [], [], []
+    for mod in modules:
+        for name, fn in list(vars(mod).items()):
+            if callable(fn) and (name.endswith("selective_scan") or name.endswith("chunk_scan")):
+                saved.append((mod, name, fn))
+                setattr(mod, name, _recording(fn, name, seen, inside))
+    # the module-level op serves every layer: record it inside this layer's call only
+    hook = block.register_forward_pre_hook(lambda module, args: inside.append(True))
+    try:
+        _layer_call_full(model, layer, ids)
+    finally:
+        hook.remove()
+        for mod, name, fn in saved:
+            setattr(mod, name, fn)
+    return seen[0]
+
+
+def _recording(fn, name, seen, inside):
+    import inspect
+
+    sig = inspect.signature(fn)
+
+    def call(*args, **kwargs):
+        if not inside:
+            return fn(*args, **kwargs)
+        a = sig.bind(*args, **kwargs).arguments
+        if name.endswith("selective_scan"):
+            bias, soft = a.get("delta_bias"), a.get("delta_softplus", False)
+            raw = a["dt"] + (0 if bias is None else bias[..., None])
+            seen.append((F.softplus(raw) if soft else raw)[0].T.detach())          # (L, D)
+        else:
+            bias, soft = a.get("dt_bias"), a.get("dt_softplus", False)
+            raw = a["dt"] + (0 if bias is None else bias)
+            seen.append((F.softplus(raw) if soft else raw)[0].detach())            # (L, H)
+        return fn(*args, **kwargs)
+    return call
+
+
+def _layer_call_full(model, layer, ids):
+    """model(ids) without a cache, stopped after layer `layer`."""
+    def stop(module, args, kwargs, out):
+        raise _Captured
+
+    h = decoder_layers(model)[layer].register_forward_hook(stop, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model(ids[None], use_cache=False)
+    except _Captured:
+        pass
+    finally:
+        h.remove()
+
+
+def matched_eigvals_error(got: np.ndarray, want: np.ndarray) -> float:
+    """max over tokens of |ζ - ζ'| / max|ζ'| after matching each token's eigenvalues
+    (Hungarian, LAPACK's order is no property of the spectrum): got, want (L, d) complex."""
+    worst = 0.0
+    for a, b in zip(got, want):
+        rows, cols = linear_sum_assignment(np.abs(a[:, None] - b[None, :]))
+        worst = max(worst, float(np.abs(a[rows] - b[cols]).max() / np.abs(b).max()))
+    return worst

@@ -1,0 +1,126 @@
+"""Every family of tests/families.py, through the generic path, against independent oracles.
+
+Each tiny checkpoint is written with save_pretrained and loaded by sweep.model.load_model
+(the path a hub id takes). In float64:
+- the whole-sequence Jacobian of the unmodified layer is block lower-triangular: every block
+  above the diagonal is exactly zero (so the union of eig(J_tt) is its spectrum);
+- J_tt of the generic path (the model's own decoding, a prefill of 4 tokens, then decode
+  steps) equals that Jacobian's diagonal blocks, entries and eigenvalues matched token by
+  token, within tests/families.py's tolerance (1e-8; 2e-6 where transformers computes parts
+  of the layer in float32 inside a float64 model, which the generic path inherits);
+- Δ_t of Mamba-style layers equals what transformers hands its own scan kernel.
+Then one `tdos sweep` of every family at once, on two real worker processes, stores those
+eigenvalues, Δ_t, A_log (as the checkpoint's file holds it) and the layer kinds.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from families import FAMILIES, KINDS, tolerance
+from oracle import matched_eigvals_error, scan_deltas, sequence_jacobian
+
+L = 9
+
+
+@pytest.fixture(scope="session")
+def family_checkpoints(tmp_path_factory):
+    """{family: checkpoint dir}, float32 weights moved off their structured init (seeded)."""
+    from conftest import _perturb
+    from transformers import AutoModelForCausalLM
+
+    root = tmp_path_factory.mktemp("families")
+    gen = torch.Generator().manual_seed(0)
+    out = {}
+    for name, config in FAMILIES.items():
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(config()).eval()
+        _perturb(model, gen)
+        model.save_pretrained(root / name)
+        out[name] = root / name
+    return out
+
+
+def _oracle_model(path):
+    """transformers' own load in float64 (default attention; eager experts: no float64 kernel)."""
+    from transformers import AutoModelForCausalLM
+
+    m = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float64).eval()
+    if getattr(m.config, "_experts_implementation", None):
+        m.set_experts_implementation("eager")
+    m.requires_grad_(False)
+    return m
+
+
+def _ids(vocab: int, seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, vocab, (L,), generator=torch.Generator().manual_seed(seed))
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max() / b.abs().max())
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_generic_path_equals_whole_sequence_autograd(family_checkpoints, family):
+    from sweep.model import load_model
+
+    tol = tolerance(family)
+    ours = load_model(family_checkpoints[family], dtype="float64")
+    ref = _oracle_model(family_checkpoints[family])
+    ids = _ids(ours.vocab_size)
+    assert [k.kind for k in ours.kinds] == KINDS.get(family, ["attention"] * 2)
+    for layer in range(ours.n_layers):
+        h, J = sequence_jacobian(ref, layer, ids)                         # (L, d), (L, d, L, d)
+        for s in range(L):
+            assert (J[s, :, s + 1:] == 0).all(), f"J_ts for s < t at row {s}"
+        engine = ours.jacobians(layer)
+        blocks = [engine.run(ids, 0, 4), engine.run(ids, 4, L)]           # a prefill, then decoding
+        jac = torch.cat([b.jac for b in blocks])
+        diag = torch.stack([J[t, :, t] for t in range(L)])
+        assert _relative(torch.cat([b.inputs for b in blocks]), h) <= tol
+        assert max(_relative(jac[t], diag[t]) for t in range(L)) <= tol
+        assert matched_eigvals_error(torch.linalg.eigvals(jac).numpy(),
+                                     torch.linalg.eigvals(diag).numpy()) <= tolerance(family, True)
+        if ours.kinds[layer].ssm:
+            delta = torch.cat([b.delta for b in blocks])                   # (L, channels)
+            assert _relative(delta, scan_deltas(ref, layer, ids)) <= tol
+        else:
+            assert all(b.delta is None for b in blocks)
+
+
+def test_every_family_sweeps_through_the_cli(family_checkpoints, tmp_path, capsys):
+    """One config, one model group per family, every layer, float64, the generic path."""
+    from safetensors.numpy import load_file
+
+    from analysis import open_store
+    from sweep.cli import main
+
+    doc = {"models": [{"path": str(p), "name": f, "dtype": "float64"}
+                      for f, p in sorted(family_checkpoints.items())],
+           "inputs": {"sequences": 1, "length": L, "seed": 5}, "layers": "all",
+           "store": str(tmp_path / "families.zarr"),
+           "compute": {"token_block": 4, "live_every": 0, "engine": "generic"},
+           "cluster": {"workers": 2}}
+    (tmp_path / "families.yaml").write_text(yaml.safe_dump(doc))
+    assert main(["sweep", str(tmp_path / "families.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "sweep complete" in out and "J_tt: generic" in out
+    for family, path in sorted(family_checkpoints.items()):
+        st = open_store(doc["store"], model=family)
+        ref = _oracle_model(path)
+        ids = torch.from_numpy(np.asarray(st.tokens(0)))
+        assert st.layer_kinds == KINDS.get(family, ["attention"] * 2)
+        weights = load_file(str(path / "model.safetensors"))
+        for layer in st.layers:
+            assert (st.jacobian_path(layer) == "generic").all()
+            _, J = sequence_jacobian(ref, layer, ids)
+            want = torch.linalg.eigvals(torch.stack([J[t, :, t] for t in range(L)])).numpy()
+            assert matched_eigvals_error(st.eigenvalues(layer, 0), want) <= tolerance(family, True), family
+            if family in KINDS and "mamba" in st.layer_kind(layer):
+                np.testing.assert_allclose(st.delta(layer, 0), scan_deltas(ref, layer, ids).numpy(),
+                                           rtol=tolerance(family), atol=0)
+                a_log = next(v for k, v in weights.items()
+                             if f"layers.{layer}." in k and k.endswith("A_log"))
+                np.testing.assert_array_equal(st.a_log(layer), a_log.astype(np.float64))
