@@ -5,8 +5,11 @@ to write a store — brings in neither matplotlib nor scipy.
 """
 import importlib
 
+# the function `aggregate` shares its name with its module: bound now, as the submodule's
+# first import would otherwise leave the module under that name (it needs no scipy)
+from .aggregate import Aggregate, aggregate  # noqa: E402
+
 _EXPORTS = {
-    "aggregate": ["Aggregate", "aggregate"],
     "alternatives": ["Alternative", "compare_alternatives"],
     "bootstrap": ["BootstrapIR", "bootstrap_ir_exponent", "bootstrap_ir_from_hists"],
     "compare": ["Comparison", "DeltaBeta", "compare_models"],
@@ -27,7 +30,7 @@ _EXPORTS = {
                "local_exponent", "window_sensitivity"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
-__all__ = sorted(_WHERE)
+__all__ = sorted([*_WHERE, "Aggregate", "aggregate"])
 
 
 def __getattr__(name):

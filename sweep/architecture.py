@@ -49,11 +49,11 @@ def hf_config(raw: dict, local: Path, where: str, trust_remote_code: bool = Fals
     if "d_model" in raw and "n_layer" in raw:        # mamba_ssm format (state-spaces/mamba-*)
         try:
             return mamba_ssm_to_hf_config(raw), _mamba_ssm_key
-        except ValueError as e:
-            raise ConfigError(f"{where}: {e}") from None
-        except (TypeError, KeyError) as e:
+        except Exception as e:  # ours (ValueError: an unsupported setting) or the config's own check
+            if type(e) is ValueError and str(e).startswith("mamba_ssm config:"):
+                raise ConfigError(f"{where}: {e}") from None
             raise ConfigError(f"{where}: {local / 'config.json'}: bad mamba_ssm setting "
-                              f"({_first_line(e)}) — fix config.json or re-download") from None
+                              f"({_first_line(_root_cause(e))}) — fix config.json or re-download") from None
     raise ConfigError(f"{where}: {local / 'config.json'} has neither model_type (transformers) "
                       f"nor d_model/n_layer (mamba_ssm) — point to a causal LM checkpoint")
 
@@ -73,7 +73,7 @@ def _auto_config(raw: dict, local: Path, where: str, trust_remote_code: bool):
         config = AutoConfig.from_pretrained(str(local), local_files_only=True,
                                             trust_remote_code=trust_remote_code)
     except Exception as e:  # transformers raises many types for inconsistent settings
-        raise ConfigError(f"{where}: {local / 'config.json'} is inconsistent: {_first_line(e)} — "
+        raise ConfigError(f"{where}: {local / 'config.json'} is inconsistent: {_first_line(_root_cause(e))} — "
                           f"fix config.json or re-download the checkpoint") from None
     _refuse(config, where)
     return config
@@ -135,48 +135,65 @@ def _mamba_ssm_key(key: str) -> str:
 
 
 def mamba_ssm_to_hf_config(cfg: dict):
-    """mamba_ssm config.json dict -> transformers MambaConfig (Mamba-1 blocks only)."""
-    from transformers import MambaConfig
-
+    """mamba_ssm config.json dict -> transformers MambaConfig (Mamba-1 blocks) or Mamba2Config
+    (Mamba-2 blocks, ssm_cfg.layer "Mamba2": state-spaces/mamba2-*)."""
     ssm = dict(cfg.get("ssm_cfg") or {})
+    layer = ssm.get("layer", "Mamba1")
     unsupported = {
-        "ssm_cfg.layer": ssm.get("layer", "Mamba1") != "Mamba1",
+        "ssm_cfg.layer": layer not in ("Mamba1", "Mamba2"),
         "rms_norm": not cfg.get("rms_norm", True),
         "d_intermediate": cfg.get("d_intermediate", 0) != 0,
         "attn_layer_idx": bool(cfg.get("attn_layer_idx")),
+        # Mamba-2 variants transformers' Mamba2 block does not have
+        "ssm_cfg.d_ssm": ssm.get("d_ssm") is not None,
+        "ssm_cfg.D_has_hdim": bool(ssm.get("D_has_hdim", False)),
+        "ssm_cfg.rmsnorm": not ssm.get("rmsnorm", True),
+        "ssm_cfg.norm_before_gate": bool(ssm.get("norm_before_gate", False)),
     }
     bad = [k for k, v in unsupported.items() if v]
     if bad:
-        raise ValueError(f"mamba_ssm config: unsupported setting(s) {bad} — only Mamba-1 "
-                         f"RMSNorm blocks load")
+        raise ValueError(f"mamba_ssm config: unsupported setting(s) {bad} — only Mamba-1 and "
+                         f"Mamba-2 RMSNorm blocks without MLP or attention layers load")
     for key in ("d_model", "n_layer", "vocab_size"):
         if not isinstance(cfg.get(key), int) or isinstance(cfg.get(key), bool) or cfg[key] < 1:
             raise ValueError(f"mamba_ssm config: {key} must be a positive integer, got "
                              f"{cfg.get(key)!r} — fix config.json")
     mult = cfg.get("pad_vocab_size_multiple", 1)
-    vocab = cfg["vocab_size"] + (-cfg["vocab_size"]) % mult
     d = cfg["d_model"]
+    common = dict(vocab_size=cfg["vocab_size"] + (-cfg["vocab_size"]) % mult, hidden_size=d,
+                  num_hidden_layers=cfg["n_layer"], conv_kernel=ssm.get("d_conv", 4),
+                  expand=ssm.get("expand", 2), use_bias=ssm.get("bias", False),
+                  use_conv_bias=ssm.get("conv_bias", True),
+                  layer_norm_epsilon=cfg.get("norm_epsilon", 1e-5),
+                  residual_in_fp32=cfg.get("residual_in_fp32", True),
+                  tie_word_embeddings=cfg.get("tie_embeddings", True))
+    if layer == "Mamba2":
+        from transformers import Mamba2Config
+
+        head_dim = ssm.get("headdim", 64)
+        return Mamba2Config(**common, state_size=ssm.get("d_state", 128), head_dim=head_dim,
+                            num_heads=common["expand"] * d // head_dim,
+                            n_groups=ssm.get("ngroups", 1), chunk_size=ssm.get("chunk_size", 256),
+                            time_step_limit=tuple(ssm.get("dt_limit", (0.0, float("inf")))))
+    from transformers import MambaConfig
+
     dt_rank = ssm.get("dt_rank", "auto")
-    return MambaConfig(
-        vocab_size=vocab,
-        hidden_size=d,
-        num_hidden_layers=cfg["n_layer"],
-        state_size=ssm.get("d_state", 16),
-        conv_kernel=ssm.get("d_conv", 4),
-        expand=ssm.get("expand", 2),
-        time_step_rank=math.ceil(d / 16) if dt_rank == "auto" else dt_rank,
-        use_bias=ssm.get("bias", False),
-        use_conv_bias=ssm.get("conv_bias", True),
-        layer_norm_epsilon=cfg.get("norm_epsilon", 1e-5),
-        residual_in_fp32=cfg.get("residual_in_fp32", True),
-        tie_word_embeddings=cfg.get("tie_embeddings", True),
-    )
+    return MambaConfig(**common, state_size=ssm.get("d_state", 16),
+                       time_step_rank=math.ceil(d / 16) if dt_rank == "auto" else dt_rank)
 
 
 def _version() -> str:
     import transformers
 
     return transformers.__version__
+
+
+def _root_cause(e: BaseException) -> BaseException:
+    """The innermost cause: transformers wraps a config's own check in a validation error
+    whose message only names the validator."""
+    while e.__cause__ is not None:
+        e = e.__cause__
+    return e
 
 
 def _first_line(e: BaseException) -> str:

@@ -215,15 +215,15 @@ def _read_state_dict(local: Path) -> dict:
 
 
 def _load_mamba_ssm(local: Path, cfg: dict, dtype: torch.dtype):
-    from transformers import MambaForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    config = mamba_ssm_to_hf_config(cfg)
+    config = mamba_ssm_to_hf_config(cfg)            # MambaConfig or Mamba2Config
     sd = {k.replace("backbone.embedding.", "backbone.embeddings."): v.to(dtype) if v.is_floating_point() else v
           for k, v in _read_state_dict(local).items()}
     if config.tie_word_embeddings or "lm_head.weight" not in sd:
         sd["lm_head.weight"] = sd["backbone.embeddings.weight"]
     with torch.device("meta"):
-        model = MambaForCausalLM(config)
+        model = AutoModelForCausalLM.from_config(config)
     missing, unexpected = model.load_state_dict(sd, strict=False, assign=True)
     if missing or unexpected:
         raise ValueError(f"{local}: mamba_ssm weights do not match the config: missing {missing}, "

@@ -40,3 +40,28 @@ def test_store_layout_is_declared_once():
         text = (REPO / f).read_text()
         assert "schema" in text, f
         assert '"scale_rayleigh", "scale_residual"' not in text, f"{f} spells out the arrays again"
+
+
+def test_a_worker_imports_no_plotting_and_no_scipy():
+    """Every task imports sweep.task (and through it the store schema): no matplotlib, no
+    scipy pulled in with it (the issue's own check, and scipy, which the analysis uses)."""
+    code = "import sweep.task, sys; print('matplotlib' in sys.modules, 'scipy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False False"
+
+
+def test_the_generic_path_imports_no_dask():
+    """(transformers itself imports yaml, so only Dask is checked here)"""
+    code = ("import sweep.generic.decode, sweep.generic.causality, sweep.model, sys; "
+            "print([m for m in ('dask', 'distributed') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_plan_and_store_import_one_way():
+    """config -> plan -> store/tasks: the plan never imports the store, the ledger or the tasks."""
+    bad = {m for m in _imports(REPO / "sweep" / "plan.py")
+           if m in ("sweep.store", "sweep.ledger", "sweep.tasks", "sweep.task", "sweep.run")}
+    assert not bad, sorted(bad)

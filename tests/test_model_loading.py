@@ -76,6 +76,33 @@ def test_mamba_ssm_format_loads_same_weights(tiny_checkpoints):
         torch.testing.assert_close(b.hf(tokens).logits, a.hf(tokens).logits, rtol=0, atol=0)
 
 
+def test_mamba2_in_mamba_ssm_format_loads_as_transformers_mamba2(tmp_path):
+    """state-spaces/mamba2-* checkpoints: mamba_ssm's config.json (ssm_cfg.layer Mamba2) and
+    key names, written here from a transformers Mamba2 model; same logits, Mamba-2 layers."""
+    import transformers as T
+
+    cfg = T.Mamba2Config(vocab_size=61, hidden_size=16, num_hidden_layers=2, state_size=8,
+                         expand=2, head_dim=8, num_heads=4, n_groups=1, chunk_size=8,
+                         tie_word_embeddings=True)
+    torch.manual_seed(0)
+    hf = T.Mamba2ForCausalLM(cfg).eval()
+    d = tmp_path / "mamba2-ssm"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({
+        "d_model": 16, "n_layer": 2, "vocab_size": 61, "pad_vocab_size_multiple": 1,
+        "ssm_cfg": {"layer": "Mamba2", "d_state": 8, "d_conv": 4, "expand": 2, "headdim": 8,
+                    "ngroups": 1, "chunk_size": 8},
+        "rms_norm": True, "residual_in_fp32": True, "fused_add_norm": True, "tie_embeddings": True}))
+    torch.save({k.replace("backbone.embeddings.", "backbone.embedding."): v.clone()
+                for k, v in hf.state_dict().items() if k != "lm_head.weight"}, d / "pytorch_model.bin")
+    info = inspect_checkpoint(str(d), None, "model.path")
+    assert [k.kind for k in info.kinds] == ["mamba2", "mamba2"] and info.kinds[0].a_log_shape == (4,)
+    m = load_model(d, dtype="float32")
+    tokens = torch.arange(9)[None] % 61
+    with torch.no_grad():
+        torch.testing.assert_close(m.hf(tokens).logits, hf(tokens).logits, rtol=0, atol=0)
+
+
 def test_float64_moe_runs_transformers_eager_experts(tmp_path):
     """The grouped expert matmul has no float64 kernel: a float64 sweep uses transformers'
     eager experts (never a silent downcast); float32 keeps the default."""
@@ -173,8 +200,12 @@ BROKEN = {  # name: (arch, damage(dir), message pattern)
                            r"(inconsistent|do not match)"),
     "truncated_bin": ("mamba_ssm", lambda d: _truncate(d / "pytorch_model.bin", 0.5),
                       r"pytorch_model\.bin is truncated or corrupt \(.*\) — re-download"),
-    "mamba_ssm_unsupported": ("mamba_ssm", lambda d: _edit_config(d, ssm_cfg={"layer": "Mamba2"}),
-                              r"unsupported setting\(s\) \['ssm_cfg\.layer'\] — only Mamba-1"),
+    "mamba_ssm_unsupported": ("mamba_ssm", lambda d: _edit_config(d, ssm_cfg={"layer": "Mamba3"}),
+                              r"unsupported setting\(s\) \['ssm_cfg\.layer'\] — only Mamba-1 and "
+                              r"Mamba-2"),
+    "mamba_ssm_as_mamba2": ("mamba_ssm", lambda d: _edit_config(d, ssm_cfg={"layer": "Mamba2",
+                                                                          "d_state": 4}),
+                            r"config\.json: bad mamba_ssm setting \(.*num_heads \* head_dim"),
     "mamba_ssm_d_model": ("mamba_ssm", lambda d: _edit_config(d, d_model=24),
                           r"weights do not match config\.json"),
 }
