@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
-from transformers.cache_utils import Cache
+from transformers.cache_utils import Cache, DynamicLayer, LinearAttentionCacheLayerMixin
 
 from sweep.generic import attention, prefix, ssm
 from sweep.generic.layers import decoder_layers, layer_kinds
@@ -79,6 +79,8 @@ class LayerJacobians:
             if t0 > 0:
                 rec.differentiate = False
                 self._forward(ids, 0, t0, kw)
+            elif isinstance(kw.get("cache"), Cache):
+                self._prime(kw["cache"], ids, rec)
             rec.differentiate = True
             for t in range(t0, t1):
                 self._forward(ids, t, 1, kw)
@@ -97,6 +99,33 @@ class LayerJacobians:
         if self.model._supports_default_dynamic_cache():
             kw["cache"] = DynamicCache(config=self.model.config.get_text_config(decoder=True))
         return kw
+
+    def _prime(self, cache: Cache, ids, rec) -> None:
+        """Put the conv/recurrent states of the empty prefix (zeros) into `cache`, so token 0
+        takes the model's one-token decode step like every later token.
+
+        Without a previous state the Mamba-style mixers run their whole-sequence form on
+        token 0: for Mamba-2 a chunked scan padded to chunk_size (256) tokens, whose batched
+        backward costs minutes a token. From a zero state the decode step is the same map
+        (the causal convolution pads with zeros, the scan starts from zero). The states get
+        their shapes from one throwaway token through layers 0..layer; attention layers of
+        the cache are emptied again."""
+        if not any(isinstance(l, LinearAttentionCacheLayerMixin) for l in cache.layers):
+            return
+        rec.differentiate = False
+        self._forward(ids, 0, 1, {"use_cache": True, "cache": cache})
+        for layer in cache.layers:
+            if isinstance(layer, DynamicLayer):
+                DynamicLayer.reset(layer)              # its keys and values (a hybrid's too)
+            if isinstance(layer, LinearAttentionCacheLayerMixin):
+                for i in range(layer.number_of_states):
+                    for states in (layer.conv_states, layer.recurrent_states):
+                        if states[i] is not None:
+                            states[i].zero_()
+                    layer.has_previous_state[i] = (layer.is_conv_states_initialized[i]
+                                                   or layer.is_recurrent_states_initialized[i])
+        prefix.restore_state(self.fresh)
+        rec.delta_calls.clear()
 
     def _forward(self, ids, start, n, kw) -> None:
         """Tokens [start, start + n) through layers 0..layer, the previous ones cached."""
