@@ -135,3 +135,86 @@ def test_interrupted_run_resumes_only_unfinished(tiny_checkpoints, tmp_path, cli
     assert set(counts.values()) == {1}
     assert sorted(counts) == sorted(zip(*map(list, np.nonzero(before == 0))))
     _assert_equal_to_reference(cfg.store, reference)
+
+
+def test_second_sweep_of_a_store_stops_and_a_crashed_ones_lock_never_blocks(
+        tiny_checkpoints, tmp_path, client, reference):
+    """Two sweeps of one store: the second says who is writing it and stops (exit 2, nothing
+    computed twice). The first, connected to a scheduler without workers so that it holds
+    the store for as long as the test needs, then dies by SIGKILL (no cleanup runs): its
+    lock dies with it, and a rerun on a cluster with workers finishes the store."""
+    import json
+
+    from distributed import LocalCluster
+
+    from sweep.cli import main
+    from sweep.lock import lock_path
+
+    cfg_path = tmp_path / "sweep.yaml"
+    cfg_path.write_text(yaml.safe_dump(_doc(tiny_checkpoints, tmp_path / "run.zarr")))
+    cfg = config_from_dict(_doc(tiny_checkpoints, tmp_path / "run.zarr"))
+    with LocalCluster(n_workers=0, scheduler_port=0, dashboard_address=":0") as idle:
+        log = open(tmp_path / "sweep.log", "w+")
+        first = subprocess.Popen([sys.executable, "-m", "sweep", "sweep", str(cfg_path),
+                                  "--scheduler", idle.scheduler_address],
+                                 cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_for_holder(lock_path(cfg.store), first, log)
+            second = subprocess.run([sys.executable, "-m", "sweep", "sweep", str(cfg_path),
+                                     "--scheduler", client.scheduler.address],
+                                    cwd=REPO, capture_output=True, text=True, timeout=120)
+            assert second.returncode == 2, second.stdout + second.stderr
+            holder = json.loads(lock_path(cfg.store).read_text())
+            assert second.stderr == (
+                f"tdos: error: store: another sweep (host {holder['host']}, pid {first.pid}, "
+                f"since {holder['since']}) is writing {cfg.store} — wait for it to finish "
+                f"(tdos sweep --wait waits), or stop it\n")
+            assert not _ledger(cfg.store).any()         # neither computed a block
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=60)
+        finally:
+            first.kill()
+    assert lock_path(cfg.store).is_file()              # left behind, but nobody holds it
+    assert main(["sweep", str(cfg_path), "--scheduler", client.scheduler.address, "--resume"]) == 0
+    assert (_ledger(cfg.store) == 1).all()
+    _assert_equal_to_reference(cfg.store, reference)
+
+
+def _wait_for_holder(lock, proc, log, timeout: float = 120) -> None:
+    """Until `proc` has written itself into the lock file (it holds the lock from then on)."""
+    import json
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            log.seek(0)
+            raise AssertionError(f"the first sweep exited ({proc.returncode}):\n{log.read()}")
+        try:
+            if json.loads(lock.read_text() or "{}").get("pid") == proc.pid:
+                return
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError("the first sweep never took the lock")
+
+
+def test_wait_waits_for_the_other_sweep(tmp_path):
+    """--wait: the second run blocks until the first lets go, then proceeds."""
+    from sweep.lock import store_lock
+
+    store = str(tmp_path / "s.zarr")
+    order = []
+    with store_lock(store):
+        waiter = threading.Thread(target=lambda: _locked_then(store, order))
+        waiter.start()
+        time.sleep(0.5)                                 # the waiter is blocked meanwhile
+        order.append("first done")
+    waiter.join(timeout=30)
+    assert order == ["first done", "second ran"]
+
+
+def _locked_then(store, order):
+    from sweep.lock import store_lock
+
+    with store_lock(store, wait=True):
+        order.append("second ran")
