@@ -40,7 +40,7 @@ LOAD_S_PER_GB = 16.7                # cold task of Mamba-370M fp32: 24.9 s for 1
 FP64_LOAD_FACTOR = 1.67             # its fp64 cold task: 41.7 s
 PROCESS_BYTES = int(0.5 * GiB)      # a worker with torch + transformers imported, no model
 HIDDEN_CACHE = 4                    # hidden states kept per worker (sweep.task.HIDDEN_CACHE)
-JAC_CHUNK = 128                     # cotangents per batched backward (sweep.generic.decode)
+JAC_CHUNK = 512                     # cotangents per batched backward (sweep.generic.decode)
 _REAL = {"float32": 4, "float64": 8}
 
 

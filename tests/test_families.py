@@ -124,3 +124,25 @@ def test_every_family_sweeps_through_the_cli(family_checkpoints, tmp_path, capsy
                 a_log = next(v for k, v in weights.items()
                              if f"layers.{layer}." in k and k.endswith("A_log"))
                 np.testing.assert_array_equal(st.a_log(layer), a_log.astype(np.float64))
+
+
+@pytest.mark.parametrize("arch", ["mamba", "gpt2", "gpt_neox", "llama"])
+def test_hand_written_paths_equal_the_generic_path(tiny_checkpoints, arch):
+    """The four fast paths kept by benchmarks/bench_engines.py (>= 1.3x end to end) stay
+    checked against the generic one, float64: to 1e-12 for GPT-2 (both float64 throughout);
+    1e-6 where the generic path inherits float32 from transformers: the decay and state of
+    Mamba, the rotary tables of GPT-NeoX and LLaMA (cos/sin of position x inv_freq taken in
+    float32 whatever the model's dtype; measured 2e-9 and 7e-8 over these 8 positions, the
+    hand-written blocks compute them in the compute dtype)."""
+    from sweep.model import load_model
+
+    m = load_model(tiny_checkpoints[arch], dtype="float64")
+    ids = _ids(m.vocab_size, seed=3)[:8]
+    tol = 1e-12 if arch == "gpt2" else 1e-6
+    for layer in range(m.n_layers):
+        fast = m.block(layer).jacobians(m.hidden_states(ids, layer), 0, 8)
+        generic = m.jacobians(layer).run(ids, 0, 8)
+        assert max(_relative(fast[t], generic.jac[t]) for t in range(8)) <= tol
+        if arch == "mamba":
+            h = m.hidden_states(ids, layer)
+            assert _relative(m.block(layer).delta(h, 0, 8), generic.delta) <= tol

@@ -25,7 +25,7 @@ from transformers.cache_utils import Cache, DynamicLayer, LinearAttentionCacheLa
 from sweep.generic import attention, prefix, ssm
 from sweep.generic.layers import decoder_layers, layer_kinds
 
-JAC_CHUNK = 128          # cotangents per batched backward: 128 x d rows of activations
+JAC_CHUNK = 512          # cotangents per batched backward (bench: 512 ~8 % faster than 128 at d = 1024)
 # largest |copy - real| / max |real| of a layer output accepted as "the same call"
 MISMATCH = {torch.float32: 1e-4, torch.float64: 1e-9}
 
