@@ -191,11 +191,12 @@ def bench_config(models: dict, store: Path, length: int, T: int):
                              "compute": {"token_block": T, "live_every": 0}})
 
 
-def block_task(cfg, root, group: str, t0: int):
-    """The planned BlockTask of `group` starting at token t0."""
-    from sweep.plan import BlockTask, plan
+def block_task(plan, root, group: str, t0: int):
+    """The planned BlockTask of `group` starting at token t0 (`plan` from sweep.plan.make_plan,
+    `root` the store sweep.store.open_store made from it)."""
+    from sweep.tasks import BlockTask, pending_tasks
 
-    return next(t for t in plan(cfg, root) if isinstance(t, BlockTask)
+    return next(t for t in pending_tasks(plan, root) if isinstance(t, BlockTask)
                 and t.model.group == group and t.t0 == t0)
 
 
@@ -218,7 +219,8 @@ def phases(model, task, g, reps: int) -> dict:
     block = model.block(task.layer)
 
     def jac():
-        J = block.jacobians(h, task.t0, task.t1, out=_jacobian_buffer(task.t1 - task.t0, h))  # (T, d, d)
+        buf = _jacobian_buffer(task.t1 - task.t0, model.d_model, model.dtype, model.device)
+        J = block.jacobians(h, task.t0, task.t1, out=buf)                 # (T, d, d)
         delta = block.delta(h, task.t0, task.t1)                           # (T, d_inner) | None
         return J, delta
 
@@ -227,7 +229,8 @@ def phases(model, task, g, reps: int) -> dict:
     faults = (minor_faults() - f0) / (reps + 1) / J.shape[0]
     et, _, eig = timed(lambda: eigvals(J).numpy(), reps)
     d_np = None if delta is None else delta.numpy()
-    wt, _, _ = timed(lambda: store.write_block(g, task.row, task.seq, task.block, task.t0, store.BlockValues(eig, d_np)), reps)
+    values = store.BlockValues(eig, d_np, jacobian_path="hand-written")
+    wt, _, _ = timed(lambda: store.write_block(g, task.row, task.seq, task.block, task.t0, values), reps)
     return {"hidden": hid, "jacobian": jt, "eig": et, "write": wt,
             "jac_minor_faults_per_token": faults, "J": J}
 
@@ -317,21 +320,22 @@ def run(args) -> dict:
     from cluster import ClusterConfig, connect
     from sweep import store as st
     from sweep.model import load_model
-    from sweep.run import prepare_store
+    from sweep.plan import make_plan
 
     work = Path(args.work)
     models = save_models(work / "models", args.models)
     store = work / "bench_block.zarr"
     shutil.rmtree(store, ignore_errors=True)
     cfg = bench_config(models, store, args.prefix + args.tokens, args.tokens)
-    root = prepare_store(cfg)
+    sweep_plan = make_plan(cfg)
+    root = st.open_store(sweep_plan)                   # creates the store and its model groups
     res = {"meta": meta(args), "blocks": [], "solvers": [], "naive": []}
     J_solver = None                       # the Mamba fp32 J_tt when Mamba is benchmarked
     with connect(ClusterConfig(workers=1, threads_per_worker=1)) as client:
         for name, (path, layer) in models.items():
             for dtype in DTYPES:
                 group = f"{name}-{dtype}"
-                task = block_task(cfg, root, group, args.prefix)
+                task = block_task(sweep_plan, root, group, args.prefix)
                 model = load_model(path, dtype=dtype)
                 grp = st.open_group(str(store), group)
                 g = {k: grp[k] for k in grp.array_keys()}        # opened once, as a worker does

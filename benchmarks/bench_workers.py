@@ -58,7 +58,9 @@ def save_small_mamba(root: Path) -> Path:
 def scaling(work: Path, workers=(1, 2), sequences: int = 3, length: int = 64, block: int = 8) -> list[dict]:
     from cluster import connect
     from sweep.config import config_from_dict
-    from sweep.run import prepare_store, run_sweep
+    from sweep.plan import make_plan
+    from sweep.run import run_sweep
+    from sweep.store import open_store
 
     path = save_small_mamba(work / "models")
     rows = []
@@ -69,7 +71,7 @@ def scaling(work: Path, workers=(1, 2), sequences: int = 3, length: int = 64, bl
                                 "inputs": {"sequences": sequences, "length": length, "seed": 0},
                                 "compute": {"token_block": block, "live_every": 0},
                                 "cluster": {"workers": n, "threads_per_worker": 1}})
-        prepare_store(cfg)                       # client-side model load + store creation: not timed
+        open_store(make_plan(cfg))               # client-side plan + store creation: not timed
         with connect(cfg.cluster) as client:
             t = time.perf_counter()
             res = run_sweep(cfg, resume=True, client=client, progress=False)

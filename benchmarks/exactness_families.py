@@ -72,7 +72,7 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     lines = [f"transformers {transformers.__version__}, torch {torch.__version__}, float64, "
              f"{L} tokens", "",
-             "| family | layer kinds | attention | max |J_ts|, s < t | h | J_tt | eig(J_tt) | Δ_t | bound (J / eig) |",
+             "| family | layer kinds | attention | max \\|J_ts\\|, s > t | h | J_tt | eig(J_tt) | Δ_t | bound (J / eig) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         for name, config in FAMILIES.items():       # one generator, in the tests' order

@@ -186,12 +186,15 @@ def identity_dict(cfg: SweepConfig) -> dict:
     for m, spec in zip(models, cfg.models):
         if spec.trust_remote_code:        # absent when false: fingerprints of older stores hold
             m["trust_remote_code"] = True
-    return {"models": models, "inputs": inputs,
-            "layers": _jsonable_layers(cfg.layers), "token_block": cfg.token_block}
+    ident = {"models": models, "inputs": inputs,
+             "layers": _jsonable_layers(cfg.layers), "token_block": cfg.token_block}
+    if cfg.compute.engine != "auto":      # the fast paths and the generic path differ in rounding
+        ident["engine"] = cfg.compute.engine
+    return ident
 
 
 def fingerprint(cfg: SweepConfig) -> str:
-    """sha256 of the canonical JSON of models + inputs + layers + token_block."""
+    """sha256 of the canonical JSON of models + inputs + layers + token_block (+ engine)."""
     canon = json.dumps(identity_dict(cfg), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()
 

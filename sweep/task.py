@@ -226,7 +226,7 @@ def _check_causal(model, layer: int, ref: ModelRef) -> None:
     dep = later_dependence(model.hf, layer, model.vocab_size)
     if dep > 0:
         raise NonCausal(f"{ref.path}: layer {layer}'s output at a token depends on later tokens "
-                        f"(|J_ts| / |J_tt| up to {dep:.1e} for s < t) — its sequence Jacobian is "
+                        f"(|J_ts| / |J_tt| up to {dep:.1e} for s > t) — its sequence Jacobian is "
                         f"not block lower-triangular, so eig(J_tt) is not its spectrum; sweep a "
                         f"causal decoder-only model")
 

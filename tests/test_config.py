@@ -66,8 +66,11 @@ def test_fingerprint_covers_identity_only(tiny_checkpoints, tmp_path):
                                               cluster={"workers": 3}), "b.yaml"))
     other = load_config(_write(tmp_path, _base(tiny_checkpoints, tmp_path, **{"inputs.seed": 1}), "c.yaml"))
     assert re.fullmatch(r"[0-9a-f]{64}", fingerprint(base))
+    generic = load_config(_write(tmp_path, _base(tiny_checkpoints, tmp_path, **{"compute.engine": "generic"}),
+                                 "d.yaml"))
     assert fingerprint(base) == fingerprint(same)
     assert fingerprint(base) != fingerprint(other)
+    assert fingerprint(base) != fingerprint(generic)     # one store never mixes the two engines
 
 
 def _checkpoint(tmp_path, name, config: dict):

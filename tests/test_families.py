@@ -74,7 +74,7 @@ def test_generic_path_equals_whole_sequence_autograd(family_checkpoints, family)
     for layer in range(ours.n_layers):
         h, J = sequence_jacobian(ref, layer, ids)                         # (L, d), (L, d, L, d)
         for s in range(L):
-            assert (J[s, :, s + 1:] == 0).all(), f"J_ts for s < t at row {s}"
+            assert (J[s, :, s + 1:] == 0).all(), f"J_ts for s > t at output row t = {s}"
         engine = ours.jacobians(layer)
         blocks = [engine.run(ids, 0, 4), engine.run(ids, 4, L)]           # a prefill, then decoding
         jac = torch.cat([b.jac for b in blocks])

@@ -22,7 +22,7 @@ class _Captured(Exception):
 
 
 def later_dependence(model: torch.nn.Module, layer: int, vocab: int, seed: int = 0) -> float:
-    """max over s < t of |∂h_{l+1,s}/∂h_{l,t}| along random directions, relative to the
+    """max over t > s of |∂h_{l+1,s}/∂h_{l,t}| along random directions, relative to the
     largest dependence on inputs at or before s; 0.0 for a causal layer."""
     block = decoder_layers(model)[layer]
     gen = torch.Generator().manual_seed(seed)
