@@ -13,9 +13,12 @@ Two things differ from transformers' `sdpa`/`eager` functions, neither changing 
   concatenated (cotangent-batched) key tensor would copy the prefix once per cotangent
   (82 % of the time of a naive `jacfwd` at Qwen3-0.6B's shape).
 
-Products run per (batch row, key/value head) as 2-D matrix products: under the batched
-backward a 2-D product folds the cotangent batch into its rows, where a 4-D `matmul`
-against the prefix would broadcast (copy) it.
+Products run batched over (batch row, key/value head), and a product with the held prefix
+goes through `_Held`, whose backward folds the cotangent batch into the rows of one product
+per head with the prefix. Left to autograd, the batched backward broadcasts the constant
+prefix to one small matrix product per cotangent, or (per-head 2-D products) stacks the
+heads' cotangents back together; at Qwen3-0.6B's shape with 480 prefix tokens either costs
+more than the layer's dense products.
 """
 from __future__ import annotations
 
@@ -71,20 +74,10 @@ def _scores(query, blocks, scaling):
     """q·kᵀ over every block of keys: (b, h, q, k_total)."""
     b, h, q, hd = query.shape
     h_kv = blocks[0][0].shape[1]
-    qs = query.reshape(b, h_kv, (h // h_kv) * q, hd)               # heads grouped by kv head
-    keys = [_heads(K) for K, _ in blocks]
-    rows = []
-    for i, q_i in enumerate(_heads(qs)):
-        for j, q_ij in enumerate(q_i):
-            parts = [q_ij @ K[i][j].transpose(0, 1) for K in keys]  # (g q, k_block)
-            rows.append(torch.cat(parts, -1) if len(parts) > 1 else parts[0])
-    return torch.stack(rows).reshape(b, h, q, -1) * scaling
-
-
-def _heads(t):
-    """(b, heads, …) -> [[(…) per head] per batch row], by unbind: its backward is one
-    stack, where indexing head by head would add a zero-filled gradient per head."""
-    return [row.unbind(0) for row in t.unbind(0)]
+    qs = query.reshape(b * h_kv, (h // h_kv) * q, hd)              # heads grouped by kv head
+    parts = [_product(qs, K.reshape(b * h_kv, -1, hd).transpose(1, 2)) for K, _ in blocks]
+    s = torch.cat(parts, -1) if len(parts) > 1 else parts[0]       # (b h_kv, g q, k_total)
+    return s.reshape(b, h, q, -1) * scaling
 
 
 def _weights(module, s, mask, softcap, s_aux, is_causal, position_bias):
@@ -111,10 +104,53 @@ def _mix(p, blocks, b, h, q):
     """Σ_blocks p·V: (b, h, q, hd)."""
     h_kv = blocks[0][0].shape[1]
     sizes = [K.shape[-2] for K, _ in blocks]
-    values = [_heads(V) for _, V in blocks]
-    outs = []
-    for i, p_i in enumerate(_heads(p.reshape(b, h_kv, (h // h_kv) * q, -1))):
-        for j, p_ij in enumerate(p_i):
-            parts = p_ij.split(sizes, -1) if len(sizes) > 1 else (p_ij,)
-            outs.append(sum(w @ V[i][j] for w, V in zip(parts, values)))     # (g q, hd)
-    return torch.stack(outs).reshape(b, h, q, -1)
+    p = p.reshape(b * h_kv, (h // h_kv) * q, -1)
+    parts = p.split(sizes, -1) if len(sizes) > 1 else (p,)
+    out = sum(_product(w, V.reshape(b * h_kv, -1, V.shape[-1])) for w, (_, V) in zip(parts, blocks))
+    return out.reshape(b, h, q, -1)
+
+
+def _product(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """x @ m, (n, r, c) @ (n, c, k), n heads; through `_Held` when m is a constant (the held
+    prefix) and x is not."""
+    if m.requires_grad or not x.requires_grad:
+        return x @ m
+    return _Held.apply(x, m)
+
+
+class _Held(torch.autograd.Function):
+    """x @ m for a constant m; backward: the cotangent times mᵀ by `_FoldedProduct`."""
+
+    @staticmethod
+    def forward(x, m):
+        return x @ m
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[1])
+
+    @staticmethod
+    def backward(ctx, g):
+        m, = ctx.saved_tensors
+        return _FoldedProduct.apply(g, m.transpose(1, 2)), None
+
+
+class _FoldedProduct(torch.autograd.Function):
+    """g @ m for a constant m, (n, r, k) @ (n, k, c); under vmap (J_tt's batched cotangents)
+    one product per head with the cotangent batch folded into g's rows."""
+
+    @staticmethod
+    def forward(g, m):
+        return g @ m
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def vmap(info, in_dims, g, m):
+        if in_dims[1] is not None:                      # a batched m: nothing to fold
+            return torch.vmap(torch.matmul, in_dims=in_dims)(g, m), 0
+        n, batch, r, k = g.movedim(in_dims[0], 1).shape                   # (n, B, r, k)
+        folded = g.movedim(in_dims[0], 1).reshape(n, batch * r, k) @ m     # (n, B r, c)
+        return folded.reshape(n, batch, r, -1), 1

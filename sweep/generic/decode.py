@@ -108,12 +108,22 @@ class LayerJacobians:
         token 0: for Mamba-2 a chunked scan padded to chunk_size (256) tokens, whose batched
         backward costs minutes a token. From a zero state the decode step is the same map
         (the causal convolution pads with zeros, the scan starts from zero). The states get
-        their shapes from one throwaway token through layers 0..layer; attention layers of
-        the cache are emptied again."""
+        their shapes from one throwaway token through layers 0..layer, its values discarded
+        (so the Mamba-2-style mixers take it in chunks of one token, not padded to 256);
+        attention layers of the cache are emptied again."""
         if not any(isinstance(l, LinearAttentionCacheLayerMixin) for l in cache.layers):
             return
         rec.differentiate = False
-        self._forward(ids, 0, 1, {"use_cache": True, "cache": cache})
+        chunked = [m for m in self.model.modules() if isinstance(getattr(m, "A_log", None), torch.nn.Parameter)
+                   and isinstance(getattr(m, "chunk_size", None), int)]
+        sizes = [m.chunk_size for m in chunked]
+        try:
+            for m in chunked:
+                m.chunk_size = 1
+            self._forward(ids, 0, 1, {"use_cache": True, "cache": cache})
+        finally:
+            for m, size in zip(chunked, sizes):
+                m.chunk_size = size
         for layer in cache.layers:
             if isinstance(layer, DynamicLayer):
                 DynamicLayer.reset(layer)              # its keys and values (a hybrid's too)
@@ -245,10 +255,11 @@ class _Recorder:
         d = y.shape[0]
         eye = torch.eye(d, dtype=y.dtype)
         chunk = self.owner.chunk
+        # torch.vmap over autograd.grad, not is_grads_batched: the latter's legacy vmap has no
+        # batching rule for softmax's or SiLU's backward and loops over the cotangents there
+        row = torch.vmap(lambda v: torch.autograd.grad(y, h, v, retain_graph=True)[0])
         for i in range(0, d, chunk):
-            g, = torch.autograd.grad(y, h, eye[i:i + chunk], retain_graph=i + chunk < d,
-                                     is_grads_batched=True)
-            self.jac[t, i:i + chunk] = g.reshape(-1, d)
+            self.jac[t, i:i + chunk] = row(eye[i:i + chunk]).reshape(-1, d)
 
 
 def _is_state(v) -> bool:

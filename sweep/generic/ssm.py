@@ -15,6 +15,12 @@ update and its float32 rounding are transformers'), its backward is the derivati
 contracted over the state before anything is batched: O(heads × head_dim + state) per
 cotangent. tests/test_generic_ssm.py checks it against autograd of transformers' function.
 
+The one-token causal convolution before the scan (`*causal_conv1d_update`, equally
+replaceable) has a reference implementation through a depthwise `F.conv1d`, whose batched
+backward falls back to one call per cotangent (a quarter of a Mamba-2-370m token's time);
+`_ConvUpdate` keeps its values and gives autograd its derivative, which for the new token is
+diagonal in the channel: act'(pre) × the kernel's last tap.
+
 Both layouts are handled as (b, H, P, N): Mamba-1 has one "head" per channel (P = 1) and B, C
 shared by all of them; Mamba-2 has H heads of P channels in G groups sharing B and C.
 While patched, every call made without autograd (the model's own decode step) records
@@ -34,6 +40,8 @@ import inspect
 # transformers' Mamba-style ops, by the end of their module-level names: the one-token
 # state update (decode), and the whole-sequence scans (a sequence's first token)
 UPDATE, SCAN1, SCAN2 = "selective_state_update", "selective_scan", "chunk_scan"
+CONV = "causal_conv1d_update"         # the one-token causal convolution before the scan
+OPS = (UPDATE, SCAN1, SCAN2, CONV)
 
 
 def ssm_mixer(layer: torch.nn.Module) -> torch.nn.Module | None:
@@ -53,7 +61,7 @@ def patched(layer: torch.nn.Module, recorded: list):
     swapped = []
     for mod in modules:
         for name, fn in list(vars(mod).items()):
-            op = next((o for o in (UPDATE, SCAN1, SCAN2) if name.endswith(o)), None)
+            op = next((o for o in OPS if name.endswith(o)), None)
             if op and callable(fn) and not isinstance(fn, _Wrapped):
                 setattr(mod, name, _Wrapped(fn, op, recorded))
                 swapped.append((mod, name, fn))
@@ -73,6 +81,14 @@ class _Wrapped:
 
     def __call__(self, *args, **kwargs):
         a = self.signature.bind(*args, **kwargs).arguments
+        if self.op == CONV:
+            if not torch.is_grad_enabled() or not _ConvUpdate.applies(a):
+                return self.fn(*args, **kwargs)
+            out, new_state = _ConvUpdate.apply(self.fn, a["hidden_states"], a["conv_state"],
+                                               a["weight"], a.get("bias"), a.get("activation"))
+            with torch.no_grad():
+                a["conv_state"].copy_(new_state)
+            return out
         if not torch.is_grad_enabled():
             self.recorded.append(_last_delta(self.op, a))
             return self.fn(*args, **kwargs)
@@ -123,6 +139,43 @@ class _Update(torch.autograd.Function):
         return (None, None, *_vjp(g, *ctx.saved_tensors, ctx.softplus))
 
 
+class _ConvUpdate(torch.autograd.Function):
+    """y = transformers' one-token causal convolution (+ activation); backward: its derivative
+    in the new token, act'(pre) ⊙ weight[:, -1] per channel (the state is the held prefix)."""
+
+    generate_vmap_rule = True
+    ACTIVATIONS = (None, "silu", "swish")
+
+    @staticmethod
+    def applies(a: dict) -> bool:
+        """One new token, a state as long as the kernel, an activation with a derivative here."""
+        return (a["hidden_states"].shape[-1] == 1 and a["conv_state"].shape[-1] == a["weight"].shape[-1]
+                and a.get("activation") in _ConvUpdate.ACTIVATIONS)
+
+    @staticmethod
+    def forward(fn, x, state, weight, bias, activation):
+        new = state.clone()
+        out = fn(x, new, weight, bias, activation=activation)
+        return out, new                        # y (b, C, 1), the state after the token (b, C, K)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, x, _, weight, bias, activation = inputs
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(output[1], weight, bias)
+        ctx.activation, ctx.dtype = activation, x.dtype
+
+    @staticmethod
+    def backward(ctx, g, _new):
+        new, weight, bias = ctx.saved_tensors
+        slope = weight[:, -1]                                                # (C,)
+        if ctx.activation is not None:
+            pre = (new.to(weight.dtype) * weight).sum(-1) + (0 if bias is None else bias)  # (b, C)
+            sig = torch.sigmoid(pre)
+            slope = slope * sig * (1 + pre * (1 - sig))                     # silu'
+        return None, (g * slope[..., None].to(g.dtype)).to(ctx.dtype), None, None, None, None
+
+
 def _as_heads(state, x, dt, A, B, C, D, bias, z):
     """Mamba-1 tensors as Mamba-2's (b, H, P, N) layout with P = 1 and one group."""
     if state.dim() == 4:
@@ -162,7 +215,8 @@ def _vjp(g, prev, new, x, dt, A, B, C, D, bias, z, softplus):
     rows = g.reshape(b, G, (H // G) * P)
     states = new.reshape(b, G, (H // G) * P, N).to(g.dtype)
     weight = (g * step * x).reshape(b, G, -1).sum(-1)                        # (b, G)
-    g_C = torch.stack([torch.stack([rows[i, j] @ states[i, j] for j in range(G)])
+    # (torch.mm, not matmul: the batched backward's vmap has a batching rule for 2-D mm only)
+    g_C = torch.stack([torch.stack([torch.mm(rows[i, j][None], states[i, j])[0] for j in range(G)])
                        for i in range(b)])                                   # (b, G, N)
     g_B = weight[..., None] * C
     return (g_x.reshape(shapes[0]), g_dt.reshape(shapes[1]), None, g_B.reshape(shapes[2]),
