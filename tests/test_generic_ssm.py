@@ -3,8 +3,9 @@
 tdos replaces the backward (never the values) of transformers' one-token Mamba-style ops: the
 selective state update of Mamba-1 and Mamba-2, and the causal convolution before it. The
 oracle is plain autograd through transformers' reference implementation, unpatched, with the
-same batched identity cotangents a sweep uses (`is_grads_batched`): every Jacobian entry of
-the op's output with respect to every input that depends on the token.
+backward taken row by row; tdos' derivative runs as in a sweep, under torch.vmap over
+autograd.grad with identity cotangents: every Jacobian entry of the op's output with respect
+to every input that depends on the token.
 """
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from sweep.generic import ssm
 F64 = torch.float64
 
 
-def _jacobians(call, inputs: dict, wrt: list[str]) -> list[torch.Tensor]:
-    """d out / d inputs[k] for k in wrt, each (out.numel(), inputs[k].numel()), by batched backward."""
+def _jacobians(call, inputs: dict, wrt: list[str], batched: bool) -> list[torch.Tensor]:
+    """d out / d inputs[k] for k in wrt, each (out.numel(), inputs[k].numel()): by the batched
+    backward a sweep runs (torch.vmap over autograd.grad, identity cotangents), or row by row."""
     leaves = {k: v.detach().clone().requires_grad_(k in wrt) if isinstance(v, torch.Tensor) else v
               for k, v in inputs.items()}
     # transformers' Mamba-2 op updates the state in place after autograd saved it: autograd
@@ -27,7 +29,12 @@ def _jacobians(call, inputs: dict, wrt: list[str]) -> list[torch.Tensor]:
     with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(torch.clone, lambda t: t):
         out = call(**leaves)
         eye = torch.eye(out.numel(), dtype=out.dtype).reshape(-1, *out.shape)
-        grads = torch.autograd.grad(out, [leaves[k] for k in wrt], eye, is_grads_batched=True)
+        xs = [leaves[k] for k in wrt]
+        if batched:
+            grads = torch.vmap(lambda v: torch.autograd.grad(out, xs, v, retain_graph=True))(eye)
+        else:
+            rows = [torch.autograd.grad(out, xs, v, retain_graph=True) for v in eye]
+            grads = [torch.stack(r) for r in zip(*rows)]
     return [g.reshape(out.numel(), -1) for g in grads]
 
 
@@ -40,8 +47,8 @@ def _compare(fn, op, inputs, wrt, state_key):
         our_out = ours(**{**inputs, state_key: our_state}).detach()
     assert torch.equal(our_out, ref_out)                 # transformers' values, untouched
     assert torch.equal(our_state, ref_state)             # and its in-place state update
-    ref = _jacobians(lambda **a: fn(**{**a, state_key: a[state_key].clone()}), inputs, wrt)
-    got = _jacobians(lambda **a: ours(**{**a, state_key: a[state_key].clone()}), inputs, wrt)
+    ref = _jacobians(lambda **a: fn(**{**a, state_key: a[state_key].clone()}), inputs, wrt, False)
+    got = _jacobians(lambda **a: ours(**{**a, state_key: a[state_key].clone()}), inputs, wrt, True)
     for name, r, g in zip(wrt, ref, got):
         scale = float(r.abs().max())
         assert scale > 0, name                           # the cotangent really reaches it

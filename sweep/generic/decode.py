@@ -9,8 +9,8 @@ respect to its hidden-state input while `prefix.held_fixed` holds the cache (the
 fixed; the real call then runs and advances the cache. The copy's output must equal the
 real one (to rounding), which every token checks.
 
-J_tt rows come from one reverse-mode pass per chunk of cotangents (`torch.autograd.grad`
-with `is_grads_batched`): d/`JAC_CHUNK` batched backward passes through transformers' own
+J_tt rows come from one reverse-mode pass per chunk of cotangents (`torch.vmap` over
+`torch.autograd.grad`): d/`JAC_CHUNK` batched backward passes through transformers' own
 layer code.
 """
 from __future__ import annotations

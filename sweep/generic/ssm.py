@@ -215,7 +215,7 @@ def _vjp(g, prev, new, x, dt, A, B, C, D, bias, z, softplus):
     rows = g.reshape(b, G, (H // G) * P)
     states = new.reshape(b, G, (H // G) * P, N).to(g.dtype)
     weight = (g * step * x).reshape(b, G, -1).sum(-1)                        # (b, G)
-    # (torch.mm, not matmul: the batched backward's vmap has a batching rule for 2-D mm only)
+    # (torch.mm: is_grads_batched's legacy vmap batches 2-D mm only, torch.vmap batches both)
     g_C = torch.stack([torch.stack([torch.mm(rows[i, j][None], states[i, j])[0] for j in range(G)])
                        for i in range(b)])                                   # (b, G, N)
     g_B = weight[..., None] * C
