@@ -146,3 +146,34 @@ def test_token_ids_beyond_the_model_vocabulary(tmp_path, tiny_checkpoints):
     with pytest.raises(ConfigError, match=r"^inputs\.tokenizer: .* gives token id 195, but .* embeds "
                                           r"ids 0\.\.63 — use the tokenizer the model was trained with"):
         load_config(_config(tmp_path, tiny_checkpoints["mamba"], text="t.txt", tokenizer=str(BYTES_TOKENIZER)))
+
+
+def test_text_sweep_with_the_checkpoints_own_tokenizer(tmp_path, client):
+    """Through real worker processes: the workers hold the checkpoint's tokenizer files to
+    their recorded sha256 like its weights (the store keys on them), and an edited
+    tokenizer.json is another input, refused on resume before any block runs."""
+    import json
+    import shutil
+
+    import zarr
+
+    from sweep.errors import CheckpointChanged
+    from sweep.run import run_sweep
+
+    ck = tmp_path / "ck"
+    shutil.copytree(BYTES_MAMBA, ck)
+    (tmp_path / "t.txt").write_text("natural text, " * 10)
+    doc = yaml.safe_load(open(_config(tmp_path, ck, text="t.txt")))
+    doc["compute"] = {"token_block": 8, "live_every": 0}
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(doc))
+    result = run_sweep(load_config(str(tmp_path / "cfg.yaml")).config, client=client, progress=False)
+    assert (result.exit_code, result.done) == (0, 4)                  # 2 sequences x 2 blocks
+    g = zarr.open_group(str(tmp_path / "run.zarr"), path="ck", mode="r")     # named after its directory
+    assert {"tokenizer.json", "tokenizer_config.json"} <= set(g.attrs["checkpoint"]["files"])
+    expected = np.frombuffer(b"natural text, natural text, natu", dtype=np.uint8).reshape(2, 16)
+    np.testing.assert_array_equal(g["tokens"][...], expected)
+
+    tok = json.loads((ck / "tokenizer.json").read_text())
+    (ck / "tokenizer.json").write_text(json.dumps(tok, indent=1))       # same ids, other bytes
+    with pytest.raises(CheckpointChanged, match=r"tokenizer\.json changed since the store was made"):
+        run_sweep(load_config(str(tmp_path / "cfg.yaml")).config, client=client, progress=False)
