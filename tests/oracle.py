@@ -22,15 +22,16 @@ class _Captured(Exception):
     pass
 
 
-def _layer_call(model, layer: int, ids: torch.Tensor):
-    """(hidden input (1, L, d), other args, kwargs) of layer `layer` in model(ids)."""
-    got = {}
-
-    def hook(module, args, kwargs):
-        got["args"], got["kwargs"] = args, dict(kwargs)
+def _run_until(model, layer: int, ids: torch.Tensor, before: bool, seen=None) -> None:
+    """model(ids) without a cache, stopped just before (or after) layer `layer`; with `seen`
+    (a dict), the layer's call arguments are recorded into it."""
+    def stop(module, args, kwargs, *out):
+        if seen is not None:
+            seen["args"], seen["kwargs"] = args, dict(kwargs)
         raise _Captured
 
-    h = decoder_layers(model)[layer].register_forward_pre_hook(hook, with_kwargs=True)
+    mod = decoder_layers(model)[layer]
+    h = (mod.register_forward_pre_hook if before else mod.register_forward_hook)(stop, with_kwargs=True)
     try:
         with torch.no_grad():
             model(ids[None], use_cache=False)
@@ -38,6 +39,12 @@ def _layer_call(model, layer: int, ids: torch.Tensor):
         pass
     finally:
         h.remove()
+
+
+def _layer_call(model, layer: int, ids: torch.Tensor):
+    """(hidden input (1, L, d), other args, kwargs) of layer `layer` in model(ids)."""
+    got = {}
+    _run_until(model, layer, ids, before=True, seen=got)
     args, kwargs = got["args"], got["kwargs"]
     x = args[0] if args else kwargs.pop("hidden_states")
     return x, args[1:], kwargs
@@ -72,7 +79,7 @@ def scan_deltas(model, layer: int, ids: torch.Tensor) -> torch.Tensor:
     # the module-level op serves every layer: record it inside this layer's call only
     hook = block.register_forward_pre_hook(lambda module, args: inside.append(True))
     try:
-        _layer_call_full(model, layer, ids)
+        _run_until(model, layer, ids, before=False)
     finally:
         hook.remove()
         for mod, name, fn in saved:
@@ -101,19 +108,6 @@ def _recording(fn, name, seen, inside):
     return call
 
 
-def _layer_call_full(model, layer, ids):
-    """model(ids) without a cache, stopped after layer `layer`."""
-    def stop(module, args, kwargs, out):
-        raise _Captured
-
-    h = decoder_layers(model)[layer].register_forward_hook(stop, with_kwargs=True)
-    try:
-        with torch.no_grad():
-            model(ids[None], use_cache=False)
-    except _Captured:
-        pass
-    finally:
-        h.remove()
 
 
 def matched_eigvals_error(got: np.ndarray, want: np.ndarray) -> float:
