@@ -179,7 +179,8 @@ def _wrap(hf, path: str, revision, local: Path, dtype: torch.dtype) -> LoadedMod
         "revision": revision,
         "arch": hf.config.model_type,
         "config": json.loads(hf.config.to_json_string(use_diff=False)),
-        "files_sha256": {f.name: sha256_file(f) for f in identity_files(local)},
+        # the tokenizer's files too: a store of a text sweep records them (sweep.plan)
+        "files_sha256": {f.name: sha256_file(f) for f in identity_files(local, tokenizer=True)},
     }
     from sweep.generic.prefix import module_state
 

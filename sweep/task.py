@@ -25,7 +25,6 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -211,7 +210,7 @@ def _load(ref: ModelRef, device: str, key: tuple) -> _CachedModel:
     model = load_model(ref.path, dtype=ref.dtype, revision=ref.revision, device=device,
                        trust_remote_code=ref.trust_remote_code)
     recorded = dict(ref.files)
-    loaded = _hashes(model, recorded)
+    loaded = {f: h for f, h in model.identity["files_sha256"].items() if f in recorded}
     if loaded != recorded:
         changed = sorted(f for f in recorded if loaded.get(f) != recorded[f])
         raise CheckpointChanged(f"{ref.path}: {', '.join(changed)} on this worker differ from "
@@ -219,20 +218,6 @@ def _load(ref: ModelRef, device: str, key: tuple) -> _CachedModel:
                                 f"the changed checkpoint into a new store")
     _models[key] = cached = _CachedModel(model, provenance.file_state(model.local_dir, recorded))
     return cached
-
-
-def _hashes(model, recorded: dict) -> dict:
-    """{file: sha256} on this worker of the recorded files: config.json and the weights from
-    the load, the checkpoint's own tokenizer files (recorded when it reads the text) hashed
-    here; a recorded file missing here is left out, so it reads as changed."""
-    own = model.identity["files_sha256"]
-    out = {}
-    for f in recorded:
-        if f in own:
-            out[f] = own[f]
-        elif (Path(model.local_dir) / f).is_file():
-            out[f] = provenance.sha256_file(Path(model.local_dir) / f)
-    return out
 
 
 def _check_causal(model, layer: int, ref: ModelRef) -> None:
