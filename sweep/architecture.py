@@ -49,9 +49,9 @@ def hf_config(raw: dict, local: Path, where: str, trust_remote_code: bool = Fals
     if "d_model" in raw and "n_layer" in raw:        # mamba_ssm format (state-spaces/mamba-*)
         try:
             return mamba_ssm_to_hf_config(raw), _mamba_ssm_key
-        except Exception as e:  # ours (ValueError: an unsupported setting) or the config's own check
-            if type(e) is ValueError and str(e).startswith("mamba_ssm config:"):
-                raise ConfigError(f"{where}: {e}") from None
+        except MambaSsmConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
+        except Exception as e:  # transformers' own check of the config it was handed
             raise ConfigError(f"{where}: {local / 'config.json'}: bad mamba_ssm setting "
                               f"({_first_line(_root_cause(e))}) — fix config.json or re-download") from None
     raise ConfigError(f"{where}: {local / 'config.json'} has neither model_type (transformers) "
@@ -134,6 +134,10 @@ def _mamba_ssm_key(key: str) -> str:
     return key.replace("backbone.embedding.", "backbone.embeddings.")
 
 
+class MambaSsmConfigError(ValueError):
+    """A mamba_ssm config.json setting tdos cannot map onto transformers' Mamba blocks."""
+
+
 def mamba_ssm_to_hf_config(cfg: dict):
     """mamba_ssm config.json dict -> transformers MambaConfig (Mamba-1 blocks) or Mamba2Config
     (Mamba-2 blocks, ssm_cfg.layer "Mamba2": state-spaces/mamba2-*)."""
@@ -152,11 +156,11 @@ def mamba_ssm_to_hf_config(cfg: dict):
     }
     bad = [k for k, v in unsupported.items() if v]
     if bad:
-        raise ValueError(f"mamba_ssm config: unsupported setting(s) {bad} — only Mamba-1 and "
+        raise MambaSsmConfigError(f"mamba_ssm config: unsupported setting(s) {bad} — only Mamba-1 and "
                          f"Mamba-2 RMSNorm blocks without MLP or attention layers load")
     for key in ("d_model", "n_layer", "vocab_size"):
         if not isinstance(cfg.get(key), int) or isinstance(cfg.get(key), bool) or cfg[key] < 1:
-            raise ValueError(f"mamba_ssm config: {key} must be a positive integer, got "
+            raise MambaSsmConfigError(f"mamba_ssm config: {key} must be a positive integer, got "
                              f"{cfg.get(key)!r} — fix config.json")
     mult = cfg.get("pad_vocab_size_multiple", 1)
     d = cfg["d_model"]
