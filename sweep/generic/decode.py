@@ -256,10 +256,12 @@ class _Recorder:
         eye = torch.eye(d, dtype=y.dtype)
         chunk = self.owner.chunk
         # torch.vmap over autograd.grad, not is_grads_batched: the latter's legacy vmap has no
-        # batching rule for softmax's or SiLU's backward and loops over the cotangents there
-        row = torch.vmap(lambda v: torch.autograd.grad(y, h, v, retain_graph=True)[0])
+        # batching rule for softmax's or SiLU's backward and loops over the cotangents there.
+        # vmap runs the backward once per chunk; the last one frees the graph.
         for i in range(0, d, chunk):
-            self.jac[t, i:i + chunk] = row(eye[i:i + chunk]).reshape(-1, d)
+            keep = i + chunk < d
+            grad = torch.vmap(lambda v: torch.autograd.grad(y, h, v, retain_graph=keep)[0])
+            self.jac[t, i:i + chunk] = grad(eye[i:i + chunk]).reshape(-1, d)
 
 
 def _is_state(v) -> bool:
