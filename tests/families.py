@@ -8,6 +8,9 @@ hybrids mixing kinds of layer.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
+import torch
 import transformers as T
 
 VOCAB = 97
@@ -108,3 +111,17 @@ def tolerance(family: str, eigenvalues: bool = False) -> float:
     if family not in FP32_INSIDE:
         return 1e-8
     return 2e-5 if eigenvalues else 1e-6
+
+
+def save_family(name: str, root: Path, gen: torch.Generator) -> Path:
+    """The family's tiny checkpoint, written by save_pretrained into root/name: float32
+    weights moved off their structured init by `gen` (families written in FAMILIES' order
+    from one generator get the same weights every run)."""
+    from conftest import _perturb
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(FAMILIES[name]()).eval()
+    _perturb(model, gen)
+    model.save_pretrained(root / name)
+    return root / name

@@ -4,7 +4,8 @@
 called exactly as the model's own no-cache forward calls it (arguments captured by a hook):
 the (L·d) x (L·d) Jacobian, whose diagonal blocks are J_tt and whose blocks above the
 diagonal must be zero. `scan_deltas`: Δ_t as transformers hands it to its own scan kernel
-(dt and its bias, softplus), captured during the same forward.
+(dt and its bias, softplus), captured during the same forward. `oracle_model`: the
+checkpoint as transformers alone loads it in float64.
 """
 from __future__ import annotations
 
@@ -20,6 +21,18 @@ from sweep.generic.layers import decoder_layers
 
 class _Captured(Exception):
     pass
+
+
+def oracle_model(path):
+    """transformers' own load of a checkpoint in float64: its default attention, eager
+    experts (the grouped kernel has no float64), no parameter gradients."""
+    from transformers import AutoModelForCausalLM
+
+    m = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float64).eval()
+    if getattr(m.config, "_experts_implementation", None):
+        m.set_experts_implementation("eager")
+    m.requires_grad_(False)
+    return m
 
 
 def _run_until(model, layer: int, ids: torch.Tensor, before: bool, seen=None) -> None:

@@ -6,8 +6,9 @@ Each tiny checkpoint is written with save_pretrained and loaded by sweep.model.l
   above the diagonal is exactly zero (so the union of eig(J_tt) is its spectrum);
 - J_tt of the generic path (the model's own decoding, a prefill of 4 tokens, then decode
   steps) equals that Jacobian's diagonal blocks, entries and eigenvalues matched token by
-  token, within tests/families.py's tolerance (1e-8; 2e-6 where transformers computes parts
-  of the layer in float32 inside a float64 model, which the generic path inherits);
+  token, within tests/families.py's tolerance (1e-8; 1e-6 on J_tt and 2e-5 on eigenvalues
+  where transformers computes parts of the layer in float32 inside a float64 model, which the
+  generic path inherits);
 - Δ_t of Mamba-style layers equals what transformers hands its own scan kernel.
 Then one `tdos sweep` of every family at once, on two real worker processes, stores those
 eigenvalues, Δ_t, A_log (as the checkpoint's file holds it) and the layer kinds.
@@ -19,39 +20,18 @@ import pytest
 import torch
 import yaml
 
-from families import FAMILIES, KINDS, tolerance
-from oracle import matched_eigvals_error, scan_deltas, sequence_jacobian
+from families import FAMILIES, KINDS, save_family, tolerance
+from oracle import matched_eigvals_error, oracle_model, scan_deltas, sequence_jacobian
 
 L = 9
 
 
 @pytest.fixture(scope="session")
 def family_checkpoints(tmp_path_factory):
-    """{family: checkpoint dir}, float32 weights moved off their structured init (seeded)."""
-    from conftest import _perturb
-    from transformers import AutoModelForCausalLM
-
+    """{family: checkpoint dir} (tests/families.py's save_family)."""
     root = tmp_path_factory.mktemp("families")
     gen = torch.Generator().manual_seed(0)
-    out = {}
-    for name, config in FAMILIES.items():
-        torch.manual_seed(0)
-        model = AutoModelForCausalLM.from_config(config()).eval()
-        _perturb(model, gen)
-        model.save_pretrained(root / name)
-        out[name] = root / name
-    return out
-
-
-def _oracle_model(path):
-    """transformers' own load in float64 (default attention; eager experts: no float64 kernel)."""
-    from transformers import AutoModelForCausalLM
-
-    m = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float64).eval()
-    if getattr(m.config, "_experts_implementation", None):
-        m.set_experts_implementation("eager")
-    m.requires_grad_(False)
-    return m
+    return {name: save_family(name, root, gen) for name in FAMILIES}
 
 
 def _ids(vocab: int, seed: int = 0) -> torch.Tensor:
@@ -68,7 +48,7 @@ def test_generic_path_equals_whole_sequence_autograd(family_checkpoints, family)
 
     tol = tolerance(family)
     ours = load_model(family_checkpoints[family], dtype="float64")
-    ref = _oracle_model(family_checkpoints[family])
+    ref = oracle_model(family_checkpoints[family])
     ids = _ids(ours.vocab_size)
     assert [k.kind for k in ours.kinds] == KINDS.get(family, ["attention"] * 2)
     for layer in range(ours.n_layers):
@@ -109,7 +89,7 @@ def test_every_family_sweeps_through_the_cli(family_checkpoints, tmp_path, capsy
     assert "sweep complete" in out and "J_tt: generic" in out
     for family, path in sorted(family_checkpoints.items()):
         st = open_store(doc["store"], model=family)
-        ref = _oracle_model(path)
+        ref = oracle_model(path)
         ids = torch.from_numpy(np.asarray(st.tokens(0)))
         assert st.layer_kinds == KINDS.get(family, ["attention"] * 2)
         weights = load_file(str(path / "model.safetensors"))
