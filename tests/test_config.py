@@ -256,3 +256,13 @@ def test_core_hours_match_the_recorded_paper_sweep(tiny_checkpoints, tmp_path):
     plan = plan_sweep(Plan(paper, models), workers=2)
     assert plan.blocks == 44
     assert 0.5 < plan.core_seconds / 870 < 2
+
+
+def test_budget_mirrors_the_workers_constants():
+    """The budget keeps copies of two worker constants (importing their owners would load
+    transformers into `--dry-run`); they must follow the workers' values."""
+    from sweep import budget, task
+    from sweep.generic import decode
+
+    assert budget.JAC_CHUNK == decode.JAC_CHUNK
+    assert budget.HIDDEN_CACHE == task.HIDDEN_CACHE

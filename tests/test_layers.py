@@ -20,12 +20,17 @@ def _imports(path: Path) -> set[str]:
     return out
 
 
-def test_block_math_imports_neither_dask_nor_yaml():
-    code = ("import sweep.blocks.mamba, sweep.blocks.attention, sweep.linalg, sweep.spectra, sys; "
-            "print([m for m in ('dask', 'distributed', 'yaml') if m in sys.modules])")
+def _loaded_after(modules: str, watched: tuple) -> list[str]:
+    """Which of `watched` a fresh interpreter holds after importing `modules` (comma-separated)."""
+    code = f"import {modules}, sys; print(' '.join(m for m in {watched!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          check=True).stdout
-    assert out.strip() == "[]"
+    return out.split()
+
+
+def test_block_math_imports_neither_dask_nor_yaml():
+    assert _loaded_after("sweep.blocks.mamba, sweep.blocks.attention, sweep.linalg, sweep.spectra",
+                         ("dask", "distributed", "yaml")) == []
 
 
 def test_analysis_never_imports_sweep_or_cluster():
@@ -45,19 +50,13 @@ def test_store_layout_is_declared_once():
 def test_a_worker_imports_no_plotting_and_no_scipy():
     """Every task imports sweep.task (and through it the store schema): no matplotlib, no
     scipy pulled in with it (the issue's own check, and scipy, which the analysis uses)."""
-    code = "import sweep.task, sys; print('matplotlib' in sys.modules, 'scipy' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                         check=True).stdout
-    assert out.strip() == "False False"
+    assert _loaded_after("sweep.task", ("matplotlib", "scipy")) == []
 
 
 def test_the_generic_path_imports_no_dask():
     """(transformers itself imports yaml, so only Dask is checked here)"""
-    code = ("import sweep.generic.decode, sweep.generic.causality, sweep.model, sys; "
-            "print([m for m in ('dask', 'distributed') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                         check=True).stdout
-    assert out.strip() == "[]"
+    assert _loaded_after("sweep.generic.decode, sweep.generic.causality, sweep.model",
+                         ("dask", "distributed")) == []
 
 
 def test_plan_and_store_import_one_way():

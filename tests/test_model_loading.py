@@ -39,7 +39,6 @@ def test_loaded_model_matches_hf(tiny_checkpoints, arch):
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     # embed(tokens) is the input of layer 0 (GPT-2's learned positions included)
     seen = []
-    hook = ref.base_model.get_input_embeddings()
     from sweep.generic.layers import decoder_layers
 
     h = decoder_layers(ref)[0].register_forward_pre_hook(lambda mod, args: seen.append(args[0]))
@@ -54,7 +53,6 @@ def test_loaded_model_matches_hf(tiny_checkpoints, arch):
     assert all(len(v) == 64 for v in ident["files_sha256"].values())
     json.dumps(ident)   # the identity goes into zarr attrs: must be plain JSON
     assert m.tokenizer() is None   # tiny checkpoints carry no tokenizer files
-    assert hook is not None
 
 
 def test_mamba_ssm_format_loads_same_weights(tiny_checkpoints):

@@ -198,23 +198,31 @@ def _wait_for_holder(lock, proc, log, timeout: float = 120) -> None:
     raise AssertionError("the first sweep never took the lock")
 
 
-def test_wait_waits_for_the_other_sweep(tmp_path):
-    """--wait: the second run blocks until the first lets go, then proceeds."""
+def test_wait_waits_for_the_other_sweep(tiny_checkpoints, tmp_path, client, reference):
+    """`tdos sweep --wait` (a real CLI process) while this test holds the store's lock: it
+    says whom it waits for and computes nothing until the lock is let go, then finishes."""
     from sweep.lock import store_lock
 
-    store = str(tmp_path / "s.zarr")
-    order = []
+    cfg_path = tmp_path / "sweep.yaml"
+    cfg_path.write_text(yaml.safe_dump(_doc(tiny_checkpoints, tmp_path / "run.zarr")))
+    store = str(config_from_dict(_doc(tiny_checkpoints, tmp_path / "run.zarr")).store)
+    log = open(tmp_path / "sweep.log", "w+")
     with store_lock(store):
-        waiter = threading.Thread(target=lambda: _locked_then(store, order))
-        waiter.start()
-        time.sleep(0.5)                                 # the waiter is blocked meanwhile
-        order.append("first done")
-    waiter.join(timeout=30)
-    assert order == ["first done", "second ran"]
-
-
-def _locked_then(store, order):
-    from sweep.lock import store_lock
-
-    with store_lock(store, wait=True):
-        order.append("second ran")
+        waiter = subprocess.Popen([sys.executable, "-m", "sweep", "sweep", str(cfg_path), "--wait",
+                                   "--scheduler", client.scheduler.address],
+                                  cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            end = time.monotonic() + 120
+            while "waiting for another sweep" not in (tmp_path / "sweep.log").read_text():
+                assert waiter.poll() is None, (tmp_path / "sweep.log").read_text()
+                assert time.monotonic() < end, "the second sweep never said it waits"
+                time.sleep(0.05)
+            assert f"pid {os.getpid()}" in (tmp_path / "sweep.log").read_text()
+            assert waiter.poll() is None                   # still waiting while the lock is held
+            assert not (tmp_path / "run.zarr" / NAME / "ledger").exists() or not _ledger(store).any()
+        except BaseException:
+            waiter.kill()
+            raise
+    assert waiter.wait(timeout=300) == 0, (tmp_path / "sweep.log").read_text()
+    assert (_ledger(store) == 1).all()
+    _assert_equal_to_reference(store, reference)

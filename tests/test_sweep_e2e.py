@@ -115,7 +115,6 @@ def test_values_equal_direct_computation(swept, tiny_checkpoints, name, arch):
             np.testing.assert_allclose(st.intrinsic_rates(layer), want, **tol)
 
 
-
 def _assert_same_spectra(got, want, tol):
     """(n, d) complex each: per token the same eigenvalues within tol, in any order.
 
