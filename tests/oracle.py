@@ -80,15 +80,17 @@ def sequence_jacobian(model, layer: int, ids: torch.Tensor):
 
 def scan_deltas(model, layer: int, ids: torch.Tensor) -> torch.Tensor:
     """(L, channels): Δ_t = softplus(dt + bias) of layer `layer` as its whole-sequence scan
-    receives it (Mamba-1 scans: dt (1, D, L); Mamba-2 chunk scans: dt (1, L, H))."""
+    receives it (Mamba-1 scans: dt (1, D, L); Mamba-2 chunk scans: dt (1, L, H)). The scans
+    are found by the kernel they stand for and read by that kernel's public signature."""
     block = decoder_layers(model)[layer]
     modules = {sys.modules[type(m).__module__] for m in block.modules()}
     seen, saved, inside = [], [], []
     for mod in modules:
         for name, fn in list(vars(mod).items()):
-            if callable(fn) and (name.endswith("selective_scan") or name.endswith("chunk_scan")):
+            kernel = _scan_kernel(name, fn)
+            if kernel:
                 saved.append((mod, name, fn))
-                setattr(mod, name, _recording(fn, name, seen, inside))
+                setattr(mod, name, _recording(fn, kernel, seen, inside))
     # the module-level op serves every layer: record it inside this layer's call only
     hook = block.register_forward_pre_hook(lambda module, args: inside.append(True))
     try:
@@ -100,18 +102,44 @@ def scan_deltas(model, layer: int, ids: torch.Tensor) -> torch.Tensor:
     return seen[0]
 
 
-def _recording(fn, name, seen, inside):
+# mamba_ssm's public whole-sequence scans, as transformers hands them their arguments
+def _selective_scan_fn(u, delta, A, B, C, D=None, z=None, delta_bias=None, delta_softplus=False,
+                       **options):
+    pass
+
+
+def _mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bias=None,
+                               initial_states=None, seq_idx=None, cu_seqlens=None,
+                               dt_softplus=False, **options):
+    pass
+
+
+_SCANS = {"selective_scan": _selective_scan_fn, "chunk_scan": _mamba_chunk_scan_combined,
+          "selective_scan_fn": _selective_scan_fn, "mamba_chunk_scan_combined": _mamba_chunk_scan_combined}
+
+
+def _scan_kernel(name: str, fn):
+    """The reference signature of the whole-sequence scan `fn` stands for, or None."""
+    if not callable(fn):
+        return None
+    kernel = getattr(fn, "kernel_layer_name", None)          # transformers >= 5.25: kernels' Func
+    if kernel is not None:
+        return _SCANS.get(kernel)
+    return next((f for k, f in _SCANS.items() if name.endswith(k)), None)
+
+
+def _recording(fn, kernel, seen, inside):
     import inspect
 
-    sig = inspect.signature(fn)
+    sig = inspect.signature(kernel)
 
     def call(*args, **kwargs):
         if not inside:
             return fn(*args, **kwargs)
         a = sig.bind(*args, **kwargs).arguments
-        if name.endswith("selective_scan"):
+        if kernel is _selective_scan_fn:
             bias, soft = a.get("delta_bias"), a.get("delta_softplus", False)
-            raw = a["dt"] + (0 if bias is None else bias[..., None])
+            raw = a["delta"] + (0 if bias is None else bias[..., None])
             seen.append((F.softplus(raw) if soft else raw)[0].T.detach())          # (L, D)
         else:
             bias, soft = a.get("dt_bias"), a.get("dt_softplus", False)
@@ -119,8 +147,6 @@ def _recording(fn, name, seen, inside):
             seen.append((F.softplus(raw) if soft else raw)[0].detach())            # (L, H)
         return fn(*args, **kwargs)
     return call
-
-
 
 
 def matched_eigvals_error(got: np.ndarray, want: np.ndarray) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers.models.mamba import modeling_mamba as m1
 from transformers.models.mamba2 import modeling_mamba2 as m2
 
@@ -38,8 +39,21 @@ def _jacobians(call, inputs: dict, wrt: list[str], batched: bool) -> list[torch.
     return [g.reshape(out.numel(), -1) for g in grads]
 
 
-def _compare(fn, op, inputs, wrt, state_key):
-    ours = ssm._Wrapped(fn, op, [])
+# how transformers calls each op: the kernel's leading arguments by position, the rest by name
+POSITIONAL = {ssm.UPDATE: ("state", "x", "dt", "A", "B", "C", "D"),
+              ssm.CONV: ("x", "conv_state", "weight", "bias")}
+
+
+def _called(fn, op):
+    """fn(**inputs by the kernel's public names), called the way transformers calls it."""
+    def call(**a):
+        return fn(*(a[k] for k in POSITIONAL[op]), **{k: v for k, v in a.items() if k not in POSITIONAL[op]})
+    return call
+
+
+def _compare(fn, op, inputs, wrt, state_key, structured=True):
+    ours = _called(ssm._Wrapped(fn, op, [], structured), op)
+    fn = _called(fn, op)
     ref_state, our_state = inputs[state_key].clone(), inputs[state_key].clone()
     with torch.no_grad():
         ref_out = fn(**{**inputs, state_key: ref_state})
@@ -65,12 +79,12 @@ def _rand(*shape, gen):
 def test_mamba1_state_update_vjp(softplus, gated):
     g = torch.Generator().manual_seed(1)
     b, D, N = 1, 6, 4
-    inputs = {"state": _rand(b, D, N, gen=g), "hidden_states": _rand(b, D, gen=g),
+    inputs = {"state": _rand(b, D, N, gen=g), "x": _rand(b, D, gen=g),
               "dt": _rand(b, D, gen=g) * 0.5, "A": -torch.rand(D, N, generator=g, dtype=F64) - 0.1,
               "B": _rand(b, N, gen=g), "C": _rand(b, N, gen=g), "D": _rand(D, gen=g),
               "dt_bias": _rand(D, gen=g) * 0.1, "dt_softplus": softplus,
               "z": _rand(b, D, gen=g) if gated else None}
-    wrt = ["hidden_states", "dt", "B", "C"] + (["z"] if gated else [])
+    wrt = ["x", "dt", "B", "C"] + (["z"] if gated else [])
     _compare(m1.mamba_selective_state_update, ssm.UPDATE, inputs, wrt, "state")
 
 
@@ -78,14 +92,14 @@ def test_mamba1_state_update_vjp(softplus, gated):
 def test_mamba2_state_update_vjp(groups):
     g = torch.Generator().manual_seed(2)
     b, H, P, N = 1, 4, 3, 5
-    inputs = {"state": _rand(b, H, P, N, gen=g), "hidden_states": _rand(b, H, P, gen=g),
+    inputs = {"state": _rand(b, H, P, N, gen=g), "x": _rand(b, H, P, gen=g),
               "dt": (_rand(b, H, 1, gen=g) * 0.5).expand(b, H, P).contiguous(),
               "A": (-torch.rand(H, 1, 1, generator=g, dtype=F64) - 0.1).expand(H, P, N).contiguous(),
               "B": _rand(b, groups, N, gen=g), "C": _rand(b, groups, N, gen=g),
               "D": _rand(H, 1, gen=g).expand(H, P).contiguous(),
               "dt_bias": (_rand(H, 1, gen=g) * 0.1).expand(H, P).contiguous(), "dt_softplus": True,
               "z": None}
-    _compare(m2.mamba2_selective_state_update, ssm.UPDATE, inputs, ["hidden_states", "dt", "B", "C"], "state")
+    _compare(m2.mamba2_selective_state_update, ssm.UPDATE, inputs, ["x", "dt", "B", "C"], "state")
 
 
 @pytest.mark.parametrize("module", [m1, m2], ids=["mamba", "mamba2"])
@@ -93,19 +107,69 @@ def test_mamba2_state_update_vjp(groups):
 def test_causal_conv_update_vjp(module, activation):
     g = torch.Generator().manual_seed(3)
     b, C, K = 1, 7, 4
-    inputs = {"hidden_states": _rand(b, C, 1, gen=g), "conv_state": _rand(b, C, K, gen=g),
+    inputs = {"x": _rand(b, C, 1, gen=g), "conv_state": _rand(b, C, K, gen=g),
               "weight": _rand(C, K, gen=g), "bias": _rand(C, gen=g), "activation": activation}
     assert ssm._ConvUpdate.applies(inputs)
-    _compare(module.causal_conv1d_update, ssm.CONV, inputs, ["hidden_states"], "conv_state")
+    _compare(module.causal_conv1d_update, ssm.CONV, inputs, ["x"], "conv_state")
 
 
 def test_conv_update_falls_back_where_it_does_not_apply():
     """Several new tokens (a prefill) or an activation without a derivative here: transformers'
     own op, with its own autograd."""
     g = torch.Generator().manual_seed(4)
-    two = {"hidden_states": _rand(1, 3, 2, gen=g), "conv_state": _rand(1, 3, 4, gen=g),
+    two = {"x": _rand(1, 3, 2, gen=g), "conv_state": _rand(1, 3, 4, gen=g),
            "weight": _rand(3, 4, gen=g), "bias": None, "activation": "silu"}
     assert not ssm._ConvUpdate.applies(two)
-    assert not ssm._ConvUpdate.applies({**two, "hidden_states": two["hidden_states"][..., :1],
-                                        "activation": "gelu"})
-    _compare(m2.causal_conv1d_update, ssm.CONV, two, ["hidden_states"], "conv_state")
+    assert not ssm._ConvUpdate.applies({**two, "x": two["x"][..., :1], "activation": "gelu"})
+    _compare(m2.causal_conv1d_update, ssm.CONV, two, ["x"], "conv_state")
+
+
+MAMBA_MODULES = ["mamba", "falcon_mamba", "jamba", "mamba2", "bamba", "zamba2", "falcon_h1",
+                 "granitemoehybrid", "nemotron_h"]
+
+
+@pytest.mark.parametrize("family", MAMBA_MODULES)
+def test_every_mamba_style_module_exposes_both_ops(family):
+    """In each modeling module, exactly one attribute is the state update and one the
+    convolution, recognised by the kernel each stands for (not by its Python name)."""
+    import importlib
+
+    mod = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+    found = sorted(op for name, fn in vars(mod).items() if (op := ssm.op_of(name, fn)))
+    assert found == sorted([ssm.CONV, ssm.UPDATE])
+
+
+def test_a_call_that_does_not_fit_goes_through_plain_autograd():
+    """A state update whose B has a layout _vjp is not written for (here B per channel):
+    transformers' op under plain autograd, the same values and derivative, and named."""
+    g = torch.Generator().manual_seed(5)
+    b, D, N = 1, 4, 3
+    inputs = {"state": _rand(b, D, N, gen=g), "x": _rand(b, D, gen=g), "dt": _rand(b, D, gen=g),
+              "A": -torch.rand(D, N, generator=g, dtype=F64) - 0.1, "B": _rand(b, D, N, gen=g),
+              "C": _rand(b, N, gen=g), "D": None, "dt_bias": None, "dt_softplus": True, "z": None}
+    assert ssm._bound(ssm.UPDATE, (inputs["state"], inputs["x"], inputs["dt"], inputs["A"],
+                                   inputs["B"], inputs["C"]), {}) is None
+    ssm.fallbacks.clear()
+    _compare(_update_with_channel_b, ssm.UPDATE, inputs, ["x", "dt", "C"], "state")
+    assert ssm.fallbacks == {ssm.UPDATE}
+
+
+def _update_with_channel_b(state, x, dt, A, B, C, D=None, z=None, dt_bias=None, dt_softplus=False):
+    """A selective state update whose B is per channel (b, D, N), updating state in place."""
+    step = F.softplus(dt)[..., None]                                     # (b, D, 1)
+    state.copy_(state * torch.exp(step * A) + step * B * x[..., None])
+    return torch.einsum("bdn,bn->bd", state.clone(), C)
+
+
+def test_structured_derivatives_can_be_turned_off():
+    """structured=False: the reference route, plain autograd through transformers' op."""
+    g = torch.Generator().manual_seed(6)
+    b, D, N = 1, 5, 3
+    inputs = {"state": _rand(b, D, N, gen=g), "x": _rand(b, D, gen=g), "dt": _rand(b, D, gen=g),
+              "A": -torch.rand(D, N, generator=g, dtype=F64) - 0.1, "B": _rand(b, N, gen=g),
+              "C": _rand(b, N, gen=g), "D": _rand(D, gen=g), "dt_bias": None, "dt_softplus": True,
+              "z": None}
+    ssm.fallbacks.clear()
+    _compare(m1.mamba_selective_state_update, ssm.UPDATE, inputs, ["x", "dt", "B", "C"], "state",
+             structured=False)
+    assert not ssm.fallbacks

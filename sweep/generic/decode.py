@@ -53,8 +53,11 @@ class LayerJacobians:
     """J_tt of decoder layer `layer` of a transformers causal LM (eval mode, no grad params)."""
 
     def __init__(self, model: torch.nn.Module, layer: int, chunk: int = JAC_CHUNK,
-                 fresh: list | None = None):
+                 fresh: list | None = None, structured: bool = True):
         self.model, self.index, self.chunk = model, layer, chunk
+        # False: every op under plain autograd through transformers' code (the reference
+        # route; sweep/generic/ssm.py's structured derivatives off)
+        self.structured = structured
         # every run starts from the model's fresh module-held state (prefix.module_state):
         # a model that keeps decode state on its modules (RecurrentGemma) would otherwise
         # start a sequence from the end of the previous one when a cache is passed in
@@ -75,7 +78,7 @@ class LayerJacobians:
         rec = _Recorder(self, jac)
         kw = self._generation_kwargs()
         prefix.restore_state(self.fresh)
-        with torch.no_grad(), ssm.patched(self.layer, rec.delta_calls), rec.hooks():
+        with torch.no_grad(), ssm.patched(self.layer, rec.delta_calls, self.structured), rec.hooks():
             if t0 > 0:
                 rec.differentiate = False
                 self._forward(ids, 0, t0, kw)

@@ -1,47 +1,81 @@
-"""Mamba-style layers: Δ_t, A_log, and a structured derivative for the decode op.
+"""Mamba-style layers: Δ_t, A_log, and structured derivatives for the one-token ops.
 
 Every Mamba-style mixer in transformers (Mamba, Falcon-Mamba, Jamba: Mamba-1; Mamba-2, Bamba,
-Zamba2, Falcon-H1: Mamba-2) advances its SSM state one token through a module-level function
-named `*selective_state_update`, which transformers declares replaceable by a kernel
-(`use_kernel_func_from_hub_with_fallback("selective_state_update", "mamba_ssm")`). Its
-reference implementation materialises the state update exp(Δ A) ⊙ s + Δ B x on the whole
-(heads, head_dim, state) grid; autograd of it then carries that grid once per cotangent,
-2.7e8 numbers per token for Mamba-2-370m (7 s a token, 25× its eig).
+Zamba2, Falcon-H1, GraniteMoeHybrid, NemotronH: Mamba-2) advances its SSM state one token
+through a module-level op that transformers declares replaceable by mamba_ssm's kernel
+`selective_state_update`, after a one-token causal convolution replaceable by causal_conv1d's
+`causal_conv1d_update`. tdos recognises the ops by that kernel name and reads their calls
+through those packages' public signatures (`op_of`, `SIGNATURES`), not through transformers'
+private parameter names.
 
-`patched(layer)` swaps that function, in the modules the layer's classes come from, for
-`_Update`: its forward calls transformers' own function (so the values, the in-place state
-update and its float32 rounding are transformers'), its backward is the derivative of
+The state update's reference implementation materialises exp(Δ A) ⊙ s + Δ B x on the whole
+(heads, head_dim, state) grid; autograd of it then carries that grid once per cotangent,
+2.7e8 numbers per token for Mamba-2-370m (7 s a token, 25× its eig). `patched(layer)` swaps
+the op, in the modules the layer's classes come from, for `_Update`: its forward calls
+transformers' own op (so the values, the in-place state update and its float32 rounding are
+transformers'), its backward is the derivative of
     y = (s ⊙ exp(Δ A) + Δ B x) · C + D x,   optionally × silu(z),   Δ = softplus(dt + b)
 contracted over the state before anything is batched: O(heads × head_dim + state) per
-cotangent. tests/test_generic_ssm.py checks it against autograd of transformers' function.
+cotangent. The convolution's reference goes through a depthwise `F.conv1d`, whose batched
+backward falls back to one call per cotangent; `_ConvUpdate` keeps its values and gives
+autograd its derivative, diagonal in the channel for the new token: act'(pre) × the last tap.
+tests/test_generic_ssm.py checks both against autograd of transformers' own ops.
 
-The one-token causal convolution before the scan (`*causal_conv1d_update`, equally
-replaceable) has a reference implementation through a depthwise `F.conv1d`, whose batched
-backward falls back to one call per cotangent (a quarter of a Mamba-2-370m token's time);
-`_ConvUpdate` keeps its values and gives autograd its derivative, which for the new token is
-diagonal in the channel: act'(pre) × the kernel's last tap.
+A call that does not fit (another signature, layout or kernel option) is differentiated by
+plain autograd through transformers' own code, on the prefix's private copy of the cache
+(sweep/generic/prefix.py): exact, slower (docs/models.md), and named in `fallbacks`. The
+worker's self-check (sweep/generic/selfcheck.py) holds either route to autograd of the
+unmodified layer's whole-sequence call on every worker.
 
 Both layouts are handled as (b, H, P, N): Mamba-1 has one "head" per channel (P = 1) and B, C
 shared by all of them; Mamba-2 has H heads of P channels in G groups sharing B and C.
-While patched, every call made without autograd (the model's own decode step) records
-Δ_t = softplus(dt + bias) in `recorded`, one value per channel (Mamba-1) or per head
+While patched, every state update made without autograd (the model's own decode step)
+records Δ_t = softplus(dt + bias) in `recorded`, one value per channel (Mamba-1) or per head
 (Mamba-2).
 """
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 
 import torch
 import torch.nn.functional as F
 
-import inspect
+# The ops tdos intercepts, known by what they are: the drop-in kernel each one stands for.
+# transformers declares them replaceable by mamba_ssm's `selective_state_update` and
+# causal_conv1d's `causal_conv1d_update`; since 5.25 each is a kernels `Func` module carrying
+# that name as `kernel_layer_name`, before as a plain function named after it. Because
+# transformers hands the same call to those packages' kernels, it must use their public
+# argument order and names, so the calls are read through those signatures (below), never
+# through transformers' own parameter names, which a release may rename.
+UPDATE = "selective_state_update"
+CONV = "causal_conv1d_update"
+OPS = (UPDATE, CONV)
 
-# transformers' Mamba-style ops, by the end of their module-level names: the one-token
-# state update (decode), and the whole-sequence scans (a sequence's first token)
-UPDATE, SCAN1, SCAN2 = "selective_state_update", "selective_scan", "chunk_scan"
-CONV = "causal_conv1d_update"         # the one-token causal convolution before the scan
-OPS = (UPDATE, SCAN1, SCAN2, CONV)
+
+def _selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
+                            dt_softplus=False, **kernel_options):
+    """mamba_ssm.ops.triton.selective_state_update's signature (its public API)."""
+
+
+def _causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, **kernel_options):
+    """causal_conv1d.causal_conv1d_update's signature (its public API)."""
+
+
+SIGNATURES = {UPDATE: inspect.signature(_selective_state_update),
+              CONV: inspect.signature(_causal_conv1d_update)}
+KERNEL_OPTIONS = ("cu_seqlens", "seq_idx", "state_batch_indices", "dst_state_batch_indices",
+                  "pad_slot_id", "cache_seqlens", "conv_state_indices", "num_accepted_tokens")
+fallbacks: set[str] = set()    # ops whose calls did not fit: differentiated by plain autograd
+
+
+def op_of(name: str, fn) -> str | None:
+    """Which intercepted op the module attribute `name` = `fn` is, or None."""
+    if isinstance(fn, _Wrapped) or not callable(fn):
+        return None
+    known = getattr(fn, "kernel_layer_name", None) or getattr(fn, "__name__", None) or name
+    return next((o for o in OPS if isinstance(known, str) and known.endswith(o)), None)
 
 
 def ssm_mixer(layer: torch.nn.Module) -> torch.nn.Module | None:
@@ -53,17 +87,18 @@ def ssm_mixer(layer: torch.nn.Module) -> torch.nn.Module | None:
 
 
 @contextlib.contextmanager
-def patched(layer: torch.nn.Module, recorded: list):
-    """Within the block, the Mamba-style ops of `layer`'s modules record Δ of their last
-    token into `recorded` (calls without autograd), and the state update has its
-    structured derivative (calls with autograd)."""
+def patched(layer: torch.nn.Module, recorded: list, structured: bool = True):
+    """Within the block, the selective state update of `layer`'s modules records Δ of its
+    token into `recorded` (calls without autograd), and with `structured` the one-token ops
+    get their structured derivatives (calls with autograd; otherwise plain autograd through
+    transformers' own code, the reference)."""
     modules = {sys.modules[type(m).__module__] for m in layer.modules()}
     swapped = []
     for mod in modules:
         for name, fn in list(vars(mod).items()):
-            op = next((o for o in OPS if name.endswith(o)), None)
-            if op and callable(fn) and not isinstance(fn, _Wrapped):
-                setattr(mod, name, _Wrapped(fn, op, recorded))
+            op = op_of(name, fn)
+            if op:
+                setattr(mod, name, _Wrapped(fn, op, recorded, structured))
                 swapped.append((mod, name, fn))
     try:
         yield
@@ -73,46 +108,55 @@ def patched(layer: torch.nn.Module, recorded: list):
 
 
 class _Wrapped:
-    """One of transformers' Mamba-style ops, called as transformers calls it."""
+    """One of transformers' one-token Mamba-style ops, called as transformers calls it."""
 
-    def __init__(self, fn, op: str, recorded: list):
-        self.fn, self.op, self.recorded = fn, op, recorded
-        self.signature = inspect.signature(fn)
+    def __init__(self, fn, op: str, recorded: list, structured: bool = True):
+        self.fn, self.op, self.recorded, self.structured = fn, op, recorded, structured
 
     def __call__(self, *args, **kwargs):
-        a = self.signature.bind(*args, **kwargs).arguments
-        if self.op == CONV:
-            if not torch.is_grad_enabled() or not _ConvUpdate.applies(a):
-                return self.fn(*args, **kwargs)
-            out, new_state = _ConvUpdate.apply(self.fn, a["hidden_states"], a["conv_state"],
-                                               a["weight"], a.get("bias"), a.get("activation"))
-            with torch.no_grad():
-                a["conv_state"].copy_(new_state)
-            return out
+        a = _bound(self.op, args, kwargs)
         if not torch.is_grad_enabled():
-            self.recorded.append(_last_delta(self.op, a))
+            if self.op == UPDATE and a is not None:
+                self.recorded.append(_delta(a))
             return self.fn(*args, **kwargs)
-        if self.op != UPDATE:
+        if a is None or not self.structured:
+            if a is None:
+                fallbacks.add(self.op)
             return self.fn(*args, **kwargs)
-        out, _, new_state = _Update.apply(self.fn, a["state"], a["hidden_states"], a["dt"], a["A"],
-                                          a["B"], a["C"], a.get("D"), a.get("dt_bias"),
-                                          a.get("dt_softplus", False), a.get("z"))
+        if self.op == CONV:
+            out, new_state = _ConvUpdate.apply(self.fn, a["x"], a["conv_state"], a["weight"],
+                                               a["bias"], a["activation"])
+            state = a["conv_state"]
+        else:
+            out, _, new_state = _Update.apply(self.fn, a["state"], a["x"], a["dt"], a["A"], a["B"],
+                                              a["C"], a["D"], a["dt_bias"], a["dt_softplus"], a["z"])
+            state = a["state"]
         with torch.no_grad():
-            a["state"].copy_(new_state)
+            state.copy_(new_state)
         return out
 
 
-def _last_delta(op: str, a: dict) -> torch.Tensor:
-    """Δ of the call's last token as the op computes it: (b, channels) Mamba-1, (b, heads) Mamba-2."""
-    if op == SCAN1:                                    # dt (b, D, L), bias (D,)
-        bias, softplus = a.get("delta_bias"), a.get("delta_softplus", False)
-        raw = a["dt"] if bias is None else a["dt"] + bias.to(a["dt"].dtype)[..., None]
-        return (F.softplus(raw) if softplus else raw)[..., -1]
-    raw = a["dt"] if a.get("dt_bias") is None else a["dt"] + a["dt_bias"].to(a["dt"].dtype)
-    delta = F.softplus(raw) if a.get("dt_softplus", False) else raw
-    if op == SCAN2:                                    # dt (b, L, H)
-        lo, hi = a.get("dt_limit", (0.0, float("inf")))
-        return torch.clamp(delta, min=lo, max=hi)[:, -1]
+def _bound(op: str, args, kwargs) -> dict | None:
+    """The call's arguments by the kernel's public names (defaults filled in), or None when
+    the call does not have the shapes tdos' structured derivative is written for."""
+    try:
+        b = SIGNATURES[op].bind(*args, **kwargs)
+    except TypeError:
+        return None
+    b.apply_defaults()
+    a = b.arguments
+    # options that make the call something other than one decode step of one sequence
+    # (packed sequences, cache slots); other keywords (a layer's own kwargs passed through,
+    # as Zamba2 does) transformers drops before any kernel sees them, and so does tdos
+    if any(a["kernel_options"].get(k) is not None for k in KERNEL_OPTIONS):
+        return None
+    return a if (_ConvUpdate.applies(a) if op == CONV else _Update.applies(a)) else None
+
+
+def _delta(a: dict) -> torch.Tensor:
+    """Δ of the update's token as the op computes it: (b, channels) Mamba-1, (b, heads) Mamba-2."""
+    raw = a["dt"] if a["dt_bias"] is None else a["dt"] + a["dt_bias"].to(a["dt"].dtype)
+    delta = F.softplus(raw) if a["dt_softplus"] else raw
     return delta[..., 0] if a["A"].dim() == 3 else delta   # Mamba-2 repeats dt over head_dim
 
 
@@ -120,6 +164,22 @@ class _Update(torch.autograd.Function):
     """y = transformers' selective state update; backward = its structured derivative."""
 
     generate_vmap_rule = True
+
+    @staticmethod
+    def applies(a: dict) -> bool:
+        """The layouts `_vjp` is written for: Mamba-1 state (b, D, N) with B, C (b, N); Mamba-2
+        (b, H, P, N) with B, C (b, G, N), G dividing H; x, dt, z shaped like the state less N."""
+        state, x, B, C = a["state"], a["x"], a["B"], a["C"]
+        if not all(isinstance(t, torch.Tensor) for t in (state, x, a["dt"], a["A"], B, C)):
+            return False
+        lead = state.shape[:-1]
+        groups = state.dim() == 4 and B.dim() == 3 and state.shape[1] % B.shape[1] == 0
+        return (state.dim() in (3, 4) and x.shape == lead and a["dt"].shape == lead
+                and a["A"].shape == state.shape[1:] and B.shape == C.shape
+                and (B.dim() == 2 if state.dim() == 3 else groups)
+                and B.shape[-1] == state.shape[-1]
+                and (a["z"] is None or a["z"].shape == lead)
+                and all(t is None or t.shape == lead[1:] for t in (a["D"], a["dt_bias"])))
 
     @staticmethod
     def forward(fn, state, x, dt, A, B, C, D, dt_bias, dt_softplus, z):
@@ -149,8 +209,11 @@ class _ConvUpdate(torch.autograd.Function):
     @staticmethod
     def applies(a: dict) -> bool:
         """One new token, a state as long as the kernel, an activation with a derivative here."""
-        return (a["hidden_states"].shape[-1] == 1 and a["conv_state"].shape[-1] == a["weight"].shape[-1]
-                and a.get("activation") in _ConvUpdate.ACTIVATIONS)
+        x, state, weight = a["x"], a["conv_state"], a["weight"]
+        return (all(isinstance(t, torch.Tensor) for t in (x, state, weight)) and x.dim() == 3
+                and x.shape[-1] == 1 and state.shape[:2] == x.shape[:2]
+                and weight.shape == (x.shape[1], state.shape[-1])
+                and a["activation"] in _ConvUpdate.ACTIVATIONS)
 
     @staticmethod
     def forward(fn, x, state, weight, bias, activation):
