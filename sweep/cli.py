@@ -11,7 +11,7 @@ import sys
 import traceback
 import unicodedata
 
-from sweep.errors import CheckpointChanged, ConfigError, NonCausal, StoreMismatch
+from sweep.errors import CheckpointChanged, ConfigError, NonCausal, SelfCheckFailed, StoreMismatch
 
 USAGE = """tdos sweep CONFIG.yaml [--store PATH] [--workers N] [--scheduler ADDRESS] [--resume] [--dry-run] [--wait]
        tdos status STORE
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         return args.func(args)
-    except (ConfigError, StoreMismatch, CheckpointChanged, NonCausal) as e:
+    except (ConfigError, StoreMismatch, CheckpointChanged, NonCausal, SelfCheckFailed) as e:
         _error(str(e))
         return 2
     except KeyboardInterrupt:

@@ -22,3 +22,8 @@ class CheckpointChanged(Exception):
 
 class NonCausal(Exception):
     """A layer's output depends on later tokens: its J_tt have no spectral meaning."""
+
+
+class SelfCheckFailed(Exception):
+    """A worker's J_tt disagrees with autograd of transformers' unmodified layer (or a
+    Mamba-style layer's Δ_t cannot be read): nothing of that model is written."""

@@ -77,6 +77,15 @@ class LoadedModel:
             self._engines[layer] = LayerJacobians(self.hf, layer, fresh=self.fresh)
         return self._engines[layer]
 
+    def token_jacobian(self, layer: int, ids: torch.Tensor, t: int, engine: str) -> torch.Tensor:
+        """(d, d) J_tt of token t of `ids` (n,) > t with the prefix [0, t) held fixed, by the
+        generic path or (engine "fast") the hand-written one: what the self-check holds to
+        autograd of the unmodified layer."""
+        if engine == "fast":
+            h = self.hidden_states(ids[: t + 1], layer)                  # (t + 1, d)
+            return self.block(layer).jacobians(h, t, t + 1)[0]
+        return self.jacobians(layer).run(ids[: t + 1], t, t + 1).jac[0]
+
     def block(self, layer: int) -> BlockOps:
         """The hand-written BlockOps of `layer` (architectures in FAST only)."""
         self._check(layer)

@@ -5,8 +5,9 @@ layer differentiated) or, where one is kept, a hand-written fast path (sweep/blo
 worker process keeps the model it has loaded, and for the fast paths the hidden states of
 the sequences it has recently worked on at the deepest layer reached: tasks arrive
 layer-ascending per sequence, so layer l+1 costs one block forward instead of l+1 of them.
-The first block of each model a worker runs first checks that the layer is causal
-(sweep/generic/causality.py): a later input that moves an earlier output stops the sweep.
+The first block of each model a worker runs first checks itself (sweep/generic/selfcheck.py):
+a later input that moves an earlier output, or an engine's J_tt that differs from autograd of
+the unmodified layer's whole-sequence call, stops the sweep before anything is written.
 
 The worker outlives any one sweep (`tdos cluster up`, `--scheduler`), so every cache is
 keyed by what decides its content, never by a path alone: the store's identity
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 
 from sweep import linalg, provenance, store
-from sweep.errors import CheckpointChanged, NonCausal
+from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed
 from sweep.tasks import ALogTask, BlockTask, ModelRef
 
 HIDDEN_CACHE = 4           # (model, sequence) hidden states kept per worker: (n_ctx, d) each
@@ -43,7 +44,7 @@ TRIM_THRESHOLD = 256 << 20  # bytes of freed heap kept for the next block instea
 class _CachedModel:
     model: object          # sweep.model.LoadedModel
     files: tuple           # provenance.file_state of its recorded files right after loading
-    causal: bool = False   # the causality check passed on this worker
+    checked: bool = False  # the self-check (causality, J_tt) passed on this worker
 
 
 _models: dict[tuple, _CachedModel] = {}
@@ -182,7 +183,7 @@ def _model(ref: ModelRef, layer: int | None = None):
     same path gets a fresh load, and a load whose files differ from the record (the
     checkpoint or its config.json overwritten since the store was made) raises
     CheckpointChanged. A cached model whose files changed on disk since it was loaded is
-    loaded again. With `layer`, the first call checks that layer's causality.
+    loaded again. With `layer`, the first call runs the self-check on that layer.
 
     Tasks come model by model (tasks.py), so dropping the previous model costs at most a
     reload at a model boundary, while keeping it would hold two copies of the weights on
@@ -195,9 +196,9 @@ def _model(ref: ModelRef, layer: int | None = None):
     cached = _models.get(key)
     if cached is None or not _files_unchanged(cached):
         cached = _load(ref, device, key)
-    if layer is not None and not cached.causal:
-        _check_causal(cached.model, layer, ref)
-        cached.causal = True
+    if layer is not None and not cached.checked:
+        _self_check(cached.model, layer, ref)
+        cached.checked = True
     return cached.model
 
 
@@ -220,15 +221,35 @@ def _load(ref: ModelRef, device: str, key: tuple) -> _CachedModel:
     return cached
 
 
-def _check_causal(model, layer: int, ref: ModelRef) -> None:
-    from sweep.generic.causality import later_dependence
+def _self_check(model, layer: int, ref: ModelRef) -> None:
+    """Causality, then the engine's J_tt of one token against autograd of the unmodified
+    layer's whole-sequence call (sweep/generic/selfcheck.py); one line on either failure."""
+    import transformers
 
-    dep = later_dependence(model.hf, layer, model.vocab_size)
+    from sweep.generic import selfcheck
+    from sweep.generic.decode import DeltaUnseen
+    from sweep.versions import tested_range
+
+    ids = selfcheck.probe_ids(model.vocab_size)
+    call = selfcheck.whole_sequence_call(model.hf, layer, ids)
+    dep = selfcheck.later_dependence(call)
     if dep > 0:
         raise NonCausal(f"{ref.path}: layer {layer}'s output at a token depends on later tokens "
                         f"(|J_ts| / |J_tt| up to {dep:.1e} for s > t) — its sequence Jacobian is "
                         f"not block lower-triangular, so eig(J_tt) is not its spectrum; sweep a "
                         f"causal decoder-only model")
+    versions = (f"under transformers {transformers.__version__} (tdos is tested on "
+                f"{tested_range()}) — nothing was written; install a tested release or report it")
+    kind = model.kinds[layer].kind
+    try:
+        jac = model.token_jacobian(layer, ids, len(ids) - 1, ref.engine)          # (d, d)
+    except DeltaUnseen as e:
+        raise SelfCheckFailed(f"{ref.path}: layer {layer} ({kind}): {e} {versions}") from None
+    err, bound = selfcheck.diagonal_error(call, jac), selfcheck.BOUND[model.dtype]
+    if not err <= bound:
+        raise SelfCheckFailed(f"{ref.path}: layer {layer} ({kind}): the {ref.engine} path's J_tt "
+                              f"differs from autograd of transformers' unmodified layer by "
+                              f"{err:.1e} (bound {bound:g} in {str(model.dtype)[6:]}) {versions}")
 
 
 def _files_unchanged(cached: _CachedModel) -> bool:

@@ -70,6 +70,25 @@ def test_generic_path_equals_whole_sequence_autograd(family_checkpoints, family)
             assert all(b.delta is None for b in blocks)
 
 
+@pytest.mark.parametrize("family", sorted(f for f, kinds in KINDS.items() if any("mamba" in k for k in kinds)))
+def test_plain_autograd_route_equals_whole_sequence_autograd(family_checkpoints, family):
+    """structured=False: every op of the Mamba-style and recurrent layers under plain
+    autograd through transformers' own code (the fallback for a call tdos does not
+    recognise), on the prefix's private copy of the cache: the same J_tt, and the real
+    cache untouched (the copy's output checks that every token)."""
+    from sweep.generic.decode import LayerJacobians
+    from sweep.model import load_model
+
+    ours = load_model(family_checkpoints[family], dtype="float64")
+    ref = oracle_model(family_checkpoints[family])
+    ids = _ids(ours.vocab_size, seed=1)
+    for layer in range(ours.n_layers):
+        _, J = sequence_jacobian(ref, layer, ids)
+        engine = LayerJacobians(ours.hf, layer, fresh=ours.fresh, structured=False)
+        jac = torch.cat([engine.run(ids, 0, 3).jac, engine.run(ids, 3, L).jac])
+        assert max(_relative(jac[t], J[t, :, t]) for t in range(L)) <= tolerance(family)
+
+
 def test_every_family_sweeps_through_the_cli(family_checkpoints, tmp_path, capsys):
     """One config, one model group per family, every layer, float64, the generic path."""
     from safetensors.numpy import load_file

@@ -55,7 +55,7 @@ def test_a_worker_imports_no_plotting_and_no_scipy():
 
 def test_the_generic_path_imports_no_dask():
     """(transformers itself imports yaml, so only Dask is checked here)"""
-    assert _loaded_after("sweep.generic.decode, sweep.generic.causality, sweep.model",
+    assert _loaded_after("sweep.generic.decode, sweep.generic.selfcheck, sweep.model",
                          ("dask", "distributed")) == []
 
 

@@ -42,6 +42,10 @@ class LayerBlock:
     mismatch: float               # largest relative difference of the copy's output to the real
 
 
+class DeltaUnseen(RuntimeError):
+    """A Mamba-style layer's decode step made no call tdos recognises as its state update."""
+
+
 class _Stop(Exception):
     """Raised after the layer: nothing above it is computed."""
 
@@ -228,8 +232,8 @@ class _Recorder:
                                    f"(> {limit:g}): this layer's cache was not held fixed")
             if self.owner.kind.ssm:
                 if not self.delta_calls:
-                    raise RuntimeError(f"layer {self.owner.index} ({self.owner.kind.kind}): no "
-                                       f"selective-state update was seen, Δ_t unknown")
+                    raise DeltaUnseen("no call of the decode step was recognised as mamba_ssm's "
+                                      "selective_state_update, so Δ_t cannot be read")
                 self.deltas.append(self.delta_calls[-1][0].detach().clone())
         raise _Stop(kwargs)
 

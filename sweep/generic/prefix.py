@@ -8,9 +8,10 @@ back after it. The model's real cache and states are never touched, which `check
 asserts after each call.
 
 transformers' Mamba-style decode kernels (their reference PyTorch implementations) update
-the cached conv/SSM states in place after autograd has saved them for the backward; the
-saved-tensor hook in `held_fixed` copies, at save time, every tensor that lives in one of
-the copies made here, so the backward sees the values the forward used.
+conv/SSM states in place after autograd has saved them for the backward (the cache's, or a
+clone made inside the op); autograd does not check tensors packed by a saved-tensor hook, so
+the hook in `held_fixed` copies, at save time, every saved tensor outside the graph that is
+not a weight, and the backward sees the values the forward used.
 """
 from __future__ import annotations
 
@@ -50,10 +51,9 @@ class _CopiedLayers(list):
     """The cache's per-layer objects, each copied (its states cloned, its keys and values
     shared) the first time it is indexed: only the layer being differentiated pays."""
 
-    def __init__(self, layers, on_copy):
+    def __init__(self, layers):
         super().__init__(layers)
         self._copied: set[int] = set()
-        self._on_copy = on_copy
 
     def __getitem__(self, i):
         if isinstance(i, slice):
@@ -65,7 +65,6 @@ class _CopiedLayers(list):
             for name, value in vars(src).items():
                 if name not in ("keys", "values"):           # read only: never mutated in place
                     setattr(dup, name, cloned(value))
-                    self._on_copy(getattr(dup, name))
             list.__setitem__(self, i, dup)
             self._copied.add(i)
         return list.__getitem__(self, i)
@@ -84,9 +83,9 @@ class PrefixView(Cache):
     that do not attend through the attention interface, e.g. BLOOM's ALiBi attention).
     """
 
-    def __init__(self, real: Cache, split: bool, on_copy):
+    def __init__(self, real: Cache, split: bool):
         self.__dict__.update(real.__dict__)                 # the cache's own flags and config
-        self.layers = _CopiedLayers(real.layers, on_copy)
+        self.layers = _CopiedLayers(real.layers)
         self.split = split
         self.kv_updates = 0
 
@@ -113,20 +112,13 @@ def held_fixed(layer: torch.nn.Module, args: tuple, kwargs: dict, split: bool):
     the tensors the call mutates in place; on exit every module attribute the call set,
     added or replaced is restored and `attention.held_prefix` is cleared.
     """
-    storages: set[int] = set()
-
-    def on_copy(value):
-        storages.update(t.untyped_storage().data_ptr() for t in tensors(value))
-
     views: list[PrefixView] = []
 
     def substitute(v):
         if isinstance(v, Cache):
-            views.append(PrefixView(v, split, on_copy))
+            views.append(PrefixView(v, split))
             return views[-1]
-        c = cloned(v)
-        on_copy(c)
-        return c
+        return cloned(v)
 
     args = tuple(substitute(a) for a in args)
     kwargs = {k: substitute(v) for k, v in kwargs.items()}
@@ -135,14 +127,10 @@ def held_fixed(layer: torch.nn.Module, args: tuple, kwargs: dict, split: bool):
         for name, v in before.items():
             if isinstance(v, torch.Tensor) and not name.startswith("_"):
                 object.__setattr__(m, name, v.clone())
-                on_copy(getattr(m, name))
-
-    def pack(t):
-        return t.clone() if t.untyped_storage().data_ptr() in storages else t
 
     token = attention.held_prefix.set([])
     try:
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autograd.graph.saved_tensors_hooks(_pack, lambda t: t):
             yield args, kwargs, views
     finally:
         attention.held_prefix.reset(token)
@@ -151,6 +139,16 @@ def held_fixed(layer: torch.nn.Module, args: tuple, kwargs: dict, split: bool):
             for name in [n for n in now if n not in before]:
                 del now[name]
             now.update(before)
+
+
+def _pack(t: torch.Tensor) -> torch.Tensor:
+    """What autograd saves for the backward. It skips its in-place check on tensors packed by
+    a hook, so every saved tensor outside the graph that is not a weight is copied: a later
+    in-place update of it (a cache copy's state; the state transformers' Mamba-2 decode step
+    clones and then updates in place after using it) must not reach the backward."""
+    if t.requires_grad or isinstance(t, torch.nn.Parameter) or isinstance(t._base, torch.nn.Parameter):
+        return t
+    return t.clone()
 
 
 def state_of(cache) -> tuple:
