@@ -18,6 +18,9 @@ _ATT = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_l
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
 
 
+_IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)    # (their defaults lie past VOCAB)
+
+
 def _mamba2(**kw):
     return T.Mamba2Config(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, state_size=8,
                           expand=2, head_dim=8, num_heads=8, n_groups=2, chunk_size=8, **kw)
@@ -73,6 +76,14 @@ FAMILIES = {
                                           mamba_d_head=8, mamba_n_heads=8, mamba_expand=2,
                                           mamba_n_groups=1, mamba_chunk_size=8, mamba_d_ssm=64,
                                           max_position_embeddings=64),
+    "olmo_hybrid": lambda: T.OlmoHybridConfig(**_ATT, **_IDS, layer_types=["linear_attention", "full_attention"],
+                                              linear_num_key_heads=2, linear_num_value_heads=2,
+                                              linear_key_head_dim=8, linear_value_head_dim=8),
+    "kimi_linear": lambda: T.KimiLinearConfig(
+        **{**_ATT, "num_key_value_heads": 4}, **_IDS, moe_intermediate_size=16, kv_lora_rank=8,
+        q_lora_rank=None, qk_rope_head_dim=4, v_head_dim=8, qk_nope_head_dim=4, num_local_experts=4,
+        num_experts_per_tok=2, n_shared_experts=1, layer_types=["linear_attention", "full_attention"],
+        linear_head_dim=8, linear_num_heads=4, mlp_layer_types=["dense", "sparse"]),
     "rwkv": lambda: T.RwkvConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
                                  attention_hidden_size=32, intermediate_size=64, context_length=64),
     "recurrent_gemma": lambda: T.RecurrentGemmaConfig(
@@ -87,6 +98,7 @@ KINDS = {
     "mamba2": ["mamba2"] * 2, "jamba": ["mamba", "attention+moe"], "bamba": ["mamba2", "attention"],
     "zamba2": ["mamba2", "mamba2+attention"], "falcon_h1": ["mamba2+attention"] * 2,
     "rwkv": ["recurrent"] * 2, "recurrent_gemma": ["recurrent", "attention"],
+    "olmo_hybrid": ["recurrent", "attention"], "kimi_linear": ["recurrent", "attention+moe"],
 }
 
 # relative bounds (float64), generic path vs the whole-sequence autograd oracle, on J_tt's
@@ -104,6 +116,8 @@ FP32_INSIDE = {
     "zamba2": "the Mamba-2 decay and state",
     "falcon_h1": "the Mamba-2 decay and state",
     "rwkv": "the WKV numerator, denominator and max state",
+    "olmo_hybrid": "the gated RMSNorm, the delta rule's inputs and its float32 rotary tables",
+    "kimi_linear": "the gated RMSNorm and the delta-rule gate (dt_bias, A_log)",
 }
 
 

@@ -38,6 +38,7 @@ _INERT = {"dropout", "scaling", "sliding_window", "softcap", "s_aux", "is_causal
 held_prefix: contextvars.ContextVar[list | None] = contextvars.ContextVar("tdos_prefix",
                                                                           default=None)
 calls = [0]              # attention calls so far: a probe tells whether a layer routes here
+key_shapes: list = []    # the shape of the keys of each call (the probe's last few kept)
 
 
 def register() -> None:
@@ -60,6 +61,7 @@ def attend(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
     if dropout and module.training:
         raise NotImplementedError("attention dropout in training mode")
     calls[0] += 1
+    key_shapes[:] = [*key_shapes[-7:], tuple(key.shape)]
     held = held_prefix.get()
     blocks = [(key, value)]
     if held:

@@ -250,7 +250,11 @@ class _Recorder:
         updates = sum(v.kv_updates for v in views)
         if owner.split is None and updates and any(l.get_seq_length() > 0 for v in views
                                                    for l in _kv_layers(v)):
-            owner.split = attention.calls[0] > calls           # probed in concat mode
+            # probed in concat mode: the layer attends through the interface, and what it
+            # attends to is what its cache returned (not so where the cache holds a latent
+            # that the layer expands into keys, as multi-head latent attention does)
+            returned = {shape for v in views for shape in v.returned}
+            owner.split = attention.calls[0] > calls and returned <= set(attention.key_shapes)
         self.mode = "none" if not updates else "split" if split else "concat"
         if [prefix.state_of(v) for v in (*rest, *kw.values()) if _is_state(v)] != real_states:
             raise RuntimeError(f"layer {owner.index}: differentiating the call changed the model's "

@@ -55,8 +55,11 @@ def _kind(layer: torch.nn.Module, layer_type: str | None) -> LayerKind:
         shape = tuple(mixer.A_log.shape)
         parts.append("mamba" if len(shape) == 2 else "mamba2")
     # transformers gives every attention module that owns a KV cache slot a `layer_idx`
-    attends = any("attention" in type(m).__name__.lower() and hasattr(m, "layer_idx")
-                  for m in layer.modules() if m is not layer)
+    # (a linear-attention layer's delta-rule module is named attention too, but keeps a
+    # recurrent state: OLMo-Hybrid, Kimi-Linear)
+    attends = layer_type != "linear_attention" and any(
+        "attention" in type(m).__name__.lower() and hasattr(m, "layer_idx")
+        for m in layer.modules() if m is not layer)
     if attends or (layer_type in ATTENTION_TYPES and mixer is None):
         parts.append("attention")
     if not parts:

@@ -88,6 +88,7 @@ class PrefixView(Cache):
         self.layers = _CopiedLayers(real.layers)
         self.split = split
         self.kv_updates = 0
+        self.returned: list[tuple] = []      # shapes of the keys each update returned
 
     def update(self, key_states, value_states, layer_idx, *args, **kwargs):
         self.kv_updates += 1
@@ -101,7 +102,9 @@ class PrefixView(Cache):
             n = key_states.shape[-2]
             held.append((keys[..., :-n, :], values[..., :-n, :]))
             return key_states, value_states
-        return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        keys, values = super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        self.returned.append(tuple(keys.shape))
+        return keys, values
 
 
 @contextlib.contextmanager

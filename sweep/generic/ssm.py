@@ -72,18 +72,26 @@ fallbacks: set[str] = set()    # ops whose calls did not fit: differentiated by 
 
 def op_of(name: str, fn) -> str | None:
     """Which intercepted op the module attribute `name` = `fn` is, or None."""
-    if isinstance(fn, _Wrapped) or not callable(fn):
+    if isinstance(fn, _Wrapped):
+        return fn.op
+    if not callable(fn):
         return None
     known = getattr(fn, "kernel_layer_name", None) or getattr(fn, "__name__", None) or name
     return next((o for o in OPS if isinstance(known, str) and known.endswith(o)), None)
 
 
 def ssm_mixer(layer: torch.nn.Module) -> torch.nn.Module | None:
-    """The module of `layer` that owns A_log (A = -exp(A_log)), or None."""
+    """The Mamba-style mixer of `layer`: the module that owns A_log (A = -exp(A_log)) and
+    whose modeling module has a selective state update, or None. Gated delta-rule layers
+    (OLMo-Hybrid, Qwen3-Next) own an A_log too, but advance no selective SSM state."""
     for m in layer.modules():
-        if isinstance(getattr(m, "A_log", None), torch.nn.Parameter):
+        if isinstance(getattr(m, "A_log", None), torch.nn.Parameter) and _updates_state(type(m)):
             return m
     return None
+
+
+def _updates_state(cls: type) -> bool:
+    return any(op_of(name, fn) == UPDATE for name, fn in vars(sys.modules[cls.__module__]).items())
 
 
 @contextlib.contextmanager
@@ -97,7 +105,7 @@ def patched(layer: torch.nn.Module, recorded: list, structured: bool = True):
     for mod in modules:
         for name, fn in list(vars(mod).items()):
             op = op_of(name, fn)
-            if op:
+            if op and not isinstance(fn, _Wrapped):
                 setattr(mod, name, _Wrapped(fn, op, recorded, structured))
                 swapped.append((mod, name, fn))
     try:
