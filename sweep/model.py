@@ -122,6 +122,8 @@ class LoadedModel:
         """A_log of a Mamba-style layer: (d_inner, d_state) Mamba-1, (heads,) Mamba-2."""
         from sweep.generic.ssm import ssm_mixer
 
+        if not self.kinds[layer].ssm:
+            return None
         mixer = ssm_mixer(decoder_layers(self.hf)[layer])
         return None if mixer is None else mixer.A_log.detach()
 

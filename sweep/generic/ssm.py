@@ -81,17 +81,15 @@ def op_of(name: str, fn) -> str | None:
 
 
 def ssm_mixer(layer: torch.nn.Module) -> torch.nn.Module | None:
-    """The Mamba-style mixer of `layer`: the module that owns A_log (A = -exp(A_log)) and
-    whose modeling module has a selective state update, or None. Gated delta-rule layers
-    (OLMo-Hybrid, Qwen3-Next) own an A_log too, but advance no selective SSM state."""
+    """The Mamba-style mixer of `layer`: the module that owns a selective SSM's parameters,
+    A_log (A = -exp(A_log)) and the skip D (y = C·s + D x), or None. Gated delta-rule layers
+    (OLMo-Hybrid, Kimi-Linear, Qwen3-Next) own an A_log for their decay but no D: they advance
+    no selective state. (Not decided by the ops found: a release renaming them must stop the
+    sweep through Δ_t, not turn Mamba layers into layers without Δ_t.)"""
     for m in layer.modules():
-        if isinstance(getattr(m, "A_log", None), torch.nn.Parameter) and _updates_state(type(m)):
+        if all(isinstance(getattr(m, p, None), torch.nn.Parameter) for p in ("A_log", "D")):
             return m
     return None
-
-
-def _updates_state(cls: type) -> bool:
-    return any(op_of(name, fn) == UPDATE for name, fn in vars(sys.modules[cls.__module__]).items())
 
 
 @contextlib.contextmanager
