@@ -107,10 +107,11 @@ def meta_model(config, where: str, trust_remote_code: bool = False):
     except Exception as e:  # inconsistent sizes raise many types inside transformers
         raise ConfigError(f"{where}: config.json settings are inconsistent ({type(e).__name__}: "
                           f"{_first_line(e)}) — fix config.json or re-download the checkpoint") from None
-    if any(getattr(m, "is_causal", True) is False for m in decoder_layers(model).modules()):
-        raise ConfigError(f"{where}: {config.model_type} attends in both directions (an encoder-"
-                          f"only model: is_causal is False) — J_ts for s > t is not zero, so its "
-                          f"block Jacobian has no per-token spectrum; use a decoder-only model")
+    both = next((m for m in decoder_layers(model).modules() if getattr(m, "is_causal", True) is False), None)
+    if both is not None:
+        raise ConfigError(f"{where}: {config.model_type} attends in both directions ({type(both).__name__}"
+                          f" has is_causal False) — J_ts for s > t need not be zero, so its block "
+                          f"Jacobian has no per-token spectrum; use a decoder-only model")
     return model
 
 

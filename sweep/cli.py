@@ -11,7 +11,8 @@ import sys
 import traceback
 import unicodedata
 
-from sweep.errors import CheckpointChanged, ConfigError, NonCausal, SelfCheckFailed, StoreMismatch
+from sweep.errors import (CheckpointChanged, ConfigError, NonCausal, SelfCheckFailed, StoreMismatch,
+                         UnsupportedTransformers)
 
 USAGE = """tdos sweep CONFIG.yaml [--store PATH] [--workers N] [--scheduler ADDRESS] [--resume] [--dry-run] [--wait]
        tdos status STORE
@@ -38,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         return args.func(args)
-    except (ConfigError, StoreMismatch, CheckpointChanged, NonCausal, SelfCheckFailed) as e:
+    except (ConfigError, StoreMismatch, CheckpointChanged, NonCausal, SelfCheckFailed,
+            UnsupportedTransformers) as e:
         _error(str(e))
         return 2
     except KeyboardInterrupt:
@@ -99,7 +101,9 @@ def _parser() -> argparse.ArgumentParser:
 def _sweep(args) -> int:
     from sweep.budget import check_fits, plan_sweep
     from sweep.config import load_config
+    from sweep.versions import require_transformers
 
+    require_transformers()
     overrides = {"store": args.store} if args.store else {}
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers: must be >= 1, got {args.workers} — leave it out for one per core")

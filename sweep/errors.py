@@ -27,3 +27,7 @@ class NonCausal(Exception):
 class SelfCheckFailed(Exception):
     """A worker's J_tt disagrees with autograd of transformers' unmodified layer (or a
     Mamba-style layer's Δ_t cannot be read): nothing of that model is written."""
+
+
+class UnsupportedTransformers(Exception):
+    """The installed transformers is older than the generic path needs."""

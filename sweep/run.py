@@ -16,7 +16,7 @@ from tqdm import tqdm
 from sweep import ledger
 from sweep import store as st
 from sweep.config import SweepConfig, with_store
-from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed
+from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers
 from sweep.lock import store_lock
 from sweep.plan import Plan, make_plan
 from sweep.task import run_task
@@ -101,7 +101,8 @@ def _execute(client, cfg, tasks, before, progress, results, errors) -> None:
             task = futures[fut]
             try:
                 results.append(fut.result())
-            except (CheckpointChanged, NonCausal, SelfCheckFailed):  # every later task fails alike
+            except (CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers):
+                # every later task would fail the same way
                 client.cancel(list(futures))
                 raise
             except Exception as e:  # the task's own error, after RETRIES; reported, not fatal

@@ -195,6 +195,9 @@ def _model(ref: ModelRef, layer: int | None = None):
     key = (ref.path, ref.revision, ref.dtype, device, ref.files, ref.trust_remote_code)
     cached = _models.get(key)
     if cached is None or not _files_unchanged(cached):
+        from sweep.versions import require_transformers
+
+        require_transformers()                # a worker's own environment may differ
         cached = _load(ref, device, key)
     if layer is not None and not cached.checked:
         _self_check(cached.model, layer, ref)

@@ -1,11 +1,52 @@
-"""The transformers releases tdos is tested on: what the self-check's refusal names.
+"""Which transformers tdos runs on: the minimum its generic path needs, and the tested ones.
 
-The lock file (requirements.lock) pins the newest of them for `make test`; `make test-latest`
-tries the newest allowed release. tests/test_versions.py holds this tuple to the lock.
+MIN_TRANSFORMERS is the oldest release the family tests pass on. The APIs the generic path
+calls exist since 5.14.0 (`LinearAttentionCacheLayerMixin.number_of_states`), but on 5.14.0
+14 of the 24 families it knows fail the whole-sequence autograd test (Mamba-style decode steps
+call no op tdos recognises, so Δ_t is unreadable; attention layers differ too), so the bound
+is the tested one; pyproject's lower bound equals it (tests/test_versions.py).
+TESTED_TRANSFORMERS are the releases the family tests passed on: the lock file pins the
+newest (`make test`), `make test-latest` tries the newest allowed release, and
+`make test-latest TRANSFORMERS=X` any other. A sweep checks itself on whatever release it
+meets (sweep/generic/selfcheck.py); these names go into its one-line refusals.
 """
+from __future__ import annotations
+
+from sweep.errors import UnsupportedTransformers
+
+MIN_TRANSFORMERS = "5.24.0"
 TESTED_TRANSFORMERS = ("5.24.0", "5.25.0")
 
 
 def tested_range() -> str:
-    lo, hi = TESTED_TRANSFORMERS[0], TESTED_TRANSFORMERS[-1]
-    return lo if lo == hi else f"{lo} to {hi}"
+    return ", ".join(TESTED_TRANSFORMERS)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """'5.25.0.dev0' -> (5, 25, 0): the numeric release, pre-release tags dropped."""
+    parts = []
+    for piece in version.split("+")[0].split("."):
+        digits = "".join(c for c in piece if c.isdigit()) if piece[:1].isdigit() else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def transformers_problem(version: str) -> str | None:
+    """The one-line refusal for an installed transformers `version`, or None when it is new
+    enough."""
+    if _release(version) >= _release(MIN_TRANSFORMERS):
+        return None
+    return (f"transformers {version} is older than {MIN_TRANSFORMERS}, the first release with the "
+            f"cache and generation APIs tdos' generic path uses (tested on {tested_range()}) — "
+            f"pip install 'transformers>={MIN_TRANSFORMERS}'")
+
+
+def require_transformers() -> None:
+    """Raise UnsupportedTransformers when the installed transformers is too old."""
+    from importlib.metadata import version
+
+    problem = transformers_problem(version("transformers"))
+    if problem:
+        raise UnsupportedTransformers(problem)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 import transformers as T
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
 VOCAB = 97
 _ATT = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -91,6 +92,11 @@ FAMILIES = {
         num_attention_heads=4, num_key_value_heads=2, lru_width=32, attention_window_size=5,
         block_types=["recurrent", "attention"], head_dim=8),
 }
+
+# families newer than the installed transformers (5.24.0 has no Kimi-Linear): left out
+# of its family tests, and never of those on the locked release
+NEWER = sorted(n for n in FAMILIES if n not in CONFIG_MAPPING_NAMES)
+FAMILIES = {n: f for n, f in FAMILIES.items() if n not in NEWER}
 
 # what sweep.generic.layers calls each layer of the configs above
 KINDS = {

@@ -129,9 +129,9 @@ BAD = {
                            "model.path: no checkpoint at /nonexistent/ckpt (not a local directory, "
                            "not in the Hugging Face cache) — download it first or fix the path"),
     "encoder_only": ({"model.path": "{bert}"},
-                     "model.path: bert attends in both directions (an encoder-only model: is_causal "
-                     "is False) — J_ts for s > t is not zero, so its block Jacobian has no per-token "
-                     "spectrum; use a decoder-only model"),
+                     "model.path: bert attends in both directions (BertSelfAttention has is_causal "
+                     "False) — J_ts for s > t need not be zero, so its block Jacobian has no "
+                     "per-token spectrum; use a decoder-only model"),
     "encoder_decoder": ({"model.path": "{t5}"},
                         "model.path: t5 is an encoder–decoder model — tdos sweeps decoder-only causal "
                         "LMs (its decoder sees the encoder's whole input)"),

@@ -15,12 +15,14 @@ eigenvalues, Δ_t, A_log (as the checkpoint's file holds it) and the layer kinds
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 import yaml
 
-from families import FAMILIES, KINDS, save_family, tolerance
+from families import FAMILIES, KINDS, NEWER, save_family, tolerance
 from oracle import matched_eigvals_error, oracle_model, scan_deltas, sequence_jacobian
 
 L = 9
@@ -40,6 +42,17 @@ def _ids(vocab: int, seed: int = 0) -> torch.Tensor:
 
 def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max() / b.abs().max())
+
+
+def test_the_locked_transformers_has_every_family():
+    """Only an older release than the lock's may leave families out (a misspelt name may not)."""
+    from importlib.metadata import version
+
+    from sweep.versions import _release
+
+    locked = next(l.split("==")[1] for l in (Path(__file__).parents[1] / "requirements.lock")
+                  .read_text().splitlines() if l.startswith("transformers=="))
+    assert not NEWER or _release(version("transformers")) < _release(locked), NEWER
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -1,0 +1,54 @@
+"""The transformers versions tdos names are the ones its files pin, and a too-old one is
+refused in one line before anything runs."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sweep import versions
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _pinned(name: str) -> str:
+    line = next(l for l in (REPO / "requirements.lock").read_text().splitlines()
+                if l.lower().startswith(f"{name}=="))
+    return line.split("==")[1]
+
+
+def test_the_lock_pins_a_tested_transformers_and_pyproject_the_minimum():
+    assert _pinned("transformers") in versions.TESTED_TRANSFORMERS
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert re.search(r'"transformers>=([\d.]+)"', pyproject).group(1) == versions.MIN_TRANSFORMERS
+    assert versions.MIN_TRANSFORMERS == versions.TESTED_TRANSFORMERS[0]   # the minimum is tested
+
+
+def test_the_lock_pins_the_cpu_torch_the_makefile_installs():
+    assert _pinned("torch").split("+")[0] == "2.13.0"
+
+
+@pytest.mark.parametrize("version, ok", [("5.14.0", False), ("4.57.6", False), ("5.24.0", True),
+                                         ("5.25.0", True), ("5.26.0.dev0", True), ("6.0.0", True)])
+def test_too_old_transformers_gets_one_line_naming_the_minimum(version, ok):
+    problem = versions.transformers_problem(version)
+    assert (problem is None) == ok
+    if not ok:
+        assert "\n" not in problem and f"transformers {version} is older than 5.24.0" in problem
+        assert "pip install 'transformers>=5.24.0'" in problem
+
+
+def test_tdos_sweep_refuses_a_too_old_transformers_before_reading_the_config(tmp_path):
+    """The real CLI in a process whose transformers reports an old version (its metadata is
+    what pip installed; the process is told otherwise through importlib.metadata)."""
+    code = ("import importlib.metadata as m, sys; real = m.version; "
+            "m.version = lambda name: '5.3.0' if name == 'transformers' else real(name); "
+            "from sweep.cli import main; sys.exit(main(['sweep', 'missing.yaml']))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    lines = [l for l in out.stderr.splitlines() if l.strip()]
+    assert out.returncode == 2
+    assert lines == [f"tdos: error: {versions.transformers_problem('5.3.0')}"]
