@@ -98,3 +98,13 @@ def client():
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, scheduler_port=0,
                       dashboard_address=":0") as cluster, Client(cluster) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def family_checkpoints(tmp_path_factory):
+    """{family: checkpoint dir} (tests/families.py's save_family)."""
+    from families import FAMILIES, save_family
+
+    root = tmp_path_factory.mktemp("families")
+    gen = torch.Generator().manual_seed(0)
+    return {name: save_family(name, root, gen) for name in FAMILIES}

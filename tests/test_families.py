@@ -22,18 +22,10 @@ import pytest
 import torch
 import yaml
 
-from families import FAMILIES, KINDS, NEWER, save_family, tolerance
+from families import FAMILIES, KINDS, NEWER, tolerance
 from oracle import matched_eigvals_error, oracle_model, scan_deltas, sequence_jacobian
 
 L = 9
-
-
-@pytest.fixture(scope="session")
-def family_checkpoints(tmp_path_factory):
-    """{family: checkpoint dir} (tests/families.py's save_family)."""
-    root = tmp_path_factory.mktemp("families")
-    gen = torch.Generator().manual_seed(0)
-    return {name: save_family(name, root, gen) for name in FAMILIES}
 
 
 def _ids(vocab: int, seed: int = 0) -> torch.Tensor:

@@ -57,8 +57,11 @@ class LayerJacobians:
     """J_tt of decoder layer `layer` of a transformers causal LM (eval mode, no grad params)."""
 
     def __init__(self, model: torch.nn.Module, layer: int, chunk: int = JAC_CHUNK,
-                 fresh: list | None = None, structured: bool = True):
+                 fresh: list | None = None, structured: bool = True, on_forward=None):
         self.model, self.index, self.chunk = model, layer, chunk
+        # called with (start, n) before every forward of tokens [start, start + n): a
+        # layer-local model (sweep/generic/local.py) feeds the stored residual there
+        self.on_forward = on_forward
         # False: every op under plain autograd through transformers' code (the reference
         # route; sweep/generic/ssm.py's structured derivatives off)
         self.structured = structured
@@ -146,6 +149,8 @@ class LayerJacobians:
 
     def _forward(self, ids, start, n, kw) -> None:
         """Tokens [start, start + n) through layers 0..layer, the previous ones cached."""
+        if self.on_forward is not None:
+            self.on_forward(start, n)
         step = dict(kw, attention_mask=torch.ones(1, start + n, dtype=torch.long))
         if self._positions:
             step["position_ids"] = torch.arange(start + n).unsqueeze(0)

@@ -1,0 +1,314 @@
+"""One decoder layer resident: a model whose only materialised weights are layer l's.
+
+`LocalModel(local, dtype)` builds the model skeleton from config.json with every parameter
+on the meta device (buffers such as rotary frequencies are built for real: they are computed,
+not stored) and reads weights from the checkpoint's safetensors by tensor name, the shard
+index saying which file:
+
+- `resident(layer)` materialises decoder layer `layer` (and drops the previous one) plus the
+  small model-level modules the layers' call needs (norms, position tables, ...);
+- the input embedding holds only the rows of the tokens of the current sequence
+  (`sequence(ids)`), indexed through a pre-hook that maps token ids to those rows, so its
+  own forward (scaling included) runs unchanged;
+- decoder layers before `layer` are stand-ins that keep the cache's lengths as their own call
+  would (a placeholder key and value of one channel) and pass the hidden state on; nothing
+  after `layer` is ever called (the decoding stops right after it);
+- the hidden-state input of `layer` is replaced by the stored residual h_l at the positions
+  of the current forward (`at(start, n)`): whatever reached it through the stand-ins is
+  discarded.
+
+Every model-level computation (masks, positions, rotary tables, a hybrid's embeddings passed
+to its layers) is transformers' own. A checkpoint whose tensor names differ from the
+model's (transformers converts some on load: fused MoE experts) raises `NotLocal`; the
+caller falls back to the whole model and says so.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import torch
+
+from sweep.generic import prefix
+from sweep.generic.layers import decoder_layers
+
+
+class NotLocal(Exception):
+    """The layer cannot be loaded alone (names differ from the checkpoint's, or a format)."""
+
+
+@contextlib.contextmanager
+def _parameters_on_meta():
+    """Every nn.Parameter registered inside goes to the meta device; buffers stay real."""
+    register = torch.nn.Module.register_parameter
+
+    def on_meta(module, name, param):
+        register(module, name, param)
+        if param is not None and param.device.type != "meta":   # a tied one is already there
+            kept = module._parameters[name]
+            module._parameters[name] = torch.nn.Parameter(kept.to("meta"), requires_grad=False)
+
+    torch.nn.Module.register_parameter = on_meta
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = register
+
+
+class Checkpoint:
+    """A safetensors checkpoint read tensor by tensor: {name: file} from the shard index."""
+
+    def __init__(self, local: Path):
+        from safetensors import safe_open
+
+        self.local = Path(local)
+        index = self.local / "model.safetensors.index.json"
+        if index.exists():
+            self.files = {k: self.local / v for k, v in json.loads(index.read_text())["weight_map"].items()}
+        elif (self.local / "model.safetensors").exists():
+            with safe_open(self.local / "model.safetensors", "pt") as f:
+                self.files = {k: self.local / "model.safetensors" for k in f.keys()}
+        else:
+            raise NotLocal(f"{self.local}: no model.safetensors or shard index")
+        self.read_bytes = 0
+
+    def tensor(self, name: str, rows: torch.Tensor | None = None) -> torch.Tensor:
+        from safetensors import safe_open
+
+        with safe_open(self.files[name], "pt") as f:
+            if rows is None:
+                t = f.get_tensor(name)
+            else:
+                part = f.get_slice(name)
+                t = torch.stack([part[int(r):int(r) + 1][0] for r in rows])
+        self.read_bytes += t.numel() * t.element_size()
+        return t
+
+
+class LocalModel:
+    """The model of checkpoint `local` with one decoder layer resident (see the module doc)."""
+
+    def __init__(self, local: Path, dtype: torch.dtype, trust_remote_code: bool = False):
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        if "model_type" not in json.loads((Path(local) / "config.json").read_text()):
+            raise NotLocal(f"{local}: mamba_ssm's own format (its tensors are mapped onto "
+                           f"transformers' Mamba when the whole model loads)")
+        self.ckpt = Checkpoint(local)
+        self.dtype = dtype
+        config = AutoConfig.from_pretrained(str(local), local_files_only=True,
+                                            trust_remote_code=trust_remote_code)
+        with _parameters_on_meta():
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype, trust_remote_code=trust_remote_code)
+        # computed buffers (rotary tables, embedding scales) as from_pretrained leaves them:
+        # built in the compute dtype, then set again by the model's own _init_weights (the
+        # weights it also visits are on meta: no work)
+        self.model = model.eval()
+        with torch.no_grad():
+            for m in self.model.modules():
+                self.model._init_weights(m)
+        self.fresh = prefix.module_state(model)     # module-held decode state, as built
+        self.layers = decoder_layers(model)
+        self.n_layers = len(self.layers)
+        # (module, attribute) -> the checkpoint's name of that parameter (a tied parameter
+        # has several names, and the checkpoint holds one of them)
+        names: dict[int, list] = {}
+        for path, m in model.named_modules(remove_duplicate=False):
+            for k, p in m._parameters.items():
+                if p is not None:
+                    names.setdefault(id(p), []).append(((id(m), k), f"{path}.{k}" if path else k))
+        # the output embedding is never called (the decoding stops at layer l): it stays on
+        # meta, whatever the checkpoint names it
+        out = model.get_output_embeddings()
+        unused = {id(p) for p in out.parameters()} if out is not None else set()
+        unused -= {id(p) for p in model.get_input_embeddings().parameters()}
+        self._names, missing = {}, []
+        for pid, entries in names.items():
+            held = [n for _, n in entries if n in self.ckpt.files]
+            missing += [] if held or pid in unused else [entries[0][1]]
+            self._names.update({slot: (held or [entries[0][1]])[0] for slot, _ in entries})
+        if missing:
+            raise NotLocal(f"{sorted(missing)[0]} is not a tensor of the checkpoint (transformers "
+                           f"renames or fuses {len(missing)} tensor(s) on load)")
+        self.embedding = model.get_input_embeddings()
+        self._real = list(self.layers)
+        self.layer: int | None = None
+        self.unique: torch.Tensor | None = None
+        self.residual: torch.Tensor | None = None          # (n, d) h_l of the current sequence
+        self._window, self._armed = (0, 0), False
+        self._hooks = [self.embedding.register_forward_pre_hook(self._rows)]
+        self._load(self._model_level())
+
+    # ---- weights ---------------------------------------------------------------------------
+    def _model_level(self):
+        """Parameters outside the decoder layers and the embeddings (norms, position tables)."""
+        inside = {id(p) for p in self.layers.parameters()}
+        out = self.model.get_output_embeddings()
+        skip = inside | {id(p) for m in (self.embedding, out) if m is not None for p in m.parameters()}
+        return [(m, k) for m in self.model.modules() for k, p in m._parameters.items()
+                if p is not None and id(p) not in skip]
+
+    def _load(self, slots) -> None:
+        for module, key in slots:
+            name = self._names[id(module), key]
+            if name not in self.ckpt.files:
+                raise NotLocal(f"{name} is not a tensor of the checkpoint (transformers renames or "
+                               f"fuses it on load)")
+            t = self.ckpt.tensor(name).to(self.dtype)
+            if t.shape != module._parameters[key].shape:
+                raise NotLocal(f"{name}: {tuple(t.shape)} in the checkpoint, "
+                               f"{tuple(module._parameters[key].shape)} in the model")
+            module._parameters[key] = torch.nn.Parameter(t, requires_grad=False)
+
+    def resident(self, layer: int) -> None:
+        """Decoder layer `layer` materialised, the previous one back on meta."""
+        if layer == self.layer:
+            return
+        if self.layer is not None:
+            for m in self._real[self.layer].modules():
+                for k, p in m._parameters.items():
+                    if p is not None:
+                        m._parameters[k] = torch.nn.Parameter(p.to("meta"), requires_grad=False)
+        self._load([(m, k) for m in self._real[layer].modules() for k, p in m._parameters.items()
+                    if p is not None])
+        for j, real in enumerate(self._real):
+            self.layers[j] = _StandIn(j) if j < layer else real
+        self.layer = layer
+        if layer > 0:
+            self._probe_format()
+
+    def _probe_format(self) -> None:
+        """What the stand-ins return: the model's loop unpacks its layers' outputs its own way
+        (a tensor, or a tuple whose first entry is the hidden state). The first form under
+        which one token reaches layer l is kept."""
+        def reached(module, args, kwargs):
+            raise _Reached
+
+        hook = self._real[self.layer].register_forward_pre_hook(reached, with_kwargs=True)
+        ids = self.unique[:1] if self.unique is not None else torch.zeros(1, dtype=torch.long)
+        saved = (self.unique, self.embedding.weight)
+        if self.unique is None:
+            self.sequence(ids)
+        errors = []
+        try:
+            for size in _FORMATS:
+                for j in range(self.layer):
+                    self.layers[j].size = size
+                try:
+                    with torch.no_grad():
+                        self.model(input_ids=ids[None, :1], use_cache=False)
+                except _Reached:
+                    return
+                except Exception as e:  # the loop's own unpacking error
+                    errors.append(f"{type(e).__name__}: {e}")
+            raise NotLocal(f"no stand-in output reaches layer {self.layer} ({'; '.join(errors)})")
+        finally:
+            hook.remove()
+            self.unique, self.embedding.weight = saved
+
+    def stream(self, ids: torch.Tensor, last: int) -> list[torch.Tensor]:
+        """[h_0, ..., h_last] of sequence `ids` (1-D), each (n, d): one layer resident at a
+        time, each layer's whole-sequence call fed the previous one's output."""
+        hs = []
+
+        def take_input(module, args, kwargs):
+            if not hs:
+                hs.append((args[0] if args else kwargs["hidden_states"])[0].detach().clone())
+
+        def take_output(module, args, kwargs, output):
+            hs.append((output[0] if isinstance(output, (tuple, list)) else output)[0].detach().clone())
+            raise _Reached
+
+        for j in range(last):
+            self.resident(j)
+            self.sequence(ids, hs[j] if j else None)
+            self.at(0, len(ids))
+            layer = self._real[j]
+            hooks = [layer.register_forward_pre_hook(take_input, with_kwargs=True),
+                     layer.register_forward_hook(take_output, with_kwargs=True)]
+            try:
+                with torch.no_grad(), self.injected():
+                    self.model(input_ids=ids[None], use_cache=False)
+            except _Reached:
+                pass
+            finally:
+                for h in hooks:
+                    h.remove()
+        return hs
+
+    def sequence(self, ids: torch.Tensor, residual: torch.Tensor | None = None) -> None:
+        """The embedding rows of `ids` (1-D), and h_l of that sequence (None: layer 0's input
+        is the embedding's own output)."""
+        self.unique = torch.unique(ids)
+        rows = self.ckpt.tensor(self._names[id(self.embedding), "weight"], self.unique).to(self.dtype)
+        self.embedding.weight = torch.nn.Parameter(rows, requires_grad=False)
+        self.residual = residual
+
+    def at(self, start: int, n: int) -> None:
+        """The next forward covers positions [start, start + n)."""
+        self._window = (start, n)
+        self._armed = True
+
+    # ---- hooks -----------------------------------------------------------------------------
+    def _rows(self, module, args):
+        ids = args[0]
+        return (torch.searchsorted(self.unique, ids),) + tuple(args[1:])
+
+    @contextlib.contextmanager
+    def injected(self):
+        """Layer l's hidden-state input replaced by the stored h_l (when there is one)."""
+        if self.residual is None:
+            yield
+            return
+
+        def inject(module, args, kwargs):
+            if not self._armed:                 # a call of the layer inside that forward
+                return None
+            self._armed = False
+            start, n = self._window
+            # as many positions as reached the layer, ending at the forward's last one (a
+            # model without a cache object gets the whole sequence again at every step)
+            m = (args[0] if args else kwargs["hidden_states"]).shape[-2]
+            h = self.residual[start + n - m:start + n].unsqueeze(0).clone()
+            if args:
+                return (h,) + tuple(args[1:]), kwargs
+            return args, dict(kwargs, hidden_states=h)
+
+        hook = self._real[self.layer].register_forward_pre_hook(inject, with_kwargs=True, prepend=True)
+        try:
+            yield
+        finally:
+            hook.remove()
+
+
+class _Reached(Exception):
+    """Layer l was reached (its call is not needed)."""
+
+
+_FORMATS = (0, 2, 3)       # a tensor; a tuple of 2 or 3 entries, the hidden state first
+
+
+class _StandIn(torch.nn.Module):
+    """Decoder layer j < l: its cache layer (when it holds keys) grows by the tokens of the
+    call, as the real layer's would, and the hidden state is passed on untouched."""
+
+    def __init__(self, index: int):
+        super().__init__()
+        self.index = index
+        self.size = 0
+
+    def forward(self, hidden_states, *args, **kwargs):
+        from transformers.cache_utils import Cache
+
+        cache = next((v for v in (*args, *kwargs.values()) if isinstance(v, Cache)), None)
+        if cache is not None and self.index < len(cache.layers) and hasattr(cache.layers[self.index], "keys"):
+            n = hidden_states.shape[-2]
+            placeholder = hidden_states.new_zeros(1, 1, n, 1)
+            cache.layers[self.index].update(placeholder, placeholder)
+        if not self.size:
+            return hidden_states
+        # a state list the call carries (RWKV's) goes on to the next layer, as returned
+        carried = next((v for v in kwargs.values() if isinstance(v, (list, tuple)) and v
+                        and all(isinstance(t, torch.Tensor) for t in v)), None)
+        return (hidden_states, carried, None)[:self.size]

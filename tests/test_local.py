@@ -1,0 +1,108 @@
+"""One decoder layer resident (sweep/generic/local.py) against the whole model.
+
+For every tested family, float64: J_tt and the layer's outputs by the model's own decoding
+with only layer l materialised (the layers before it stand-ins, its input the residual h_l
+fed from outside) equal the whole-model route's; the residual streamed one layer at a time
+equals the hidden states of transformers' own whole-model forward. A family whose checkpoint
+names differ from the model's (transformers converts them on load) is refused with
+`NotLocal` naming the tensor, the stated fallback to the whole model. A sharded checkpoint
+(several safetensors files and the index) reads only the resident layer's tensors.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from families import FAMILIES, tolerance
+from sweep.generic.decode import LayerJacobians
+from sweep.generic.layers import decoder_layers
+from sweep.generic.local import LocalModel, NotLocal
+from sweep.model import _use_tdos_attention, load_model
+
+L = 7
+# checkpoints whose tensors transformers renames or fuses on load (MoE experts and others)
+CONVERTED = {"jamba", "kimi_linear", "mixtral", "olmo_hybrid"}
+
+
+def _ids(seed: int = 1) -> torch.Tensor:
+    return torch.randint(3, 90, (L,), generator=torch.Generator().manual_seed(seed))
+
+
+def _hidden_states(hf, ids) -> list[torch.Tensor]:
+    """The input of every decoder layer in transformers' own whole-sequence forward."""
+    seen = {}
+
+    def take(i):
+        def hook(module, args, kwargs):
+            seen.setdefault(i, (args[0] if args else kwargs["hidden_states"])[0].detach().clone())
+        return hook
+
+    hooks = [m.register_forward_pre_hook(take(i), with_kwargs=True)
+             for i, m in enumerate(decoder_layers(hf))]
+    with torch.no_grad():
+        hf(ids[None], use_cache=False)
+    for h in hooks:
+        h.remove()
+    return [seen[i] for i in range(len(seen))]
+
+
+def _local(path, dtype=torch.float64) -> LocalModel:
+    lm = LocalModel(path, dtype)
+    _use_tdos_attention(lm.model)
+    return lm
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_one_resident_layer_equals_the_whole_model(family_checkpoints, family):
+    path = family_checkpoints[family]
+    if family in CONVERTED:
+        with pytest.raises(NotLocal, match="is not a tensor of the checkpoint"):
+            _local(path)
+        return
+    whole = load_model(path, dtype="float64")
+    ids = _ids()
+    lm = _local(path)
+    stream = lm.stream(ids, lm.n_layers)
+    assert len(stream) == lm.n_layers + 1
+    for got, want in zip(stream, _hidden_states(whole.hf, ids)):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12 * float(want.abs().max()))
+    for layer in range(lm.n_layers):
+        want = LayerJacobians(whole.hf, layer, fresh=whole.fresh).run(ids, 0, L)
+        lm.resident(layer)
+        lm.sequence(ids, want.inputs)             # the whole model's own decode inputs
+        with lm.injected():
+            got = LayerJacobians(lm.model, layer, fresh=lm.fresh, on_forward=lm.at).run(ids, 0, L)
+        for a, b in ((got.jac, want.jac), (got.outputs, want.outputs)):
+            assert float((a - b).abs().max() / b.abs().max()) <= tolerance(family), (family, layer)
+
+
+def test_a_sharded_checkpoint_reads_only_the_resident_layer(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from families import FAMILIES as configs
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(configs["llama"]())
+    model.save_pretrained(tmp_path / "sharded", max_shard_size="40KB")
+    index = json.loads((tmp_path / "sharded" / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 2
+    layer_bytes = sum(p.numel() * p.element_size() for p in decoder_layers(model)[1].parameters())
+
+    lm = _local(tmp_path / "sharded", torch.float32)
+    ids = _ids(2)
+    lm.sequence(ids)
+    lm.resident(0)
+    before = lm.ckpt.read_bytes
+    lm.resident(1)
+    assert lm.ckpt.read_bytes - before == layer_bytes
+    assert all(p.device.type == "meta" for p in lm._real[0].parameters())
+    whole = load_model(tmp_path / "sharded", dtype="float32")
+    for got, want in zip(lm.stream(ids, 2), _hidden_states(whole.hf, ids)):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-6 * float(want.abs().max()))
+
+
+def test_mamba_ssm_format_falls_back_to_the_whole_model(tiny_checkpoints):
+    with pytest.raises(NotLocal, match="mamba_ssm's own format"):
+        LocalModel(tiny_checkpoints["mamba_ssm"], torch.float32)
