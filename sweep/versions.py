@@ -22,21 +22,17 @@ def tested_range() -> str:
     return ", ".join(TESTED_TRANSFORMERS)
 
 
-def _release(version: str) -> tuple[int, ...]:
-    """'5.25.0.dev0' -> (5, 25, 0): the numeric release, pre-release tags dropped."""
-    parts = []
-    for piece in version.split("+")[0].split("."):
-        digits = "".join(c for c in piece if c.isdigit()) if piece[:1].isdigit() else ""
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
+def release(version: str) -> tuple[int, ...]:
+    """'5.25.0.dev0' -> (5, 25, 0): the numeric release (packaging's, pre-release tags dropped)."""
+    from packaging.version import Version
+
+    return Version(version).release
 
 
 def transformers_problem(version: str) -> str | None:
     """The one-line refusal for an installed transformers `version`, or None when it is new
     enough."""
-    if _release(version) >= _release(MIN_TRANSFORMERS):
+    if release(version) >= release(MIN_TRANSFORMERS):
         return None
     return (f"transformers {version} is older than {MIN_TRANSFORMERS}, the first release with the "
             f"cache and generation APIs tdos' generic path uses (tested on {tested_range()}) — "

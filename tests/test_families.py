@@ -40,11 +40,11 @@ def test_the_locked_transformers_has_every_family():
     """Only an older release than the lock's may leave families out (a misspelt name may not)."""
     from importlib.metadata import version
 
-    from sweep.versions import _release
+    from sweep.versions import release
 
     locked = next(l.split("==")[1] for l in (Path(__file__).parents[1] / "requirements.lock")
                   .read_text().splitlines() if l.startswith("transformers=="))
-    assert not NEWER or _release(version("transformers")) < _release(locked), NEWER
+    assert not NEWER or release(version("transformers")) < release(locked), NEWER
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 from sweep.generic import prefix
+from sweep.generic.decode import _first, _hidden, _tensor_list
 from sweep.generic.layers import decoder_layers
 
 
@@ -137,6 +138,8 @@ class LocalModel:
         self.unique: torch.Tensor | None = None
         self.residual: torch.Tensor | None = None          # (n, d) h_l of the current sequence
         self._window, self._armed = (0, 0), False
+        self._size: int | None = None                      # the stand-ins' output form
+        self.ids: torch.Tensor | None = None
         self._hooks = [self.embedding.register_forward_pre_hook(self._rows)]
         self._load(self._model_level())
 
@@ -151,10 +154,7 @@ class LocalModel:
 
     def _load(self, slots) -> None:
         for module, key in slots:
-            name = self._names[id(module), key]
-            if name not in self.ckpt.files:
-                raise NotLocal(f"{name} is not a tensor of the checkpoint (transformers renames or "
-                               f"fuses it on load)")
+            name = self._names[id(module), key]          # held by the checkpoint (__init__)
             t = self.ckpt.tensor(name).to(self.dtype)
             if t.shape != module._parameters[key].shape:
                 raise NotLocal(f"{name}: {tuple(t.shape)} in the checkpoint, "
@@ -175,19 +175,21 @@ class LocalModel:
         for j, real in enumerate(self._real):
             self.layers[j] = _StandIn(j) if j < layer else real
         self.layer = layer
-        if layer > 0:
-            self._probe_format()
+        if layer > 0 and self._size is None:
+            self._size = self._probe_format()
+        for j in range(layer):
+            self.layers[j].size = self._size
 
-    def _probe_format(self) -> None:
+    def _probe_format(self) -> int:
         """What the stand-ins return: the model's loop unpacks its layers' outputs its own way
-        (a tensor, or a tuple whose first entry is the hidden state). The first form under
-        which one token reaches layer l is kept."""
+        (a tensor, or a tuple whose first entry is the hidden state), the same for every
+        layer: the first form under which one token reaches layer l, probed once."""
         def reached(module, args, kwargs):
             raise _Reached
 
         hook = self._real[self.layer].register_forward_pre_hook(reached, with_kwargs=True)
         ids = self.unique[:1] if self.unique is not None else torch.zeros(1, dtype=torch.long)
-        saved = (self.unique, self.embedding.weight)
+        saved = (self.ids, self.unique, self.embedding.weight)
         if self.unique is None:
             self.sequence(ids)
         errors = []
@@ -199,13 +201,13 @@ class LocalModel:
                     with torch.no_grad():
                         self.model(input_ids=ids[None, :1], use_cache=False)
                 except _Reached:
-                    return
+                    return size
                 except Exception as e:  # the loop's own unpacking error
                     errors.append(f"{type(e).__name__}: {e}")
             raise NotLocal(f"no stand-in output reaches layer {self.layer} ({'; '.join(errors)})")
         finally:
             hook.remove()
-            self.unique, self.embedding.weight = saved
+            self.ids, self.unique, self.embedding.weight = saved
 
     def stream(self, ids: torch.Tensor, last: int) -> list[torch.Tensor]:
         """[h_0, ..., h_last] of sequence `ids` (1-D), each (n, d): one layer resident at a
@@ -214,10 +216,10 @@ class LocalModel:
 
         def take_input(module, args, kwargs):
             if not hs:
-                hs.append((args[0] if args else kwargs["hidden_states"])[0].detach().clone())
+                hs.append(_hidden(args, kwargs)[0][0].detach().clone())
 
         def take_output(module, args, kwargs, output):
-            hs.append((output[0] if isinstance(output, (tuple, list)) else output)[0].detach().clone())
+            hs.append(_first(output)[0].detach().clone())
             raise _Reached
 
         for j in range(last):
@@ -239,10 +241,11 @@ class LocalModel:
 
     def sequence(self, ids: torch.Tensor, residual: torch.Tensor | None = None) -> None:
         """The embedding rows of `ids` (1-D), and h_l of that sequence (None: layer 0's input
-        is the embedding's own output)."""
-        self.unique = torch.unique(ids)
-        rows = self.ckpt.tensor(self._names[id(self.embedding), "weight"], self.unique).to(self.dtype)
-        self.embedding.weight = torch.nn.Parameter(rows, requires_grad=False)
+        is the embedding's own output); the rows are read once per sequence."""
+        if self.ids is None or not torch.equal(self.ids, ids):
+            self.ids, self.unique = ids.clone(), torch.unique(ids)
+            rows = self.ckpt.tensor(self._names[id(self.embedding), "weight"], self.unique).to(self.dtype)
+            self.embedding.weight = torch.nn.Parameter(rows, requires_grad=False)
         self.residual = residual
 
     def at(self, start: int, n: int) -> None:
@@ -269,7 +272,7 @@ class LocalModel:
             start, n = self._window
             # as many positions as reached the layer, ending at the forward's last one (a
             # model without a cache object gets the whole sequence again at every step)
-            m = (args[0] if args else kwargs["hidden_states"]).shape[-2]
+            m = _hidden(args, kwargs)[0].shape[-2]
             h = self.residual[start + n - m:start + n].unsqueeze(0).clone()
             if args:
                 return (h,) + tuple(args[1:]), kwargs
@@ -309,6 +312,5 @@ class _StandIn(torch.nn.Module):
         if not self.size:
             return hidden_states
         # a state list the call carries (RWKV's) goes on to the next layer, as returned
-        carried = next((v for v in kwargs.values() if isinstance(v, (list, tuple)) and v
-                        and all(isinstance(t, torch.Tensor) for t in v)), None)
+        carried = next((v for v in kwargs.values() if _tensor_list(v)), None)
         return (hidden_states, carried, None)[:self.size]
