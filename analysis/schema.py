@@ -14,8 +14,9 @@ from dataclasses import dataclass
 # 3: any causal LM: the kind of every layer (`layer_kinds`), Δ/A_log for every Mamba-style
 #    layer (per channel for Mamba-1, per head for Mamba-2), which Jacobian path computed
 #    each block, config.json (and tokenizer files) in the checkpoint record
-FORMAT = 3
-UPGRADABLE = (1, 2)               # formats `tdos upgrade STORE` rewrites to FORMAT in place
+# 4: the residual stream h_l entering every swept layer (`residual`, `residual_ledger`)
+FORMAT = 4
+UPGRADABLE = (1, 2, 3)            # formats `tdos upgrade STORE` rewrites to FORMAT in place
 
 # ledger codes, (layer, seq, block) int8: the single record of completion
 PENDING, DONE, FLAGGED = 0, 1, 2  # FLAGGED: done, but some value is non-finite
@@ -41,6 +42,7 @@ class ArraySpec:
     dims: tuple[str, ...]
     kind: str                     # "int64" | "int8" | "real" / "complex": in the compute dtype
     per_token: bool = False       # chunks (1, 1, token_block, ...): written by block tasks
+    per_sequence: bool = False    # chunks (1, 1, ...): one per (layer row, sequence)
     ssm: bool = False             # present only in groups with a Mamba-style layer
 
 
@@ -64,6 +66,11 @@ ARRAYS = {
     # A_log of every Mamba-style layer of the model, swept or not: (d_inner, d_state) for
     # Mamba-1, (heads, 1) for Mamba-2; other layers stay NaN
     "a_log": ArraySpec(("model_layer", "channel", "state"), "real", ssm=True),
+    # h_{l,t}: the residual stream entering the row's layer, in the compute dtype, from the
+    # streaming forward (embedding, then one layer at a time); written per (row, sequence),
+    # then its residual_ledger cell (DONE)
+    "residual": ArraySpec(("layer", "seq", "token", "hidden"), "real", per_sequence=True),
+    "residual_ledger": ArraySpec(("layer", "seq"), "int8", per_sequence=True),
 }
 SCALE_ARRAYS = ("scale_rayleigh", "scale_residual")
 SHIFT_ARRAYS = ("shift_rayleigh", "shift_residual")

@@ -193,11 +193,16 @@ def bench_config(models: dict, store: Path, length: int, T: int):
 
 def block_task(plan, root, group: str, t0: int):
     """The planned BlockTask of `group` starting at token t0 (`plan` from sweep.plan.make_plan,
-    `root` the store sweep.store.open_store made from it)."""
-    from sweep.tasks import BlockTask, pending_tasks
+    `root` the store sweep.store.open_store made from it), its residual h_l stored first
+    (the residual task runs here)."""
+    from sweep.task import run_task
+    from sweep.tasks import BlockTask, ResidualTask, pending_tasks
 
-    return next(t for t in pending_tasks(plan, root) if isinstance(t, BlockTask)
-                and t.model.group == group and t.t0 == t0)
+    tasks = pending_tasks(plan, root)
+    for t in tasks:
+        if isinstance(t, ResidualTask) and t.model.group == group:
+            run_task(t)
+    return next(t for t in tasks if isinstance(t, BlockTask) and t.model.group == group and t.t0 == t0)
 
 
 def phases(model, task, g, reps: int) -> dict:

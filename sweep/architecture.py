@@ -35,6 +35,8 @@ class ModelInfo:
     weight_bytes: int = 0              # bytes of the weight files
     block_params: int = 0              # parameters of the largest decoder layer
     n_params: int = 0                  # parameters of the whole model (tied ones once)
+    shared_params: int = 0             # parameters outside the decoder layers and embeddings
+    not_local: str = ""                # why a worker must load the whole model (empty: one layer)
 
     @property
     def ssm_layers(self) -> tuple[int, ...]:
@@ -122,12 +124,16 @@ def model_info(config, model, local: Path, weight_bytes: int) -> ModelInfo:
     kinds = layer_kinds(model)
     # Mamba-style models embed no positions; some still carry a nominal max_position_embeddings
     bounded = not all(k.ssm or k.kind == "recurrent" for k in kinds)
+    out = model.get_output_embeddings()
+    apart = {id(p) for m in (decoder_layers(model), model.get_input_embeddings(), out)
+             if m is not None for p in m.parameters()}
     return ModelInfo(config.model_type, text.num_hidden_layers, text.hidden_size,
                      next((v for v in limits if v), None) if bounded else None,
                      text.vocab_size, kinds, local, weight_bytes,
                      max(sum(p.numel() for p in layer.parameters())
                          for layer in decoder_layers(model)),
-                     sum(p.numel() for p in model.parameters()))
+                     sum(p.numel() for p in model.parameters()),
+                     sum(p.numel() for p in model.parameters() if id(p) not in apart))
 
 
 def _mamba_ssm_key(key: str) -> str:

@@ -39,7 +39,6 @@ WORKER_START_S = 5.0                # importing torch, transformers, distributed
 LOAD_S_PER_GB = 16.7                # cold task of Mamba-370M fp32: 24.9 s for 1.49 GB of weights
 FP64_LOAD_FACTOR = 1.67             # its fp64 cold task: 41.7 s
 PROCESS_BYTES = int(0.5 * GiB)      # a worker with torch + transformers imported, no model
-HIDDEN_CACHE = 4                    # hidden states kept per worker (sweep.task.HIDDEN_CACHE)
 JAC_CHUNK = 512                     # cotangents per batched backward (sweep.generic.decode)
 _REAL = {"float32": 4, "float64": 8}
 
@@ -62,9 +61,11 @@ class SweepPlan:
     store_bytes_now: int            # already on disk (a resumed store)
     disk_free: int                  # at the store's nearest existing directory
     worker_bytes: int               # peak resident memory of one worker (an upper bound)
+    worker_parts: str               # what worker_bytes is made of, for the dry run
     memory_total: int               # physical memory of this machine
     local: bool                     # workers run on this machine (their memory is checked)
     core_seconds: float             # CPU estimate, see the module docstring
+    memory_limit: int | None = None  # cluster.memory_limit in bytes, when set
 
     @property
     def blocks(self) -> int:
@@ -90,7 +91,9 @@ class SweepPlan:
             f"store on disk: <= {_size(self.store_bytes)} uncompressed "
             f"({_size(self.store_bytes_now)} already there, {_size(self.disk_free)} free)",
             f"peak memory per worker: <= {_gib(self.worker_bytes)} "
-            f"({self.workers} worker(s); this machine has {_gib(self.memory_total)})",
+            f"({self.workers} worker(s); this machine has {_gib(self.memory_total)})"
+            + (f"; per worker {_gib(self.memory_limit)} (cluster.memory_limit)" if self.memory_limit else ""),
+            f"  = {self.worker_parts}",
             f"compute: ~{hours:.2g} core-hours on CPU (~{hours * 60 / self.workers:.3g} min wall "
             f"on {self.workers} worker(s)), from measured per-token costs (sweep/budget.py)",
         ]
@@ -103,6 +106,10 @@ class SweepPlan:
             return (f"store: the sweep needs up to {_size(need)} more on disk, {self.store} has "
                     f"{_size(self.disk_free)} free — free space, choose another --store, or sweep "
                     f"fewer layers/sequences")
+        if self.memory_limit and self.worker_bytes > self.memory_limit:
+            return (f"cluster.memory_limit: {_gib(self.memory_limit)} per worker is below the "
+                    f"{_gib(self.worker_bytes)} one worker needs ({self.worker_parts}) — raise "
+                    f"memory_limit, or sweep in float32 / with a smaller compute.token_block")
         if self.local and self.workers * self.worker_bytes > self.memory_total:
             return (f"compute: {self.workers} worker(s) x {_gib(self.worker_bytes)} peak exceeds this "
                     f"machine's {_gib(self.memory_total)} of memory — use fewer --workers or a "
@@ -116,7 +123,7 @@ def plan_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = N
     cfg = plan.config
     kind = cfg.cluster.kind
     n = workers or cfg.cluster.workers or (os.cpu_count() or 1)
-    rows, store_bytes, seconds, peak = [], 0, 0.0, PROCESS_BYTES
+    rows, store_bytes, seconds, peak, parts = [], 0, 0.0, PROCESS_BYTES, "the process"
     for m in plan.models:
         S, B = cfg.inputs.sequences, cfg.token_block
         rows += [Row(m.name, m.spec.dtype, layer, tokens, S * math.ceil(tokens / B))
@@ -125,12 +132,15 @@ def plan_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = N
         store_bytes += _store_bytes(m, planned, cfg)
         seconds += planned * _seconds_per_token(m)
         seconds += n * _load_seconds(m.info, m.spec.dtype)
-        peak = max(peak, _worker_bytes(m, cfg))
+        need, what = _worker_bytes(m, cfg)
+        if need > peak:
+            peak, parts = need, what
     seconds += n * WORKER_START_S
     _check_existing_store(plan)
     now = _du(Path(cfg.store))
     return SweepPlan(tuple(rows), cfg.store, n, store_bytes, now, _free(Path(cfg.store)), peak,
-                     _memory_total(), kind in ("local", "auto", "cuda") and not scheduler, seconds)
+                     parts, _memory_total(), kind in ("local", "auto", "cuda") and not scheduler,
+                     seconds, _memory_limit(cfg.cluster.memory_limit))
 
 
 def check_fits(plan: SweepPlan) -> None:
@@ -178,19 +188,46 @@ def _store_bytes(m, planned: int, cfg) -> int:
     return planned * per_token + a_log + tokens
 
 
-def _worker_bytes(m, cfg) -> int:
-    """Peak of a worker running `m`'s blocks: the process, the model's weights in the
-    compute dtype, the (T, d, d) J_tt buffer, eig's workspace, the generic path's batched
-    backward (JAC_CHUNK rows of the layer's activations) or the fast path's hidden states."""
-    real, d, B = _REAL[m.spec.dtype], m.info.d_model, cfg.token_block
-    weights = m.info.n_params * real
+def _worker_bytes(m, cfg) -> tuple[int, str]:
+    """(peak bytes, what they are) of a worker running `m`'s tasks: the process; the weights it
+    holds in the compute dtype (the whole model, or on the layer-local route
+    compute.resident_layers decoder layers, the modules outside them and the embedding rows
+    of a sequence); the (T, d, d) J_tt buffer and eig's workspace; the generic path's batched
+    backward (JAC_CHUNK rows of the layer's activations); the residual it holds (a block's
+    h_l, or a residual task's batch of sequences, two layers' worth)."""
+    from sweep.tasks import residual_batch
+
+    real, d, B, L = _REAL[m.spec.dtype], m.info.d_model, cfg.token_block, cfg.inputs.length
+    layer = m.info.block_params * real
     jac = B * d * d * real
     eig = 4 * d * d * 2 * real                             # a complex (d, d) and LAPACK's copies
-    if m.engine == "generic":
-        work = JAC_CHUNK * 8 * m.info.block_params // d * real      # ~8 layer-wide activations
+    work = JAC_CHUNK * 8 * m.info.block_params // d * real if m.engine == "generic" else 0
+    h = L * d * real                                       # one sequence's h_l
+    if m.info.not_local:
+        weights = m.info.n_params * real
+        held = f"the whole model {_gib(weights)}"
+        stream = 0                                         # the model's own forward, one sequence
     else:
-        work = HIDDEN_CACHE * cfg.inputs.length * d * real * 2
-    return PROCESS_BYTES + weights + jac + eig + work
+        keep = cfg.compute.resident_layers
+        weights = keep * layer + (m.info.shared_params + L * d) * real
+        held = f"{keep} layer(s) x {_gib(layer)} + shared modules and embedding rows"
+        batch = min(residual_batch(m, L), cfg.inputs.sequences)
+        stream = batch * 2 * h
+    block = jac + eig + work + (h if not m.info.not_local or m.engine == "fast" else 0)
+    parts = (f"process {_gib(PROCESS_BYTES)} + {held} + max(block: J_tt {_gib(jac)} + eig "
+             f"{_gib(eig)}" + (f" + backward {_gib(work)}" if work else "") + f" + h_l {_gib(h)}, "
+             f"residual task {_gib(stream)}) [{m.name}, {m.spec.dtype}"
+             + (f"; whole model: {m.info.not_local}]" if m.info.not_local else "; layer-local]"))
+    return PROCESS_BYTES + weights + max(block, stream), parts
+
+
+def _memory_limit(limit) -> int | None:
+    """cluster.memory_limit in bytes; None when unset or "auto" (distributed's share of RAM)."""
+    if limit is None or limit == "auto":
+        return None
+    from dask.utils import parse_bytes
+
+    return int(parse_bytes(limit)) if isinstance(limit, str) else int(limit)
 
 
 def _du(p: Path) -> int:

@@ -16,6 +16,7 @@ import json
 import math
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 from sweep.architecture import ModelInfo, hf_config, meta_model, model_info
 from sweep.errors import ConfigError
@@ -110,11 +111,10 @@ def inspect_checkpoint(path: str, revision: str | None, where: str,
     if not files:
         raise ConfigError(f"{where}: no checkpoint weights (*.safetensors, *.bin) next to {cfg_file} — "
                           f"download the weights or fix the path")
-    found = {}
-    for f in files:
-        found.update({rename(k): (shape, f.name) for k, shape in tensor_shapes(f, where).items()})
+    found = checkpoint_names(model, local, rename, where)
     _check_shapes(model, found, where, cfg_file)
     info = model_info(config, model, local, sum(f.stat().st_size for f in files))
+    info = dataclasses.replace(info, not_local=_not_local(model, found))
     if "model_type" not in raw:     # mamba_ssm pads its embedding; ids beyond the real vocab are unused
         info = dataclasses.replace(info, vocab_size=raw["vocab_size"])
     return info
@@ -179,10 +179,43 @@ def _safetensors_shapes(f: Path, where: str) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _check_shapes(model, found: dict, where: str, cfg_file: Path) -> None:
+class Source(NamedTuple):
+    """Where from_pretrained takes one of the model's tensors from."""
+
+    shape: tuple[int, ...] | None     # None: a converter builds it (no shape to compare)
+    file: str                         # weight file name
+    key: str                          # the tensor's name in that file
+    converted: bool = False           # built from several tensors (fused MoE experts)
+
+
+def checkpoint_names(model, local: Path, rename=str, where: str = "model.path") -> dict[str, Source]:
+    """{the model's key: its Source} from the weight files' headers, mapped as from_pretrained
+    maps them (`rename`: the mamba_ssm layout's names). A layer-local worker reads its layer's
+    tensors through it (sweep/generic/local.py)."""
+    found = {}
+    for f in weight_files(local):
+        found.update({rename(k): Source(shape, f.name, k) for k, shape in tensor_shapes(f, where).items()})
+    return _as_model_keys(model, found, model.state_dict(keep_vars=True))
+
+
+def _not_local(model, found: dict[str, Source]) -> str:
+    """Why a worker cannot read a layer's tensors alone (empty: it can): a tensor
+    transformers builds on load from several of the checkpoint's."""
+    from sweep.generic.local import _rescales
+
+    if _rescales(model.config):
+        return ("RWKV rescales its layers' weights in place on its first forward (rescale_every "
+                "below its depth): the whole model is loaded")
+    converted = sorted(k for k, s in found.items() if s.converted)
+    if converted:
+        return (f"transformers converts {len(converted)} tensor(s) on load (e.g. {converted[0]}): "
+                f"the whole model is loaded")
+    return ""
+
+
+def _check_shapes(model, found: dict[str, Source], where: str, cfg_file: Path) -> None:
     """Every parameter of `model` is in the weight files (tied ones once), with its shape."""
     expected = model.state_dict(keep_vars=True)
-    found = _as_model_keys(model, found, expected)
     _check_depth(model, found, expected, where, cfg_file)
     groups: dict[int, list[str]] = {}
     for k, t in expected.items():
@@ -194,7 +227,7 @@ def _check_shapes(model, found: dict, where: str, cfg_file: Path) -> None:
                               f"no weight file (a missing shard, or another model's config.json?) — "
                               f"re-download the checkpoint")
         for k in present:
-            shape, file = found[k]
+            shape, file = found[k][:2]
             want = tuple(expected[k].shape)
             if shape is not None and shape != want:
                 raise ConfigError(f"{where}: weights do not match {cfg_file.name}: {k} is {list(shape)} "
@@ -222,20 +255,17 @@ def _as_model_keys(model, found: dict, expected: dict) -> dict:
     renamings (GPT-NeoX's embed_out -> lm_head) and the base-model prefix that checkpoints
     saved from the bare model (the original gpt2) lack. A key that a converter reshapes
     keeps no shape to compare (None)."""
+    from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import WeightRenaming, rename_source_key
+
     prefix = model.base_model_prefix
-    try:
-        from transformers.conversion_mapping import get_model_conversion_mapping
-        from transformers.core_model_loading import WeightRenaming, rename_source_key
-    except ImportError:        # transformers 4: names are the model's own, prefix aside
-        return {(f"{prefix}.{k}" if k not in expected and f"{prefix}.{k}" in expected else k): v
-                for k, v in found.items()}
     transforms = get_model_conversion_mapping(model)
     renames = [t for t in transforms if isinstance(t, WeightRenaming)]
     converters = [t for t in transforms if not isinstance(t, WeightRenaming)]
     out = {}
-    for k, (shape, file) in found.items():
+    for k, source in found.items():
         key, converted = rename_source_key(k, renames, converters, prefix, expected)
-        out[key] = (None if converted else shape, file)
+        out[key] = source._replace(shape=None, converted=True) if converted else source
     return out
 
 

@@ -74,6 +74,7 @@ class ComputeConfig:
     cpu_linalg: str = "auto"        # auto | torch | openblas: the CPU's GEMM and eig library
     engine: str = "auto"            # auto | generic: J_tt by a hand-written fast path where one
                                     # exists (sweep/model.py FAST), else transformers' own layer
+    resident_layers: int = 1        # decoder layers a worker holds at most (layer-local route)
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ _TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster
 _YAML_FIELDS = {
     ModelSpec: ("path", "dtype", "revision", "name", "layers", "trust_remote_code"),
     InputsConfig: ("sequences", "length", "seed", "text", "tokenizer", *_DATASET_FIELDS),
-    ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg", "engine"),
+    ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg", "engine", "resident_layers"),
     AnalysisConfig: ("window", "level", "n_boot", "modes", "lengths", "layer", "skip_positions",
                      "seed"),
 }
@@ -313,6 +314,10 @@ def _check_compute(compute: ComputeConfig) -> None:
     if compute.cpu_linalg not in CPU_LINALG:
         raise ConfigError(f"compute.cpu_linalg: {compute.cpu_linalg!r} is not one of {', '.join(CPU_LINALG)} — "
                           f"leave it out for auto")
+    if not (isinstance(compute.resident_layers, int) and not isinstance(compute.resident_layers, bool)
+            and compute.resident_layers >= 1):
+        raise ConfigError(f"compute.resident_layers: must be an integer >= 1, got "
+                          f"{compute.resident_layers!r} — use e.g. 1 (the default)")
     if not (math.isfinite(compute.live_every) and compute.live_every >= 0):
         raise ConfigError(f"compute.live_every: must be a finite number of seconds >= 0, got "
                           f"{compute.live_every} — use e.g. 10, or 0 to disable")

@@ -26,6 +26,7 @@ class Ledger:
     layers: np.ndarray           # (R,) model layer of each row
     lengths: np.ndarray          # (R,) tokens planned per row
     missing_a_log: tuple[int, ...]   # Mamba-style model layers whose A_log is not written
+    residual: np.ndarray         # (R, S) int8: h_l of the row's layer stored (DONE) or not
 
     @classmethod
     def read(cls, g: zarr.Group) -> "Ledger":
@@ -35,7 +36,7 @@ class Ledger:
         lengths = g["layer_length"][...]
         mask = np.arange(nb)[None, :] < (-(-lengths // B))[:, None]          # (R, nb)
         return cls(cells, np.broadcast_to(mask[:, None, :], (R, S, nb)), g["layer"][...],
-                   lengths, tuple(_missing_a_log(g)))
+                   lengths, tuple(_missing_a_log(g)), g["residual_ledger"][...])
 
     def pending(self):
         """(row, seq, block) of every planned cell still at 0, rows in store order."""

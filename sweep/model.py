@@ -154,8 +154,16 @@ def load_model(path, dtype="float32", revision=None, device="cpu",
                          f"nor mamba_ssm (d_model, n_layer)")
     hf = hf.to(device=device).eval()
     hf.requires_grad_(False)
-    _use_tdos_attention(hf)
+    prepare(hf, tdtype)
     return _wrap(hf, str(path), revision, local, tdtype)
+
+
+def prepare(hf, dtype: torch.dtype) -> None:
+    """What every route sets on a built model: tdos' attention function, and in float64 the
+    eager expert matmuls (the grouped expert kernels lack float64)."""
+    _use_tdos_attention(hf)
+    if dtype == torch.float64 and getattr(hf.config, "_experts_implementation", None):
+        hf.set_experts_implementation("eager")
 
 
 def _use_tdos_attention(hf) -> None:
@@ -168,19 +176,21 @@ def _use_tdos_attention(hf) -> None:
         pass
 
 
-def _load_hf(local: Path, dtype: torch.dtype, trust_remote_code: bool):
+def quiet_transformers() -> None:
+    """Workers load models mid-sweep: transformers' per-load bar would break the sweep's own,
+    and its "falling back to the reference PyTorch implementation" notes are expected here."""
     import transformers
-    from transformers import AutoModelForCausalLM
 
-    # workers load models mid-sweep: transformers' per-load bar would break the sweep's own,
-    # and its "falling back to the reference PyTorch implementation" notes are expected here
     transformers.utils.logging.disable_progress_bar()
     transformers.utils.logging.get_logger("transformers.integrations.hub_kernels").setLevel("ERROR")
-    hf = AutoModelForCausalLM.from_pretrained(str(local), dtype=dtype, local_files_only=True,
-                                              trust_remote_code=trust_remote_code)
-    if dtype == torch.float64 and getattr(hf.config, "_experts_implementation", None):
-        hf.set_experts_implementation("eager")     # the grouped expert kernels lack float64
-    return hf
+
+
+def _load_hf(local: Path, dtype: torch.dtype, trust_remote_code: bool):
+    from transformers import AutoModelForCausalLM
+
+    quiet_transformers()
+    return AutoModelForCausalLM.from_pretrained(str(local), dtype=dtype, local_files_only=True,
+                                                trust_remote_code=trust_remote_code)
 
 
 def _wrap(hf, path: str, revision, local: Path, dtype: torch.dtype) -> LoadedModel:

@@ -20,7 +20,7 @@ from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed, Unsuppor
 from sweep.lock import store_lock
 from sweep.plan import Plan, make_plan
 from sweep.task import run_task
-from sweep.tasks import ALogTask, BlockTask, pending_tasks
+from sweep.tasks import ALogTask, BlockTask, ResidualTask, pending_tasks
 
 RETRIES = 2          # task exceptions; a killed worker's tasks are rescheduled by the scheduler
 
@@ -54,6 +54,10 @@ def run_sweep(cfg: SweepConfig | Plan, store: str | None = None, workers: int | 
         before = ledger.counts(root, names)
         results, errors, interrupted = [], [], False
         if tasks:
+            for m in plan.models:
+                _say(f"{m.name}: " + (f"whole model on every worker: {m.info.not_local}" if m.info.not_local
+                                      else f"layer-local (at most {cfg.compute.resident_layers} "
+                                           f"decoder layer(s) per worker, the residual stream in the store)"))
             with _connect(cfg, workers, scheduler, client) as c, _tdos_page(c, cfg) as page:
                 _say(f"dashboard: {_dashboard(c)}{page.note}")
                 with _LivePlot(cfg.store, cfg.compute.live_every):
@@ -90,8 +94,17 @@ def _execute(client, cfg, tasks, before, progress, results, errors) -> None:
     from cluster import task_resources
 
     resources = task_resources(cfg.cluster, client)
-    futures = {client.submit(run_task, t, retries=RETRIES, pure=False, resources=resources): t
-               for t in tasks}
+    place = _placement(client, tasks)
+    futures, streams = {}, {}                 # streams: (model, seq) -> its residual task
+    for i, t in enumerate(tasks):
+        after = [streams[t.model.group, t.seq]] if isinstance(t, BlockTask) and (
+            t.model.group, t.seq) in streams else []
+        # the list's order (tasks.py: layer by layer) is the order a worker runs what is ready
+        fut = client.submit(run_task, t, *after, retries=RETRIES, pure=False, resources=resources,
+                            priority=len(tasks) - i, **place(t))
+        futures[fut] = t
+        if isinstance(t, ResidualTask):
+            streams.update({(t.model.group, s): fut for s in t.seqs})
     bar = tqdm(total=before.total, initial=before.done, unit="block", desc="blocks",
                disable=not progress, file=sys.stderr, smoothing=0.1)
     from distributed import as_completed
@@ -117,9 +130,30 @@ def _execute(client, cfg, tasks, before, progress, results, errors) -> None:
         bar.close()
 
 
+def _placement(client, tasks):
+    """task -> submit() keywords: the blocks of one layer of a layer-local model prefer one
+    worker (layers dealt round-robin over the workers present now), so each worker reads its
+    layers' weights about once; a busy worker's tasks may still be stolen by an idle one."""
+    workers = sorted(client.scheduler_info().get("workers", {}))
+    layers = {}
+    for t in tasks:
+        if isinstance(t, BlockTask) and t.model.local:
+            layers.setdefault(t.model.group, set()).add(t.layer)
+    rank = {(g, layer): i for g, ls in layers.items() for i, layer in enumerate(sorted(ls))}
+
+    def place(t) -> dict:
+        if len(workers) < 2 or not isinstance(t, BlockTask) or not t.model.local:
+            return {}
+        return {"workers": [workers[rank[t.model.group, t.layer] % len(workers)]],
+                "allow_other_workers": True}
+    return place
+
+
 def _describe(task) -> str:
     if isinstance(task, ALogTask):
         return f"{task.model.group} a_log layers {list(task.layers)}"
+    if isinstance(task, ResidualTask):
+        return f"{task.model.group} residual stream of seqs {list(task.seqs)}"
     return f"{task.model.group} layer {task.layer} seq {task.seq} block {task.block}"
 
 

@@ -134,7 +134,7 @@ def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dic
     S, L = tokens.shape
     sizes = {"layer": len(layer_lengths), "seq": S, "token": L, "mode": d_model,
              "block": math.ceil(L / token_block), "channel": channels or None,
-             "state": state or None, "model_layer": len(layer_kinds)}
+             "state": state or None, "model_layer": len(layer_kinds), "hidden": d_model}
     data = {"layer": np.array([layer for layer, _ in layer_lengths], dtype=np.int64),
             "layer_length": np.array([n for _, n in layer_lengths], dtype=np.int64),
             "tokens": tokens.astype(np.int64)}
@@ -160,6 +160,7 @@ def _create_array(g: zarr.Group, name: str, dtype: str, sizes: dict, token_block
     # a block task owns chunk (1, 1, token_block, ...) of each per-token array and the one
     # cell of each per-block array; a_log has one chunk per model layer
     chunks = ((1, 1, token_block) + shape[3:] if spec.per_token
+              else (1, 1) + shape[2:] if spec.per_sequence
               else (1,) * 3 if spec.dims[-1] == "block" else (1,) + shape[1:])
     np_dtype = schema.dtype_of(name, dtype)
     fill = 0 if spec.kind == "int8" else complex("nan+nanj") if spec.kind == "complex" else float("nan")
@@ -209,6 +210,12 @@ def write_block(g: zarr.Group | Mapping[str, zarr.Array], row: int, seq: int, bl
     status = DONE if finite else FLAGGED
     g["ledger"][row, seq, block] = status
     return status
+
+
+def write_residual(g: zarr.Group | Mapping[str, zarr.Array], row: int, seq: int, h: np.ndarray) -> None:
+    """h (n, d) entering the layer of `row` for sequence `seq`, then its ledger cell."""
+    g["residual"][row, seq, : h.shape[0]] = h
+    g["residual_ledger"][row, seq] = DONE
 
 
 def write_a_log(g: zarr.Group | Mapping[str, zarr.Array], layer: int, a_log: np.ndarray) -> None:

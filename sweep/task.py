@@ -1,10 +1,13 @@
-"""What runs on a worker: one block of one (layer, sequence) -> its chunks and ledger cell.
+"""What runs on a worker: a residual task, or one block of one (layer, sequence) -> its
+chunks and ledger cell.
 
-J_tt comes from the generic path (sweep/generic: the model's own decoding, transformers'
-layer differentiated) or, where one is kept, a hand-written fast path (sweep/blocks). A
-worker process keeps the model it has loaded, and for the fast paths the hidden states of
-the sequences it has recently worked on at the deepest layer reached: tasks arrive
-layer-ascending per sequence, so layer l+1 costs one block forward instead of l+1 of them.
+A checkpoint whose tensors load one by one (ModelRef.local) runs layer-local
+(sweep/resident.py): a residual task streams its sequences through the layers with one
+resident and stores h_l; a block task materialises its layer alone and feeds it the stored
+h_l. Otherwise the worker loads the whole model (ModelRef.not_local says why) and the generic
+path decodes through layers 0..l. J_tt comes from the generic path (sweep/generic: the
+model's own decoding, transformers' layer differentiated) or, where one is kept, a
+hand-written fast path (sweep/blocks), which reads its h_l from the store on either route.
 The first block of each model a worker runs first checks itself (sweep/generic/selfcheck.py):
 a later input that moves an earlier output, or an engine's J_tt that differs from autograd of
 the unmodified layer's whole-sequence call, stops the sweep before anything is written.
@@ -12,9 +15,9 @@ the unmodified layer's whole-sequence call, stops the sweep before anything is w
 The worker outlives any one sweep (`tdos cluster up`, `--scheduler`), so every cache is
 keyed by what decides its content, never by a path alone: the store's identity
 (fingerprint + creation id: a store deleted and swept again at the same path is another
-store), the checkpoint's identity (files' sha256, recorded at store creation), the
-context length n_ctx. A cached model is used only while its files (config.json and the
-weights) are unchanged on disk since it was loaded (a few stat calls per task).
+store), the checkpoint's identity (files' sha256, recorded at store creation). A cached model
+is used only while its files are unchanged on disk since it was loaded (a few stat calls per
+task).
 """
 from __future__ import annotations
 
@@ -30,11 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from sweep import linalg, provenance, store
+from sweep import linalg, provenance, resident, store
 from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed
-from sweep.tasks import ALogTask, BlockTask, ModelRef
+from sweep.tasks import ALogTask, BlockTask, ModelRef, ResidualTask
 
-HIDDEN_CACHE = 4           # (model, sequence) hidden states kept per worker: (n_ctx, d) each
 ARRAY_CACHE = 8            # open store groups kept per worker (metadata is read once)
 MMAP_THRESHOLD = 32 << 20  # bytes: glibc's largest; smaller temporaries come from the heap
 TRIM_THRESHOLD = 256 << 20  # bytes of freed heap kept for the next block instead of trimmed
@@ -48,25 +50,30 @@ class _CachedModel:
 
 
 _models: dict[tuple, _CachedModel] = {}
-_hidden: OrderedDict[tuple, tuple[int, torch.Tensor]] = OrderedDict()
 _arrays: OrderedDict[tuple, dict] = OrderedDict()
 _malloc_tuned = False
 _local = threading.local()                 # per-thread J_tt buffer (_jacobian_buffer)
 
 
-def run_task(task: BlockTask | ALogTask) -> dict:
-    """Compute and store one task; returns layer/seq/block, status, the eigensolver, the
-    worker's software and seconds by phase."""
+def run_task(task: BlockTask | ALogTask | ResidualTask, *after) -> dict:
+    """Compute and store one task (`after`: the results of the tasks it waited for, unused);
+    returns layer/seq/block, status, the eigensolver, the worker's software and seconds by
+    phase."""
     provenance.strict_fp32()
     if isinstance(task, ALogTask):
         return _run_a_log(task)
+    if isinstance(task, ResidualTask):
+        return _run_residual(task)
     _keep_temporaries_on_heap()
     clock = time.perf_counter
     t_start = clock()
-    model = _model(task.model, task.layer)
+    loads, read = resident.counters()
+    model = _model(task.model, task.layer, task.seq)
     t = clock()
     with linalg.using(task.model.cpu_linalg) as plan:
         jac, h, delta, path, t_hidden = _jacobians(model, task)      # (T, d, d), (T, d), …
+        if task.model.local:
+            resident.verify(model, task.model)
         t_jac = clock()
         from sweep.spectra import eigvals, scale_direction, shift_direction
 
@@ -83,7 +90,11 @@ def run_task(task: BlockTask | ALogTask) -> dict:
     t_write = clock()
     return {"model": task.model.group, "layer": task.layer, "seq": task.seq,
             "block": task.block, "status": "done" if status == store.DONE else "flagged",
-            "pid": os.getpid(), "linalg": linalg.describe(plan) if h.device.type == "cpu" else h.device.type,
+            "pid": os.getpid(), "route": _route(task.model),
+            # decoder layers and bytes this block read from the checkpoint (layer-local)
+            "layer_loads": max(0, resident.counters()[0] - loads),
+            "read_bytes": max(0, resident.counters()[1] - read),
+            "linalg": linalg.describe(plan) if h.device.type == "cpu" else h.device.type,
             "eig_backend": values.eig_backend, "jacobian_path": path, "software": _software(),
             "seconds": {"load": t - t_start, "hidden": t_hidden, "jacobian": t_jac - t - t_hidden,
                         "eig": t_eig - t_jac, "write": t_write - t_eig}}
@@ -91,18 +102,33 @@ def run_task(task: BlockTask | ALogTask) -> dict:
 
 def _jacobians(model, task: BlockTask):
     """(J_tt (T, d, d), layer inputs h (T, d), Δ (T, channels) or None, the schema's path
-    name, seconds spent on hidden states) of the task's tokens."""
-    buf = _jacobian_buffer(task.t1 - task.t0, model.d_model, model.dtype, model.device)
-    if task.model.engine == "fast":
-        t = time.perf_counter()
-        h = hidden_states(model, task)                             # (n_ctx, d)
-        t_hidden = time.perf_counter() - t
+    name, seconds spent reading h_l) of the task's tokens."""
+    ref = task.model
+    local = ref.local
+    dtype = model.model.dtype if local else model.dtype
+    device = model.model.device if local else model.device
+    d = arrays(ref)["residual"].shape[-1]
+    buf = _jacobian_buffer(task.t1 - task.t0, d, dtype, device)
+    t = time.perf_counter()
+    h = None
+    if ref.reads_residual:
+        h = resident.stored(arrays(ref), task.row, task.seq, task.n_ctx, dtype).to(device)   # (n_ctx, d)
+    t_hidden = time.perf_counter() - t
+    ids = torch.from_numpy(np.asarray(arrays(ref)["tokens"][task.seq, : task.t1]))
+    if local:
+        jac, inputs, delta, path = resident.block(model, ref, task.layer, ids, h, task.t0, task.t1, buf)
+        return jac, inputs, delta, path, t_hidden
+    if ref.engine == "fast":
         block = model.block(task.layer)
         jac = block.jacobians(h, task.t0, task.t1, out=buf)
         return jac, h[task.t0:task.t1], block.delta(h, task.t0, task.t1), "hand-written", t_hidden
-    ids = torch.from_numpy(np.asarray(arrays(task.model)["tokens"][task.seq, : task.t1]))
     res = model.jacobians(task.layer).run(ids, task.t0, task.t1, out=buf)
-    return res.jac, res.inputs, res.delta, "generic", 0.0
+    return res.jac, res.inputs, res.delta, "generic", t_hidden
+
+
+def _route(ref: ModelRef) -> str:
+    """How the worker holds the model: one layer, or the whole model and why."""
+    return "layer-local" if ref.local else f"whole model ({ref.not_local})"
 
 
 def _eig_backend(h: torch.Tensor, plan: dict) -> str:
@@ -169,15 +195,57 @@ def _run_a_log(task: ALogTask) -> dict:
     t = time.perf_counter()
     model = _model(task.model)
     for layer in task.layers:
-        a = model.a_log(layer)                                 # (d_inner, d_state) or (heads,)
-        store.write_a_log(arrays(task.model), layer, a.cpu().numpy())
+        a = resident.a_log(model, layer) if task.model.local else model.a_log(layer)
+        store.write_a_log(arrays(task.model), layer, a.cpu().numpy())  # (d_inner, d_state) or (heads,)
+    if task.model.local:
+        resident.verify(model, task.model)
     return {"model": task.model.group, "a_log_layers": list(task.layers), "status": "done",
             "pid": os.getpid(), "software": _software(),
             "seconds": {"write": time.perf_counter() - t}}
 
 
-def _model(ref: ModelRef, layer: int | None = None):
-    """The worker's copy of the model, loaded on first use; one model per worker at a time.
+def _run_residual(task: ResidualTask) -> dict:
+    """Stream the task's sequences and store every missing row's h_l."""
+    t = time.perf_counter()
+    model = _model(task.model)
+    with torch.no_grad():
+        if task.model.local:
+            forwards = resident.stream(model, task, arrays(task.model))
+            resident.verify(model, task.model)
+        else:
+            forwards = resident.whole_stream(model, task, arrays(task.model))
+    return {"model": task.model.group, "residual_seqs": list(task.seqs),
+            "residual_rows": [row for row, _ in task.rows], "layer_forwards": forwards,
+            "status": "done", "pid": os.getpid(), "route": _route(task.model),
+            "software": _software(), "seconds": {"stream": time.perf_counter() - t}}
+
+
+def _model(ref: ModelRef, layer: int | None = None, seq: int | None = None):
+    """The worker's copy of the model: layer-local (sweep/resident.py) where ref.local, else
+    the whole model; with `layer`, the first call runs the self-check on that layer (for a
+    layer-local model on sequence `seq`'s stored h_l)."""
+    device = ref.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if not ref.local:
+        if resident.drop():                       # one model per worker: the other route's goes
+            _release_memory()
+        return _whole(ref, device, layer)
+    from sweep.versions import require_transformers
+
+    require_transformers()
+    if _models:
+        _models.clear()
+        _release_memory()
+    cached = resident.local_model(ref, device)
+    if layer is not None and not cached.checked:
+        _self_check_local(cached, layer, seq, ref)
+        cached.checked = True
+    return cached
+
+
+def _whole(ref: ModelRef, device: str, layer: int | None = None):
+    """The worker's copy of the whole model, loaded on first use; one model per worker at a time.
 
     Keyed by the files' sha256 the store recorded: a store of another checkpoint behind the
     same path gets a fresh load, and a load whose files differ from the record (the
@@ -189,9 +257,6 @@ def _model(ref: ModelRef, layer: int | None = None):
     reload at a model boundary, while keeping it would hold two copies of the weights on
     every worker of a sweep with an fp64 rerun.
     """
-    device = ref.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
     key = (ref.path, ref.revision, ref.dtype, device, ref.files, ref.trust_remote_code)
     cached = _models.get(key)
     if cached is None or not _files_unchanged(cached):
@@ -227,14 +292,43 @@ def _load(ref: ModelRef, device: str, key: tuple) -> _CachedModel:
 def _self_check(model, layer: int, ref: ModelRef) -> None:
     """Causality, then the engine's J_tt of one token against autograd of the unmodified
     layer's whole-sequence call (sweep/generic/selfcheck.py); one line on either failure."""
+    from sweep.generic import selfcheck
+
+    ids = selfcheck.probe_ids(model.vocab_size)
+    call = selfcheck.whole_sequence_call(model.hf, layer, ids)
+    _check(call, lambda: model.token_jacobian(layer, ids, len(ids) - 1, ref.engine), layer,
+           model.kinds[layer].kind, model.dtype, ref)
+
+
+def _self_check_local(cached, layer: int, seq: int, ref: ModelRef) -> None:
+    """The self-check of a layer-local model: the first probe tokens of sequence `seq` with
+    their stored h_l fed to the resident layer (the layer's map is checked on that input)."""
+    from sweep.generic import selfcheck
+    from sweep.generic.layers import layer_kinds
+
+    g = arrays(ref)
+    lm = cached.model
+    n = min(selfcheck.PROBE_TOKENS, int(np.asarray(g["layer_length"]).max()))
+    row = int(np.flatnonzero(np.asarray(g["layer"]) == layer)[0])
+    ids = torch.from_numpy(np.asarray(g["tokens"][seq, :n]))
+    h = resident.stored(g, row, seq, n, lm.dtype).to(lm.device)
+    call = resident.whole_sequence_call(cached, layer, ids, h)
+
+    def jacobian():
+        return resident.block(cached, ref, layer, ids, h, n - 1, n)[0][0]
+
+    _check(call, jacobian, layer, layer_kinds(lm.model)[layer].kind, lm.dtype, ref)
+
+
+def _check(call, jacobian, layer: int, kind: str, dtype, ref: ModelRef) -> None:
+    """NonCausal or SelfCheckFailed (one line) unless `call` (the layer's whole-sequence
+    call) is causal and `jacobian()` (d, d) its J_tt at the last token."""
     import transformers
 
     from sweep.generic import selfcheck
     from sweep.generic.decode import DeltaUnseen
     from sweep.versions import tested_range
 
-    ids = selfcheck.probe_ids(model.vocab_size)
-    call = selfcheck.whole_sequence_call(model.hf, layer, ids)
     dep = selfcheck.later_dependence(call)
     if dep > 0:
         raise NonCausal(f"{ref.path}: layer {layer}'s output at a token depends on later tokens "
@@ -243,16 +337,15 @@ def _self_check(model, layer: int, ref: ModelRef) -> None:
                         f"causal decoder-only model")
     versions = (f"under transformers {transformers.__version__} (tdos is tested on "
                 f"{tested_range()}) — nothing was written; install a tested release or report it")
-    kind = model.kinds[layer].kind
     try:
-        jac = model.token_jacobian(layer, ids, len(ids) - 1, ref.engine)          # (d, d)
+        jac = jacobian()                                                          # (d, d)
     except DeltaUnseen as e:
         raise SelfCheckFailed(f"{ref.path}: layer {layer} ({kind}): {e} {versions}") from None
-    err, bound = selfcheck.diagonal_error(call, jac), selfcheck.BOUND[model.dtype]
+    err, bound = selfcheck.diagonal_error(call, jac), selfcheck.BOUND[dtype]
     if not err <= bound:
         raise SelfCheckFailed(f"{ref.path}: layer {layer} ({kind}): the {ref.engine} path's J_tt "
                               f"differs from autograd of transformers' unmodified layer by "
-                              f"{err:.1e} (bound {bound:g} in {str(model.dtype)[6:]}) {versions}")
+                              f"{err:.1e} (bound {bound:g} in {str(dtype)[6:]}) {versions}")
 
 
 def _files_unchanged(cached: _CachedModel) -> bool:
@@ -272,26 +365,3 @@ def arrays(ref: ModelRef) -> dict:
         while len(_arrays) > ARRAY_CACHE:
             _arrays.popitem(last=False)
     return _arrays[key]
-
-
-def hidden_states(model, task: BlockTask) -> torch.Tensor:
-    """(n_ctx, d): residual stream entering task.layer for the task's sequence, advanced
-    from the deepest cached layer of that sequence when it is not deeper than needed."""
-    ref = task.model
-    key = (ref.store_id, ref.fingerprint, ref.group, ref.path, ref.revision, ref.dtype,
-           ref.files, task.seq, task.n_ctx)
-    layer, h = _hidden.get(key, (None, None))
-    if layer is None or layer > task.layer:
-        tokens = np.asarray(arrays(ref)["tokens"][task.seq, : task.n_ctx])   # (n_ctx,)
-        layer, h = 0, model.embed(torch.from_numpy(tokens))
-    with torch.no_grad():
-        while layer < task.layer:
-            h = model.block(layer).forward(h)                          # (n_ctx, d)
-            layer += 1
-    cached = _hidden.get(key)
-    if cached is None or cached[0] <= layer:
-        _hidden[key] = (layer, h)
-    _hidden.move_to_end(key)
-    while len(_hidden) > HIDDEN_CACHE:
-        _hidden.popitem(last=False)
-    return h

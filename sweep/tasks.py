@@ -1,9 +1,13 @@
-"""Plan + ledger -> the tasks still to do: one per (model, layer, sequence, token block), and
-one per model writing its A_log.
+"""Plan + ledger -> the tasks still to do: per model its A_log, the residual stream h_l of
+every swept layer not stored yet (one task per batch of sequences), and one task per
+(layer, sequence, token block) still pending.
 
-Tasks come model by model, sequence by sequence with layers ascending, so a worker keeps one
-model loaded, and a worker on a hand-written fast path that already holds the hidden states
-entering layer l advances them to the next layer instead of starting over.
+A residual task streams its sequences through the model one layer at a time, from the
+deepest stored h at or below the first missing row (the embedding when none), and writes
+every missing row's h_l; the block tasks of those sequences wait for it (sweep/run.py passes
+its future), except on the whole-model generic route, which reads h_l off its own decoding.
+Block tasks come model by model, layer by layer (ascending), so a worker holding one layer
+uses it for every sequence before it reads the next.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import zarr
 
+from analysis.schema import PENDING as PENDING_RESIDUAL
 from sweep.ledger import Ledger
 from sweep.plan import ModelPlan, Plan
 
@@ -32,6 +37,21 @@ class ModelRef:
     engine: str = "generic"    # "fast" | "generic"
     cpu_linalg: str = "auto"   # compute.cpu_linalg, resolved by each worker (sweep/linalg.py)
     trust_remote_code: bool = False
+    # ((file, size, mtime_ns), ...) recorded with the hashes: a layer-local worker trusts a
+    # file it reads whose stat agrees, and hashes the others (sweep/resident.py)
+    stats: tuple[tuple[str, int, int], ...] = ()
+    not_local: str = ""        # why blocks load the whole model (empty: one layer resident)
+    resident_layers: int = 1   # compute.resident_layers: decoder layers a worker holds at most
+
+    @property
+    def local(self) -> bool:
+        """Blocks hold one layer and read their input h_l from the store."""
+        return not self.not_local
+
+    @property
+    def reads_residual(self) -> bool:
+        """Block tasks read h_l from the store (and so wait for the residual task)."""
+        return self.local or self.engine == "fast"
 
 
 @dataclass(frozen=True)
@@ -56,11 +76,29 @@ class ALogTask:
     layers: tuple[int, ...]
 
 
-Task = BlockTask | ALogTask
+@dataclass(frozen=True)
+class ResidualTask:
+    """h_l of sequences `seqs` for the rows `rows` ((row, model layer), layers ascending),
+    streamed over `n_ctx` tokens from the stored h of row `start` (None: the embedding)."""
+
+    model: ModelRef
+    seqs: tuple[int, ...]
+    rows: tuple[tuple[int, int], ...]
+    start: tuple[int, int] | None      # (row, model layer) read from the store
+    n_ctx: int
+
+    @property
+    def forwards(self) -> int:
+        """Decoder-layer calls per sequence."""
+        return self.rows[-1][1] - (self.start[1] if self.start else 0)
+
+
+Task = BlockTask | ALogTask | ResidualTask
 
 
 def pending_tasks(plan: Plan, root: zarr.Group) -> list[Task]:
-    """Only what the store lacks: ledger cells at 0, A_log layers still NaN."""
+    """Only what the store lacks: A_log layers still NaN, residual rows not stored (where
+    blocks still need them), ledger cells at 0."""
     tasks: list[Task] = []
     for m in plan.models:
         g = root[m.name]
@@ -69,12 +107,40 @@ def pending_tasks(plan: Plan, root: zarr.Group) -> list[Task]:
         if led.missing_a_log:
             tasks.append(ALogTask(ref, led.missing_a_log))
         n_ctx = int(led.lengths.max())
+        pending = led.pending()
+        if ref.reads_residual:
+            waiting = sorted({seq for _, seq, _ in pending})
+            tasks += residual_tasks(ref, led, waiting, n_ctx, residual_batch(m, n_ctx))
         depth = np.argsort(np.argsort(led.layers, kind="stable"))     # rank of each row by layer
-        for row, seq, block in sorted(led.pending(), key=lambda c: (c[1], depth[c[0]], c[2])):
+        for row, seq, block in sorted(pending, key=lambda c: (depth[c[0]], c[1], c[2])):
             t0 = block * plan.token_block
             tasks.append(BlockTask(ref, int(led.layers[row]), row, seq, block, t0,
                                    min(t0 + plan.token_block, int(led.lengths[row])), n_ctx))
     return tasks
+
+
+def residual_batch(m: ModelPlan, n_ctx: int) -> int:
+    """Sequences streamed together: their h (two layers' worth, in the compute dtype) take at
+    most what one layer's weights take, so a layer is read once per batch, not per sequence."""
+    return max(1, m.info.block_params // (2 * n_ctx * m.info.d_model))
+
+
+def residual_tasks(ref: ModelRef, led: Ledger, seqs, n_ctx: int, batch: int) -> list[ResidualTask]:
+    """ResidualTasks of sequences `seqs` whose h_l is missing at some row, grouped by the rows
+    they miss and where they start, `batch` sequences at most per task."""
+    by_layer = sorted(range(len(led.layers)), key=lambda r: led.layers[r])
+    groups: dict[tuple, list[int]] = {}
+    for seq in seqs:
+        missing = [r for r in by_layer if led.residual[r, seq] == PENDING_RESIDUAL]
+        if not missing:
+            continue
+        first = int(led.layers[missing[0]])
+        stored = [r for r in by_layer if led.layers[r] <= first and r not in missing]
+        start = (stored[-1], int(led.layers[stored[-1]])) if stored else None
+        rows = tuple((r, int(led.layers[r])) for r in missing)
+        groups.setdefault((rows, start), []).append(seq)
+    return [ResidualTask(ref, tuple(group[i:i + batch]), rows, start, n_ctx)
+            for (rows, start), group in groups.items() for i in range(0, len(group), batch)]
 
 
 def model_ref(plan: Plan, m: ModelPlan, root: zarr.Group) -> ModelRef:
@@ -85,4 +151,7 @@ def model_ref(plan: Plan, m: ModelPlan, root: zarr.Group) -> ModelRef:
                     store_id=root.attrs["creation_id"],
                     files=tuple(sorted((f, r["sha256"]) for f, r in files.items())),
                     engine=m.engine, cpu_linalg=c.cpu_linalg,
-                    trust_remote_code=m.spec.trust_remote_code)
+                    trust_remote_code=m.spec.trust_remote_code,
+                    stats=tuple(sorted((f, r["size"], r["mtime_ns"]) for f, r in files.items()
+                                       if "size" in r)),
+                    not_local=m.info.not_local, resident_layers=c.resident_layers)

@@ -7,7 +7,8 @@ creation_id, and the checkpoint record (hashes only, from the recorded identity:
 mtimes were never recorded, so a later run hashes the weights once to check them).
 Format 2 -> 3 adds the layer kinds (formats 1 and 2 held Mamba-1, GPT-2, GPT-NeoX and
 LLaMA only: every layer "mamba" or "attention"), the A_log shapes, jacobian_path (code 0,
-"unknown") and the files' hashes under their format-3 name.
+"unknown") and the files' hashes under their format-3 name. Format 3 -> 4 adds the residual
+stream arrays, empty: the next sweep of the store streams them.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def upgrade(path) -> int:
 def _upgrade_group(g: zarr.Group) -> None:
     R, S, L, d = g["eigenvalues"].shape
     mamba = "a_log" in g
-    sizes = {"layer": R, "seq": S, "token": L, "mode": d, "block": g["ledger"].shape[2]}
+    sizes = {"layer": R, "seq": S, "token": L, "mode": d, "hidden": d, "block": g["ledger"].shape[2]}
     if mamba:
         sizes.update(zip(("model_layer", "channel", "state"), g["a_log"].shape))
     dtype = g.attrs["model"]["dtype"]

@@ -63,6 +63,11 @@ def _layer_call(model, layer: int, ids: torch.Tensor):
     return x, args[1:], kwargs
 
 
+def layer_input(model, layer: int, ids: torch.Tensor) -> torch.Tensor:
+    """(L, d) h_l: the input of decoder layer `layer` in transformers' own model(ids)."""
+    return _layer_call(model, layer, ids)[0][0].detach()
+
+
 def sequence_jacobian(model, layer: int, ids: torch.Tensor):
     """(h (L, d), J (L, d, L, d)): J[s, :, t, :] = ∂h_{l+1,s}/∂h_{l,t} of the unmodified layer."""
     x, args, kwargs = _layer_call(model, layer, ids)

@@ -112,7 +112,7 @@ BAD = {
                       "(known: model, models, inputs, layers, store, compute, cluster, analysis)"),
     "unknown_nested": ({"compute.tokenblock": 4},
                        "compute.tokenblock: unknown field — did you mean 'token_block'? "
-                       "(known: token_block, device, live_every, cpu_linalg, engine)"),
+                       "(known: token_block, device, live_every, cpu_linalg, engine, resident_layers)"),
     "wrong_type": ({"inputs.sequences": "two"},
                    "inputs.sequences: expected an integer, got 'two' (str) — fix the value "
                    "(docs/config.md lists every field)"),
@@ -259,10 +259,48 @@ def test_core_hours_match_the_recorded_paper_sweep(tiny_checkpoints, tmp_path):
 
 
 def test_budget_mirrors_the_workers_constants():
-    """The budget keeps copies of two worker constants (importing their owners would load
-    transformers into `--dry-run`); they must follow the workers' values."""
-    from sweep import budget, task
+    """The budget keeps a copy of a worker constant (importing its owner would load
+    transformers into `--dry-run`); it must follow the workers' value."""
+    from sweep import budget
     from sweep.generic import decode
 
     assert budget.JAC_CHUNK == decode.JAC_CHUNK
-    assert budget.HIDDEN_CACHE == task.HIDDEN_CACHE
+
+
+def test_dry_run_memory_of_llama3_8b_shapes_layer_local_and_whole(tiny_checkpoints, tmp_path):
+    """Llama-3-8B's shapes (32 layers of 218.1M parameters, 8.03B in all), float32, layer 16,
+    one 8-token sequence: one resident layer fits a worker in a few GiB, the whole model does
+    not fit this kind of machine; float64 under a cluster.memory_limit below one layer is
+    refused in one line naming the field."""
+    import dataclasses
+
+    from sweep.architecture import ModelInfo
+    from sweep.budget import GiB, plan_sweep
+    from sweep.generic.layers import LayerKind
+    from sweep.plan import Plan
+
+    plan = load_plan(_write(tmp_path, _base(tiny_checkpoints, tmp_path)))
+    cfg, m = plan.config, plan.models[0]
+    m8b = ModelInfo("llama", 32, 4096, 8192, 128256, (LayerKind("attention"),) * 32,
+                    weight_bytes=16_060_000_000, block_params=218_112_000,
+                    n_params=8_030_261_248, shared_params=4096)
+    cfg = dataclasses.replace(cfg, compute=dataclasses.replace(cfg.compute, token_block=8),
+                              inputs=dataclasses.replace(cfg.inputs, sequences=1, length=8))
+
+    def budget(info, dtype="float32", limit=None):
+        model = dataclasses.replace(m, info=info, rows=((16, 8),), engine="generic",
+                                    spec=dataclasses.replace(m.spec, dtype=dtype))
+        c = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, memory_limit=limit))
+        return plan_sweep(Plan(c, (model,)), workers=1)
+
+    local = budget(m8b)
+    layer = 218_112_000 * 4 / GiB
+    assert layer < local.worker_bytes / GiB < layer + 4       # the process, J_tt, eig, backward
+    assert f"1 layer(s) x {layer:.3g} GiB" in local.table()
+    whole = budget(dataclasses.replace(m8b, not_local="transformers converts 64 tensor(s) on load"))
+    assert whole.worker_bytes / GiB > 8_030_261_248 * 4 / GiB
+    assert "whole model: transformers converts" in whole.table()
+    refused = budget(m8b, "float64", "1GB").refusal()
+    assert refused.startswith("cluster.memory_limit: 0.931 GiB per worker is below the ")
+    assert "\n" not in refused and "raise memory_limit" in refused
+    assert budget(m8b, "float64", "8GB").refusal() is None

@@ -19,7 +19,7 @@ from families import FAMILIES, tolerance
 from sweep.generic.decode import LayerJacobians
 from sweep.generic.layers import decoder_layers
 from sweep.generic.local import LocalModel, NotLocal
-from sweep.model import _use_tdos_attention, load_model
+from sweep.model import load_model, prepare
 
 L = 7
 # checkpoints whose tensors transformers renames or fuses on load (MoE experts and others)
@@ -50,7 +50,7 @@ def _hidden_states(hf, ids) -> list[torch.Tensor]:
 
 def _local(path, dtype=torch.float64) -> LocalModel:
     lm = LocalModel(path, dtype)
-    _use_tdos_attention(lm.model)
+    prepare(lm.model, dtype)
     return lm
 
 
@@ -103,6 +103,20 @@ def test_a_sharded_checkpoint_reads_only_the_resident_layer(tmp_path):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-6 * float(want.abs().max()))
 
 
-def test_mamba_ssm_format_falls_back_to_the_whole_model(tiny_checkpoints):
-    with pytest.raises(NotLocal, match="mamba_ssm's own format"):
-        LocalModel(tiny_checkpoints["mamba_ssm"], torch.float32)
+def test_a_mamba_ssm_bin_checkpoint_runs_layer_local(tiny_checkpoints):
+    """mamba_ssm's own layout (pytorch_model.bin, its names): tensors read from the
+    memory-mapped .bin by the names from_pretrained's mapping gives them."""
+    path = tiny_checkpoints["mamba_ssm"]
+    whole = load_model(path, dtype="float64")
+    lm = _local(path)
+    ids = _ids(3)
+    for got, want in zip(lm.stream(ids, lm.n_layers), _hidden_states(whole.hf, ids)):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12 * float(want.abs().max()))
+    assert lm.ckpt.files_read == {"pytorch_model.bin"}
+    layer = lm.n_layers - 1
+    want = LayerJacobians(whole.hf, layer, fresh=whole.fresh).run(ids, 0, L)
+    lm.resident(layer)
+    lm.sequence(ids, want.inputs)
+    with lm.injected():
+        got = LayerJacobians(lm.model, layer, fresh=lm.fresh, on_forward=lm.at).run(ids, 0, L)
+    assert float((got.jac - want.jac).abs().max() / want.jac.abs().max()) <= 1e-12

@@ -9,6 +9,8 @@ derivative of the Mamba-2 state update returns 0.9x its gradient, or no op is re
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -59,7 +61,8 @@ def test_a_broken_worker_stops_the_sweep_with_one_line(mamba2, tmp_path, capsys,
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("tdos:")]
     assert code == 2
     assert len(err) == 1 and said in err[0], err
-    assert "layer 0 (mamba2)" in err[0] and f"transformers {transformers.__version__}" in err[0]
+    # each worker checks its first block: layer 0 or layer 1, whichever worker reports first
+    assert re.search(r"layer [01] \(mamba2\)", err[0]) and f"transformers {transformers.__version__}" in err[0]
     assert "tdos is tested on" in err[0] and "nothing was written" in err[0]
     root = zarr.open_group(str(store), mode="r")
     ledger = root[next(iter(root.group_keys()))]["ledger"][...]

@@ -19,7 +19,7 @@ from sweep.config import config_from_dict
 from sweep.ledger import Ledger
 from sweep.plan import make_plan
 from sweep.store import BlockValues
-from sweep.tasks import ALogTask, BlockTask, pending_tasks
+from sweep.tasks import ALogTask, BlockTask, ResidualTask, pending_tasks
 
 
 def prepare_store(cfg, create=True):
@@ -56,7 +56,7 @@ def _chunk_files(path, array) -> set[str]:
 def test_layout(tiny_checkpoints, tmp_path):
     cfg = _cfg(tiny_checkpoints, tmp_path)
     root = prepare_store(cfg)
-    assert root.attrs["tdos_format"] == schema.FORMAT == 3
+    assert root.attrs["tdos_format"] == schema.FORMAT == 4
     assert root.attrs["models"] == ["gpt2", "llama"]
     assert len(root.attrs["fingerprint"]) == 64 and len(root.attrs["creation_id"]) == 32
     assert root.attrs["software"]["torch"] == torch.__version__
@@ -210,20 +210,36 @@ def test_planned_mask_follows_layer_length(tmp_path):
     assert (1, 0, 1) not in led.pending() and len(led.pending()) == 8
 
 
-def test_plan_lists_only_unfinished_blocks_layer_ascending(tiny_checkpoints, tmp_path):
+def test_plan_lists_only_unfinished_blocks_layer_by_layer(tiny_checkpoints, tmp_path):
     cfg = _cfg(tiny_checkpoints, tmp_path)
     root = prepare_store(cfg)
-    tasks = plan(cfg, root)
-    assert not any(isinstance(t, ALogTask) for t in tasks)
+    every = plan(cfg, root)
+    assert not any(isinstance(t, ALogTask) for t in every)
+    # each model's residual stream first: its two sequences in one task, every row from the
+    # embedding
+    streams = [t for t in every if isinstance(t, ResidualTask)]
+    assert [(t.model.group, t.seqs, t.rows, t.start) for t in streams] == [
+        ("gpt2", (0, 1), ((0, 0), (1, 1)), None), ("llama", (0, 1), ((0, 1),), None)]
+    for t in streams:                                          # before the model's blocks
+        assert every.index(t) < min(i for i, b in enumerate(every) if isinstance(b, BlockTask)
+                                    and b.model.group == t.model.group)
+    tasks = [t for t in every if isinstance(t, BlockTask)]
     gpt2 = [(t.seq, t.layer, t.block, t.t0, t.t1) for t in tasks if t.model.group == "gpt2"]
-    assert gpt2 == [(s, layer, b, 4 * b, 4 * b + 4) for s in (0, 1) for layer in (0, 1) for b in (0, 1)]
+    assert gpt2 == [(s, layer, b, 4 * b, 4 * b + 4) for layer in (0, 1) for s in (0, 1) for b in (0, 1)]
     llama = [(t.seq, t.layer, t.block, t.t0, t.t1, t.n_ctx) for t in tasks if t.model.group == "llama"]
     assert llama == [(0, 1, 0, 0, 4, 6), (0, 1, 1, 4, 6, 6), (1, 1, 0, 0, 4, 6), (1, 1, 1, 4, 6, 6)]
     root["gpt2"]["ledger"][1, 0, 1] = st.DONE
     root["gpt2"]["ledger"][0, 1, 0] = st.FLAGGED
-    again = {(t.layer, t.seq, t.block) for t in plan(cfg, root) if t.model.group == "gpt2"}
+    again = {(t.layer, t.seq, t.block) for t in plan(cfg, root)
+             if t.model.group == "gpt2" and isinstance(t, BlockTask)}
     assert len(again) == 6 and (1, 0, 1) not in again and (0, 1, 0) not in again
     assert all(isinstance(t, BlockTask) for t in tasks)
+    # a stored row is where a stream starts: sequence 1 has layer 0's h, and only misses layer 1
+    st.write_residual(root["gpt2"], 0, 1, np.zeros((8, 32), np.float32))
+    streams = [(t.seqs, t.rows, t.start) for t in plan(cfg, root)
+               if isinstance(t, ResidualTask) and t.model.group == "gpt2"]
+    assert streams == [((0,), ((0, 0), (1, 1)), None), ((1,), ((1, 1),), (0, 0))]
+    assert ResidualTask(None, (1,), ((1, 1),), (0, 0), 8).forwards == 1
 
 
 def test_tasks_carry_cpu_linalg_outside_the_fingerprint(tiny_checkpoints, tmp_path):
@@ -296,9 +312,9 @@ def test_older_format_gets_one_message_and_upgrades(tiny_checkpoints, tmp_path, 
     eig = (np.arange(4 * 32) + 1j).reshape(4, 32)
     st.write_block(g, 0, 1, 1, 4, BlockValues(eig, scale=(np.ones(4), np.zeros(4))))
     _as_format_1(cfg.store)
-    want = (f"is a tdos store of format 1; this tdos reads format 3: run `tdos upgrade "
+    want = (f"is a tdos store of format 1; this tdos reads format 4: run `tdos upgrade "
             f"{cfg.store}` once")
-    with pytest.raises(StoreError, match="format 1; this tdos reads format 3") as e:
+    with pytest.raises(StoreError, match="format 1; this tdos reads format 4") as e:
         open_store(cfg.store)
     assert want in str(e.value)
     with pytest.raises(st.StoreMismatch) as e:
@@ -307,7 +323,7 @@ def test_older_format_gets_one_message_and_upgrades(tiny_checkpoints, tmp_path, 
     assert main(["status", cfg.store]) == 2 and want in capsys.readouterr().err
 
     assert main(["upgrade", cfg.store]) == 0
-    assert capsys.readouterr().out == f"{cfg.store}: format 3 (was 1)\n"
+    assert capsys.readouterr().out == f"{cfg.store}: format 4 (was 1)\n"
     s = open_store(cfg.store)
     np.testing.assert_array_equal(s.eigenvalues(0, 1)[4:], eig)          # values kept
     np.testing.assert_array_equal(s.scale_direction(0, 1)[0][4:], 1.0)
@@ -315,10 +331,11 @@ def test_older_format_gets_one_message_and_upgrades(tiny_checkpoints, tmp_path, 
     assert (s.eig_backend(0) == "unknown").all()
     assert s.layer_kinds == ["attention", "attention"]
     root = prepare_store(cfg)                          # the sweep resumes on the upgraded store
-    assert root.attrs["upgraded_from"] == 1 and len(plan(cfg, root)) == 2 * 2 * 2 - 1 + 4
-    assert main(["upgrade", cfg.store]) == 0 and "format 3 already" in capsys.readouterr().out
+    # every block but the one written, and one residual stream per model
+    assert root.attrs["upgraded_from"] == 1 and len(plan(cfg, root)) == 2 * 2 * 2 - 1 + 4 + 2
+    assert main(["upgrade", cfg.store]) == 0 and "format 4 already" in capsys.readouterr().out
     zarr.open_group(cfg.store, mode="r+").attrs["tdos_format"] = 99
-    with pytest.raises(StoreError, match="tdos_format 99, which this tdos .format 3. cannot read"):
+    with pytest.raises(StoreError, match="tdos_format 99, which this tdos .format 4. cannot read"):
         open_store(cfg.store)
 
 

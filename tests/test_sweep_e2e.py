@@ -11,6 +11,7 @@ import xarray as xr
 from scipy.optimize import linear_sum_assignment
 
 from analysis import aggregate, open_store
+from oracle import layer_input
 from sweep import linalg
 from sweep.cli import main
 from sweep.config import config_from_dict
@@ -97,7 +98,7 @@ def test_values_equal_direct_computation(swept, tiny_checkpoints, name, arch):
         for seq in range(SEQS):
             tokens = torch.from_numpy(np.asarray(st.tokens(seq)))
             assert tokens.shape == (L,)
-            h = model.hidden_states(tokens[:n_ctx], layer)                 # (n_ctx, d)
+            h = layer_input(model.hf, layer, tokens[:n_ctx])               # (n_ctx, d)
             jac = block.jacobians(h, 0, n)                                 # (n, d, d)
             want = eigvals(jac).numpy()                                    # (n, d)
             got = st.eigenvalues(layer, seq)
@@ -165,8 +166,10 @@ def test_xarray_sees_named_dimensions(swept):
     assert ds["scale_rayleigh"].dims == ds["scale_residual"].dims == ("layer", "seq", "token")
     assert ds["shift_rayleigh"].dims == ds["shift_residual"].dims == ("layer", "seq", "token")
     assert ds["jacobian_path"].dims == ("layer", "seq", "block")
+    assert ds["residual"].dims == ("layer", "seq", "token", "hidden")
+    assert ds["residual"].dtype == np.float64 and ds["residual_ledger"].dims == ("layer", "seq")
     assert dict(ds.sizes) == {"layer": 2, "seq": SEQS, "token": L, "mode": 16, "channel": 32,
-                              "block": 2, "model_layer": 3, "state": 4}
+                              "block": 2, "model_layer": 3, "state": 4, "hidden": 16}
 
 
 def test_rerun_plans_nothing_and_status_reports_done(swept, client, capsys):

@@ -58,48 +58,54 @@ def _parameters_on_meta():
 
 
 class Checkpoint:
-    """A safetensors checkpoint read tensor by tensor: {name: file} from the shard index."""
+    """The checkpoint's tensors read one by one, by the names `checkpoint_names` gives:
+    safetensors sharded or not, or a PyTorch .bin memory-mapped (only the pages read)."""
 
-    def __init__(self, local: Path):
-        from safetensors import safe_open
-
+    def __init__(self, local: Path, sources: dict):
         self.local = Path(local)
-        index = self.local / "model.safetensors.index.json"
-        if index.exists():
-            self.files = {k: self.local / v for k, v in json.loads(index.read_text())["weight_map"].items()}
-        elif (self.local / "model.safetensors").exists():
-            with safe_open(self.local / "model.safetensors", "pt") as f:
-                self.files = {k: self.local / "model.safetensors" for k in f.keys()}
-        else:
-            raise NotLocal(f"{self.local}: no model.safetensors or shard index")
+        self.sources = sources                     # {model key: checkpoint.Source}
         self.read_bytes = 0
+        self.files_read: set[str] = set()
+        self._bins: dict[str, dict] = {}
 
-    def tensor(self, name: str, rows: torch.Tensor | None = None) -> torch.Tensor:
-        from safetensors import safe_open
+    def tensor(self, key: str, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The model's tensor `key` as stored; with `rows`, only those rows (int64, 1-D)."""
+        src = self.sources[key]
+        path = self.local / src.file
+        self.files_read.add(src.file)
+        if path.suffix == ".safetensors":
+            from safetensors import safe_open
 
-        with safe_open(self.files[name], "pt") as f:
-            if rows is None:
-                t = f.get_tensor(name)
-            else:
-                part = f.get_slice(name)
-                t = torch.stack([part[int(r):int(r) + 1][0] for r in rows])
+            with safe_open(path, "pt") as f:
+                if rows is None:
+                    t = f.get_tensor(src.key)
+                else:
+                    part = f.get_slice(src.key)
+                    t = torch.stack([part[int(r):int(r) + 1][0] for r in rows])
+        else:
+            if src.file not in self._bins:
+                self._bins[src.file] = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+            whole = self._bins[src.file][src.key]
+            t = (whole if rows is None else whole[rows]).clone()
         self.read_bytes += t.numel() * t.element_size()
         return t
 
 
 class LocalModel:
-    """The model of checkpoint `local` with one decoder layer resident (see the module doc)."""
+    """The model of checkpoint `local` with at most `keep` decoder layers materialised (see
+    the module doc)."""
 
-    def __init__(self, local: Path, dtype: torch.dtype, trust_remote_code: bool = False):
-        from transformers import AutoConfig, AutoModelForCausalLM
+    def __init__(self, local: Path, dtype: torch.dtype, trust_remote_code: bool = False, keep: int = 1,
+                 device: str | torch.device = "cpu"):
+        from transformers import AutoModelForCausalLM
 
-        if "model_type" not in json.loads((Path(local) / "config.json").read_text()):
-            raise NotLocal(f"{local}: mamba_ssm's own format (its tensors are mapped onto "
-                           f"transformers' Mamba when the whole model loads)")
-        self.ckpt = Checkpoint(local)
-        self.dtype = dtype
-        config = AutoConfig.from_pretrained(str(local), local_files_only=True,
-                                            trust_remote_code=trust_remote_code)
+        from sweep.architecture import hf_config
+        from sweep.checkpoint import checkpoint_names
+
+        local = Path(local)
+        config, rename = hf_config(json.loads((local / "config.json").read_text()), local,
+                                   "model.path", trust_remote_code)
+        self.dtype, self.keep, self.device = dtype, max(1, keep), torch.device(device)
         with _parameters_on_meta():
             model = AutoModelForCausalLM.from_config(config, dtype=dtype, trust_remote_code=trust_remote_code)
         # computed buffers (rotary tables, embedding scales) as from_pretrained leaves them:
@@ -109,32 +115,49 @@ class LocalModel:
         with torch.no_grad():
             for m in self.model.modules():
                 self.model._init_weights(m)
+                for k, b in m._buffers.items():
+                    if b is not None and b.device != self.device:
+                        m._buffers[k] = b.to(self.device)
         self.fresh = prefix.module_state(model)     # module-held decode state, as built
         self.layers = decoder_layers(model)
         self.n_layers = len(self.layers)
-        # (module, attribute) -> the checkpoint's name of that parameter (a tied parameter
-        # has several names, and the checkpoint holds one of them)
-        names: dict[int, list] = {}
-        for path, m in model.named_modules(remove_duplicate=False):
-            for k, p in m._parameters.items():
-                if p is not None:
-                    names.setdefault(id(p), []).append(((id(m), k), f"{path}.{k}" if path else k))
+        sources = checkpoint_names(model, local, rename)
+        self.ckpt = Checkpoint(local, sources)
         # the output embedding is never called (the decoding stops at layer l): it stays on
         # meta, whatever the checkpoint names it
         out = model.get_output_embeddings()
         unused = {id(p) for p in out.parameters()} if out is not None else set()
         unused -= {id(p) for p in model.get_input_embeddings().parameters()}
+        # (module, attribute) -> the model's key of that parameter held by the checkpoint (a
+        # tied parameter has several keys, and the checkpoint holds one of them)
+        keys: dict[int, list] = {}
+        for path, m in model.named_modules(remove_duplicate=False):
+            for k, p in m._parameters.items():
+                if p is not None:
+                    keys.setdefault(id(p), []).append(((id(m), k), f"{path}.{k}" if path else k))
         self._names, missing = {}, []
-        for pid, entries in names.items():
-            held = [n for _, n in entries if n in self.ckpt.files]
+        for pid, entries in keys.items():
+            held = [n for _, n in entries if n in sources and not sources[n].converted]
             missing += [] if held or pid in unused else [entries[0][1]]
             self._names.update({slot: (held or [entries[0][1]])[0] for slot, _ in entries})
         if missing:
             raise NotLocal(f"{sorted(missing)[0]} is not a tensor of the checkpoint (transformers "
                            f"renames or fuses {len(missing)} tensor(s) on load)")
         self.embedding = model.get_input_embeddings()
+        # it will hold a sequence's rows only: a padding row index means nothing there (and
+        # only ever zeroes a gradient)
+        self.embedding.padding_idx = None
+        for m in model.modules():
+            if hasattr(m, "layers_are_rescaled"):
+                if _rescales(model.config):
+                    raise NotLocal("RWKV rescales its layers' weights in place on its first forward "
+                                   "(rescale_every below its depth)")
+                m.layers_are_rescaled = not m.training   # as its first forward leaves it
         self._real = list(self.layers)
         self.layer: int | None = None
+        self._held: list[int] = []                         # materialised layers, oldest first
+        self.forwards = 0                                  # decoder-layer calls by step()
+        self.loads = 0                                     # decoder layers read
         self.unique: torch.Tensor | None = None
         self.residual: torch.Tensor | None = None          # (n, d) h_l of the current sequence
         self._window, self._armed = (0, 0), False
@@ -155,23 +178,29 @@ class LocalModel:
     def _load(self, slots) -> None:
         for module, key in slots:
             name = self._names[id(module), key]          # held by the checkpoint (__init__)
-            t = self.ckpt.tensor(name).to(self.dtype)
+            t = self.ckpt.tensor(name).to(device=self.device, dtype=self.dtype)
             if t.shape != module._parameters[key].shape:
                 raise NotLocal(f"{name}: {tuple(t.shape)} in the checkpoint, "
                                f"{tuple(module._parameters[key].shape)} in the model")
             module._parameters[key] = torch.nn.Parameter(t, requires_grad=False)
 
     def resident(self, layer: int) -> None:
-        """Decoder layer `layer` materialised, the previous one back on meta."""
+        """Decoder layer `layer` materialised (read unless held), and the oldest held one
+        back on meta when more than `keep` would be held."""
         if layer == self.layer:
             return
-        if self.layer is not None:
-            for m in self._real[self.layer].modules():
-                for k, p in m._parameters.items():
-                    if p is not None:
-                        m._parameters[k] = torch.nn.Parameter(p.to("meta"), requires_grad=False)
-        self._load([(m, k) for m in self._real[layer].modules() for k, p in m._parameters.items()
-                    if p is not None])
+        if layer in self._held:
+            self._held.remove(layer)
+        else:
+            while len(self._held) >= self.keep:
+                for m in self._real[self._held.pop(0)].modules():
+                    for k, p in m._parameters.items():
+                        if p is not None:
+                            m._parameters[k] = torch.nn.Parameter(p.to("meta"), requires_grad=False)
+            self._load([(m, k) for m in self._real[layer].modules() for k, p in m._parameters.items()
+                        if p is not None])
+            self.loads += 1
+        self._held.append(layer)
         for j, real in enumerate(self._real):
             self.layers[j] = _StandIn(j) if j < layer else real
         self.layer = layer
@@ -212,39 +241,56 @@ class LocalModel:
     def stream(self, ids: torch.Tensor, last: int) -> list[torch.Tensor]:
         """[h_0, ..., h_last] of sequence `ids` (1-D), each (n, d): one layer resident at a
         time, each layer's whole-sequence call fed the previous one's output."""
-        hs = []
+        hs = [self.embedded(ids)]
+        for j in range(last):
+            hs.append(self.step(ids, hs[-1], j))
+        return hs
 
-        def take_input(module, args, kwargs):
-            if not hs:
-                hs.append(_hidden(args, kwargs)[0][0].detach().clone())
+    def embedded(self, ids: torch.Tensor) -> torch.Tensor:
+        """h_0 (n, d) of sequence `ids` (1-D): layer 0's input as the model's forward makes it."""
+        self.sequence(ids)
+        return self._capture(ids, self.layers[0], output=False)
 
-        def take_output(module, args, kwargs, output):
-            hs.append(_first(output)[0].detach().clone())
+    def step(self, ids: torch.Tensor, h: torch.Tensor, j: int) -> torch.Tensor:
+        """h_{j+1} (n, d) of sequence `ids` (1-D) from h_j (n, d): decoder layer j resident,
+        its whole-sequence call fed `h`."""
+        self.sequence(ids, h)
+        self.resident(j)
+        self.at(0, len(ids))
+        self.forwards += 1
+        return self._capture(ids, self._real[j], output=True)
+
+    def _capture(self, ids: torch.Tensor, module, output: bool) -> torch.Tensor:
+        """`module`'s hidden-state output (or input) in the model's no-cache forward of `ids`,
+        which stops there."""
+        got = []
+
+        def take_input(m, args, kwargs):
+            got.append(_hidden(args, kwargs)[0][0].detach().clone())
             raise _Reached
 
-        for j in range(last):
-            self.resident(j)
-            self.sequence(ids, hs[j] if j else None)
-            self.at(0, len(ids))
-            layer = self._real[j]
-            hooks = [layer.register_forward_pre_hook(take_input, with_kwargs=True),
-                     layer.register_forward_hook(take_output, with_kwargs=True)]
-            try:
-                with torch.no_grad(), self.injected():
-                    self.model(input_ids=ids[None], use_cache=False)
-            except _Reached:
-                pass
-            finally:
-                for h in hooks:
-                    h.remove()
-        return hs
+        def take_output(m, args, kwargs, out):
+            got.append(_first(out)[0].detach().clone())
+            raise _Reached
+
+        hook = (module.register_forward_hook(take_output, with_kwargs=True) if output
+                else module.register_forward_pre_hook(take_input, with_kwargs=True))
+        try:
+            with torch.no_grad(), self.injected():
+                self.model(input_ids=ids[None], use_cache=False)
+        except _Reached:
+            pass
+        finally:
+            hook.remove()
+        return got[0]
 
     def sequence(self, ids: torch.Tensor, residual: torch.Tensor | None = None) -> None:
         """The embedding rows of `ids` (1-D), and h_l of that sequence (None: layer 0's input
         is the embedding's own output); the rows are read once per sequence."""
         if self.ids is None or not torch.equal(self.ids, ids):
             self.ids, self.unique = ids.clone(), torch.unique(ids)
-            rows = self.ckpt.tensor(self._names[id(self.embedding), "weight"], self.unique).to(self.dtype)
+            rows = self.ckpt.tensor(self._names[id(self.embedding), "weight"], self.unique)
+            rows = rows.to(device=self.device, dtype=self.dtype)
             self.embedding.weight = torch.nn.Parameter(rows, requires_grad=False)
         self.residual = residual
 
@@ -283,6 +329,14 @@ class LocalModel:
             yield
         finally:
             hook.remove()
+
+
+def _rescales(config) -> bool:
+    """Whether an RWKV model's first eval forward divides some layers' weights (by 2 every
+    `rescale_every` layers: only layers at or beyond it change)."""
+    c = config.get_text_config()
+    every = getattr(c, "rescale_every", 0) or 0
+    return every > 0 and c.num_hidden_layers > every
 
 
 class _Reached(Exception):
