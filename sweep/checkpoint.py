@@ -185,7 +185,8 @@ class Source(NamedTuple):
     shape: tuple[int, ...] | None     # None: a converter builds it (no shape to compare)
     file: str                         # weight file name
     key: str                          # the tensor's name in that file
-    converted: bool = False           # built from several tensors (fused MoE experts)
+    converted: bool = False           # built by a converter (fused MoE experts)
+    parts: tuple[tuple[str, str], ...] = ()   # converted: every (file, key) the converter reads
 
 
 def checkpoint_names(model, local: Path, rename=str, where: str = "model.path") -> dict[str, Source]:
@@ -199,17 +200,14 @@ def checkpoint_names(model, local: Path, rename=str, where: str = "model.path") 
 
 
 def _not_local(model, found: dict[str, Source]) -> str:
-    """Why a worker cannot read a layer's tensors alone (empty: it can): a tensor
-    transformers builds on load from several of the checkpoint's."""
+    """Why a worker cannot hold one layer of this model (empty: it can). Tensors that
+    transformers converts on load (fused MoE experts) are converted per layer by its own
+    loader (sweep/generic/local.py); a worker that still fails falls back and says why."""
     from sweep.generic.local import _rescales
 
     if _rescales(model.config):
         return ("RWKV rescales its layers' weights in place on its first forward (rescale_every "
-                "below its depth): the whole model is loaded")
-    converted = sorted(k for k, s in found.items() if s.converted)
-    if converted:
-        return (f"transformers converts {len(converted)} tensor(s) on load (e.g. {converted[0]}): "
-                f"the whole model is loaded")
+                "below its depth)")
     return ""
 
 
@@ -265,7 +263,10 @@ def _as_model_keys(model, found: dict, expected: dict) -> dict:
     out = {}
     for k, source in found.items():
         key, converted = rename_source_key(k, renames, converters, prefix, expected)
-        out[key] = source._replace(shape=None, converted=True) if converted else source
+        if converted:
+            parts = (out[key].parts if key in out else ()) + ((source.file, k),)
+            source = source._replace(shape=None, converted=True, parts=parts)
+        out[key] = source
     return out
 
 

@@ -114,8 +114,9 @@ def _sweep(args) -> int:
     if args.dry_run:
         print(cost.table())
         print(cost.summary())
-        return 0
     check_fits(cost)                 # refused with the numbers, before the store exists
+    if args.dry_run:
+        return 0
     print(cost.summary(), flush=True)
     from sweep.run import run_sweep
 

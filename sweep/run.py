@@ -109,11 +109,16 @@ def _execute(client, cfg, tasks, before, progress, results, errors) -> None:
                disable=not progress, file=sys.stderr, smoothing=0.1)
     from distributed import as_completed
 
+    fell_back = set()
     try:
         for fut in as_completed(list(futures)):
             task = futures[fut]
             try:
                 results.append(fut.result())
+                route = results[-1].get("route", "")
+                if task.model.local and route.startswith("whole") and task.model.group not in fell_back:
+                    fell_back.add(task.model.group)           # said once per model
+                    _say(f"{task.model.group}: {route}")
             except (CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers):
                 # every later task would fail the same way
                 client.cancel(list(futures))

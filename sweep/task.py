@@ -22,6 +22,7 @@ task).
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import gc
 import os
@@ -60,6 +61,7 @@ def run_task(task: BlockTask | ALogTask | ResidualTask, *after) -> dict:
     returns layer/seq/block, status, the eigensolver, the worker's software and seconds by
     phase."""
     provenance.strict_fp32()
+    task = _routed(task)
     if isinstance(task, ALogTask):
         return _run_a_log(task)
     if isinstance(task, ResidualTask):
@@ -124,6 +126,30 @@ def _jacobians(model, task: BlockTask):
         return jac, h[task.t0:task.t1], block.delta(h, task.t0, task.t1), "hand-written", t_hidden
     res = model.jacobians(task.layer).run(ids, task.t0, task.t1, out=buf)
     return res.jac, res.inputs, res.delta, "generic", t_hidden
+
+
+_fallback: dict[tuple, str] = {}       # a layer-local model this worker could not build: why
+
+
+def _routed(task):
+    """`task` on the route this worker can take: a model planned layer-local that fails to
+    build one layer at a time here (sweep/generic/local.py NotLocal) goes whole-model, its
+    reason in the task's route (the client says it once)."""
+    from sweep.generic.local import NotLocal
+
+    ref = task.model
+    if not ref.local:
+        return task
+    key = (ref.path, ref.revision, ref.files)
+    if key not in _fallback:
+        try:
+            resident.local_model(ref, _device(ref))
+            _fallback[key] = ""
+        except NotLocal as e:
+            _fallback[key] = f"this worker cannot hold one layer: {e}"
+    if not _fallback[key]:
+        return task
+    return dataclasses.replace(task, model=dataclasses.replace(ref, not_local=_fallback[key]))
 
 
 def _route(ref: ModelRef) -> str:
@@ -224,9 +250,7 @@ def _model(ref: ModelRef, layer: int | None = None, seq: int | None = None):
     """The worker's copy of the model: layer-local (sweep/resident.py) where ref.local, else
     the whole model; with `layer`, the first call runs the self-check on that layer (for a
     layer-local model on sequence `seq`'s stored h_l)."""
-    device = ref.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = _device(ref)
     if not ref.local:
         if resident.drop():                       # one model per worker: the other route's goes
             _release_memory()
@@ -237,11 +261,17 @@ def _model(ref: ModelRef, layer: int | None = None, seq: int | None = None):
     if _models:
         _models.clear()
         _release_memory()
-    cached = resident.local_model(ref, device)
+    cached = resident.local_model(ref, device)     # NotLocal: the caller falls back
     if layer is not None and not cached.checked:
         _self_check_local(cached, layer, seq, ref)
         cached.checked = True
     return cached
+
+
+def _device(ref: ModelRef) -> str:
+    if ref.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return ref.device
 
 
 def _whole(ref: ModelRef, device: str, layer: int | None = None):

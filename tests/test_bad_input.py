@@ -183,6 +183,22 @@ def test_sweep_that_cannot_fit_in_memory_is_refused_with_the_numbers(tiny_checkp
     assert "exceeds this machine's" in err and not (tmp_path / "run.zarr").exists()
 
 
+def test_a_memory_limit_below_one_worker_is_refused_also_by_the_dry_run(tiny_checkpoints, tmp_path):
+    """--dry-run prints the plan, with what a worker holds, then the same one-line refusal the
+    run would give; a limit that fits passes."""
+    doc = _base(tiny_checkpoints["gpt2"], tmp_path / "run.zarr")
+    doc["model"]["dtype"] = "float64"
+    doc["cluster"] = {"memory_limit": "100MB"}
+    code, out, err = _run(doc, tmp_path, "--dry-run")
+    _assert_one_line_error(code, err)
+    assert err.startswith("tdos: error: cluster.memory_limit: 0.0931 GiB per worker is below the ")
+    assert "raise memory_limit" in err and "1 layer(s) x " in out and "layer-local" in out
+    doc["cluster"] = {"memory_limit": "4GB"}
+    code, out, err = _run(doc, tmp_path, "--dry-run")
+    assert code == 0 and not err and "per worker 3.73 GiB (cluster.memory_limit)" in out
+    assert not (tmp_path / "run.zarr").exists()
+
+
 def test_store_paths_that_cannot_hold_a_store(tiny_checkpoints, tmp_path):
     (tmp_path / "file").write_text("x")
     (tmp_path / "foreign").mkdir()

@@ -57,10 +57,6 @@ def _local(path, dtype=torch.float64) -> LocalModel:
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_one_resident_layer_equals_the_whole_model(family_checkpoints, family):
     path = family_checkpoints[family]
-    if family in CONVERTED:
-        with pytest.raises(NotLocal, match="is not a tensor of the checkpoint"):
-            _local(path)
-        return
     whole = load_model(path, dtype="float64")
     ids = _ids()
     lm = _local(path)

@@ -71,21 +71,25 @@ class Checkpoint:
     def tensor(self, key: str, rows: torch.Tensor | None = None) -> torch.Tensor:
         """The model's tensor `key` as stored; with `rows`, only those rows (int64, 1-D)."""
         src = self.sources[key]
-        path = self.local / src.file
-        self.files_read.add(src.file)
+        return self.read(src.file, src.key, rows)
+
+    def read(self, file: str, key: str, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Tensor `key` of weight file `file`; with `rows`, only those rows."""
+        path = self.local / file
+        self.files_read.add(file)
         if path.suffix == ".safetensors":
             from safetensors import safe_open
 
             with safe_open(path, "pt") as f:
                 if rows is None:
-                    t = f.get_tensor(src.key)
+                    t = f.get_tensor(key)
                 else:
-                    part = f.get_slice(src.key)
+                    part = f.get_slice(key)
                     t = torch.stack([part[int(r):int(r) + 1][0] for r in rows])
         else:
-            if src.file not in self._bins:
-                self._bins[src.file] = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-            whole = self._bins[src.file][src.key]
+            if file not in self._bins:
+                self._bins[file] = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+            whole = self._bins[file][key]
             t = (whole if rows is None else whole[rows]).clone()
         self.read_bytes += t.numel() * t.element_size()
         return t
@@ -137,7 +141,7 @@ class LocalModel:
                     keys.setdefault(id(p), []).append(((id(m), k), f"{path}.{k}" if path else k))
         self._names, missing = {}, []
         for pid, entries in keys.items():
-            held = [n for _, n in entries if n in sources and not sources[n].converted]
+            held = [n for _, n in entries if n in sources]
             missing += [] if held or pid in unused else [entries[0][1]]
             self._names.update({slot: (held or [entries[0][1]])[0] for slot, _ in entries})
         if missing:
@@ -176,13 +180,41 @@ class LocalModel:
                 if p is not None and id(p) not in skip]
 
     def _load(self, slots) -> None:
+        converted = []
         for module, key in slots:
             name = self._names[id(module), key]          # held by the checkpoint (__init__)
+            if self.ckpt.sources[name].converted:
+                converted.append((module, key, name))
+                continue
             t = self.ckpt.tensor(name).to(device=self.device, dtype=self.dtype)
             if t.shape != module._parameters[key].shape:
                 raise NotLocal(f"{name}: {tuple(t.shape)} in the checkpoint, "
                                f"{tuple(module._parameters[key].shape)} in the model")
             module._parameters[key] = torch.nn.Parameter(t, requires_grad=False)
+        if converted:
+            self._convert(converted)
+
+    def _convert(self, slots) -> None:
+        """Parameters transformers builds from several checkpoint tensors (fused MoE experts):
+        the tensors they come from, read here, go through transformers' own loader with the
+        model's conversion mapping (what from_pretrained runs), for these parameters only."""
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import convert_and_load_state_dict_in_model
+        from transformers.modeling_utils import LoadStateDictConfig
+
+        parts = {key for *_, name in slots for key in self.ckpt.sources[name].parts}
+        state = {key: self.ckpt.read(file, key) for file, key in sorted(parts)}
+        config = LoadStateDictConfig(dtype=self.dtype, device_map={"": str(self.device)},
+                                     weight_mapping=get_model_conversion_mapping(self.model))
+        for j, real in enumerate(self._real):    # the loader addresses every layer by its name
+            self.layers[j] = real
+        convert_and_load_state_dict_in_model(self.model, state, config)
+        for module, key, name in slots:
+            p = module._parameters[key]
+            if p.device.type == "meta":
+                raise NotLocal(f"{name}: transformers' loader did not build it from "
+                               f"{len(self.ckpt.sources[name].parts)} checkpoint tensor(s)")
+            module._parameters[key] = torch.nn.Parameter(p.detach().to(self.dtype), requires_grad=False)
 
     def resident(self, layer: int) -> None:
         """Decoder layer `layer` materialised (read unless held), and the oldest held one
