@@ -142,6 +142,9 @@ def _routed(task):
         return task
     key = (ref.path, ref.revision, ref.files)
     if key not in _fallback:
+        from sweep.versions import require_transformers
+
+        require_transformers()                # a worker's own environment may differ
         try:
             resident.local_model(ref, _device(ref))
             _fallback[key] = ""
@@ -255,13 +258,10 @@ def _model(ref: ModelRef, layer: int | None = None, seq: int | None = None):
         if resident.drop():                       # one model per worker: the other route's goes
             _release_memory()
         return _whole(ref, device, layer)
-    from sweep.versions import require_transformers
-
-    require_transformers()
     if _models:
         _models.clear()
         _release_memory()
-    cached = resident.local_model(ref, device)     # NotLocal: the caller falls back
+    cached = resident.local_model(ref, device)     # built (or refused) by _routed first
     if layer is not None and not cached.checked:
         _self_check_local(cached, layer, seq, ref)
         cached.checked = True

@@ -2,11 +2,13 @@
 
 `LocalModel(local, dtype)` builds the model skeleton from config.json with every parameter
 on the meta device (buffers such as rotary frequencies are built for real: they are computed,
-not stored) and reads weights from the checkpoint's safetensors by tensor name, the shard
-index saying which file:
+not stored) and reads weights from the checkpoint's files by tensor name, under the names
+`from_pretrained` gives them (sweep.checkpoint.checkpoint_names):
 
-- `resident(layer)` materialises decoder layer `layer` (and drops the previous one) plus the
-  small model-level modules the layers' call needs (norms, position tables, ...);
+- `resident(layer)` materialises decoder layer `layer` (the oldest held one goes back to
+  meta beyond `keep`) plus, once, the small model-level modules the layers' call needs
+  (norms, position tables, ...); tensors transformers builds from several (fused MoE experts)
+  go through its own loader for that layer only;
 - the input embedding holds only the rows of the tokens of the current sequence
   (`sequence(ids)`), indexed through a pre-hook that maps token ids to those rows, so its
   own forward (scaling included) runs unchanged;
@@ -15,12 +17,14 @@ index saying which file:
   after `layer` is ever called (the decoding stops right after it);
 - the hidden-state input of `layer` is replaced by the stored residual h_l at the positions
   of the current forward (`at(start, n)`): whatever reached it through the stand-ins is
-  discarded.
+  discarded;
+- `embedded(ids)` and `step(ids, h, j)` give h_0 and h_{j+1}: the residual stream, one layer
+  resident at a time.
 
 Every model-level computation (masks, positions, rotary tables, a hybrid's embeddings passed
-to its layers) is transformers' own. A checkpoint whose tensor names differ from the
-model's (transformers converts some on load: fused MoE experts) raises `NotLocal`; the
-caller falls back to the whole model and says so.
+to its layers) is transformers' own. A model that cannot be held this way (a parameter the
+checkpoint does not give, an RWKV that rescales its weights on its first forward) raises
+`NotLocal`; the caller falls back to the whole model and says so.
 """
 from __future__ import annotations
 
