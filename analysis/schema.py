@@ -14,7 +14,8 @@ from dataclasses import dataclass
 # 3: any causal LM: the kind of every layer (`layer_kinds`), Δ/A_log for every Mamba-style
 #    layer (per channel for Mamba-1, per head for Mamba-2), which Jacobian path computed
 #    each block, config.json (and tokenizer files) in the checkpoint record
-# 4: the residual stream h_l entering every swept layer (`residual`, `residual_ledger`)
+# 4: the residual stream h_l entering every swept layer (`residual`, `residual_ledger`),
+#    ‖J_tt‖_F² and J_tt's departure from normality per token (`frobenius2`, `nonnormality`)
 FORMAT = 4
 UPGRADABLE = (1, 2, 3)            # formats `tdos upgrade STORE` rewrites to FORMAT in place
 
@@ -58,6 +59,10 @@ ARRAYS = {
     "scale_residual": ArraySpec(("layer", "seq", "token"), "real", per_token=True),
     "shift_rayleigh": ArraySpec(("layer", "seq", "token"), "real", per_token=True),
     "shift_residual": ArraySpec(("layer", "seq", "token"), "real", per_token=True),
+    # ‖J_tt‖_F² and Henrici's relative departure from normality of J_tt,
+    # sqrt(max(0, ‖J‖_F² − Σ|ζ_i|²)) / ‖J‖_F (0 for a normal matrix)
+    "frobenius2": ArraySpec(("layer", "seq", "token"), "real", per_token=True),
+    "nonnormality": ArraySpec(("layer", "seq", "token"), "real", per_token=True),
     "ledger": ArraySpec(("layer", "seq", "block"), "int8"),
     "eig_backend": ArraySpec(("layer", "seq", "block"), "int8"),
     "jacobian_path": ArraySpec(("layer", "seq", "block"), "int8"),

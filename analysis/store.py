@@ -221,13 +221,23 @@ class Store:
         return np.stack([a, c], 1), np.stack([b, e], 1)
 
     def _direction(self, layer, seq, names):
+        return tuple(self._per_token(layer, seq, name) for name in names)
+
+    def frobenius2(self, layer, seq=0) -> np.ndarray:
+        """(L_layer,) float64 ‖J_tt‖_F²; NaN rows as in `eigenvalues`."""
+        return self._per_token(layer, seq, "frobenius2")
+
+    def nonnormality(self, layer, seq=0) -> np.ndarray:
+        """(L_layer,) float64 Henrici's relative departure of J_tt from normality,
+        sqrt(max(0, ‖J‖_F² − Σ|ζ_i|²)) / ‖J‖_F: 0 for a normal J_tt, up to 1; NaN rows as
+        in `eigenvalues`."""
+        return self._per_token(layer, seq, "nonnormality")
+
+    def _per_token(self, layer, seq, name) -> np.ndarray:
         n = self.layer_length[layer]
-        out = []
-        for name in names:
-            a = np.array(self.group[name][self.row(layer), seq, :n], np.float64)
-            a[~self._row_mask(layer, seq)] = np.nan
-            out.append(a)
-        return out[0], out[1]
+        a = np.array(self.group[name][self.row(layer), seq, :n], np.float64)
+        a[~self._row_mask(layer, seq)] = np.nan
+        return a
 
     def delta(self, layer, seq=0) -> np.ndarray:
         """(L_layer, d_inner) Mamba-1 or (L_layer, heads) Mamba-2 selective step Δ_t; NaN

@@ -209,8 +209,10 @@ def _worker_bytes(m, cfg) -> tuple[int, str]:
         stream = 0                                         # the model's own forward, one sequence
     else:
         keep = cfg.compute.resident_layers
-        weights = keep * layer + (m.info.shared_params + L * d) * real
-        held = f"{keep} layer(s) x {_gib(layer)} + shared modules and embedding rows"
+        # while a layer is read, a tensor is held as stored and cast: half a layer at most
+        weights = keep * layer + layer // 2 + (m.info.shared_params + L * d) * real
+        held = (f"{keep} layer(s) x {_gib(layer)} + reading one {_gib(layer // 2)} + shared "
+                f"modules and embedding rows")
         batch = min(residual_batch(m, L), cfg.inputs.sequences)
         stream = batch * 2 * h
     block = jac + eig + work + (h if not m.info.not_local or m.engine == "fast" else 0)

@@ -87,6 +87,7 @@ def run_task(task: BlockTask | ALogTask | ResidualTask, *after) -> dict:
         eig, None if delta is None else delta.detach().cpu().numpy(),
         scale=(rho.cpu().numpy(), resid.cpu().numpy()),
         shift=(rho_u.cpu().numpy(), resid_u.cpu().numpy()),
+        frobenius2=torch.linalg.matrix_norm(jac).double().square().cpu().numpy(),   # (T,)
         eig_backend=_eig_backend(h, plan), jacobian_path=path)
     status = store.write_block(arrays(task.model), task.row, task.seq, task.block, task.t0, values)
     t_write = clock()

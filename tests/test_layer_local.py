@@ -4,7 +4,7 @@ A sharded LLaMA (several safetensors files and the index; the hand-written fast 
 unsharded Mamba-2 (the generic path), float64, four layers each: every stored h_l equals the
 input of that layer in transformers' own whole-model forward, and every token's eigenvalues
 equal those of the diagonal block of autograd of the unmodified layer over the whole sequence
-(tests/oracle.py), the independent oracle. A resumed sweep reuses the stored residual (the
+(tests/oracle.py), the independent oracle, as do ‖J_tt‖_F² and J_tt's departure from normality. A resumed sweep reuses the stored residual (the
 residual tasks report their layer calls), a worker reads each layer once for all of its
 blocks, and a checkpoint file that differs from the store's record is refused by the worker.
 """
@@ -19,6 +19,7 @@ import torch
 import zarr
 from distributed import Client, LocalCluster
 
+from analysis import open_store
 from families import FAMILIES, tolerance
 from oracle import layer_input, matched_eigvals_error, oracle_model, sequence_jacobian
 from sweep.config import config_from_dict
@@ -85,6 +86,7 @@ def test_the_sweep_is_layer_local_and_equals_the_whole_model_oracle(checkpoints,
     bound = {"llama": 1e-6, "mamba2": tolerance("mamba2", eigenvalues=True)}
     for name in ("llama", "mamba2"):
         g = zarr.open_group(cfg.store, path=f"{name}-float64", mode="r")
+        st = open_store(cfg.store, model=f"{name}-float64")
         model = oracle_model(checkpoints[name])
         for row, layer in enumerate(LAYERS):
             for seq in range(SEQS):
@@ -96,6 +98,11 @@ def test_the_sweep_is_layer_local_and_equals_the_whole_model_oracle(checkpoints,
                 diag = torch.stack([J[t, :, t, :] for t in range(L)])           # (L, d, d)
                 err = matched_eigvals_error(g["eigenvalues"][row, seq], eigvals(diag).numpy())
                 assert err <= bound[name], (name, layer, seq, err)
+                # ‖J_tt‖_F² and Henrici's departure from normality, from the oracle's blocks
+                fro2 = diag.square().sum((1, 2)).numpy()
+                np.testing.assert_allclose(st.frobenius2(layer, seq), fro2, rtol=bound[name])
+                want = np.sqrt(np.maximum(fro2 - (eigvals(diag).abs() ** 2).sum(1).numpy(), 0) / fro2)
+                np.testing.assert_allclose(st.nonnormality(layer, seq), want, rtol=0, atol=1e-5)
 
 
 def test_one_worker_reads_each_layer_once_for_all_its_blocks(swept):

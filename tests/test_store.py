@@ -377,3 +377,15 @@ def test_edited_config_json_is_refused(tiny_checkpoints, tmp_path):
     (ckpt / "config.json").write_text(json.dumps(conf))
     with pytest.raises(CheckpointChanged, match="config.json changed since the store was made"):
         prepare_store(cfg)
+
+
+def test_henrici_departure_is_zero_for_a_normal_matrix_and_known_for_a_jordan_block():
+    """sqrt(max(0, ‖J‖_F² − Σ|ζ|²)) / ‖J‖_F: 0 for a symmetric matrix; sqrt(a²/(2 + a²)) for
+    [[1, a], [0, 1]] (‖J‖_F² = 2 + a², both eigenvalues 1)."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(6, 6))
+    sym = a + a.T
+    jordan = np.array([[1.0, 3.0], [0.0, 1.0]])
+    for J, want in ((sym, 0.0), (jordan, np.sqrt(9 / 11))):
+        got = st.henrici(np.array([(J ** 2).sum()]), np.linalg.eigvals(J)[None])
+        np.testing.assert_allclose(got, [want], atol=1e-7)

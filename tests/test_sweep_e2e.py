@@ -108,6 +108,8 @@ def test_values_equal_direct_computation(swept, tiny_checkpoints, name, arch):
                 np.testing.assert_allclose(stored, direct.numpy(), **tol)   # ρ (n,), r (n,)
             for stored, direct in zip(st.shift_direction(layer, seq), shift_direction(jac)):
                 np.testing.assert_allclose(stored, direct.numpy(), **tol)   # along 𝟙/√d
+            np.testing.assert_allclose(st.frobenius2(layer, seq),
+                                       jac.double().square().sum((1, 2)).numpy(), **tol)
             if model.arch == "mamba":
                 np.testing.assert_allclose(st.delta(layer, seq), block.delta(h, 0, n).numpy(), **tol)
     if model.arch == "mamba":
