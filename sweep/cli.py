@@ -145,12 +145,14 @@ def _status(args) -> int:
 
     existing_store(args.store)
     rows = status_rows(args.store)
-    print(f"{'model':<28} {'layer':>5} {'done':>6} {'flagged':>7} {'total':>6} {'tokens':>6}  "
-          f"{'dtype':<8} kind")
+    print(f"{'model':<28} {'layer':>5} {'done':>6} {'flagged':>7} {'total':>6} {'tokens':>6} "
+          f"{'h_l':>5}  {'dtype':<8} kind")
     for r in rows:
         print(f"{r['model']:<28} {_s(r['layer']):>5} {r['done']:>6} {r['flagged']:>7} "
-              f"{_s(r['total']):>6} {_s(r['tokens']):>6}  {_s(r['dtype']):<8} {_s(r['kind'])}")
-    print("done counts flagged blocks (done, with a non-finite value) too")
+              f"{_s(r['total']):>6} {_s(r['tokens']):>6} {_s(r['residual']):>5}  {_s(r['dtype']):<8} "
+              f"{_s(r['kind'])}")
+    print("done counts flagged blocks (done, with a non-finite value) too; h_l: sequences whose "
+          "residual stream entering the layer is stored")
     if args.spectra:
         _print_summary(args.store)
     return 0

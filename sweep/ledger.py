@@ -93,7 +93,8 @@ def _missing_a_log(g: zarr.Group) -> list[int]:
 
 
 def status_rows(path: str) -> list[dict]:
-    """Per model and layer: blocks done / flagged / total, tokens planned, dtype, kind."""
+    """Per model and layer: blocks done / flagged / total, tokens planned, sequences whose
+    h_l is stored (of how many), dtype, kind."""
     from sweep.store import group_ready
 
     root = zarr.open_group(str(path), mode="r")
@@ -107,15 +108,17 @@ def status_rows(path: str) -> list[dict]:
     for name in root.attrs.get("models", []):
         if not group_ready(root, name):
             rows.append({"model": name, "layer": None, "done": 0, "flagged": 0, "total": None,
-                         "tokens": None, "dtype": None, "kind": None})
+                         "tokens": None, "residual": None, "dtype": None, "kind": None})
             continue
         g = root[name]
         led = Ledger.read(g)
         kinds = g.attrs.get("layer_kinds") or []
         for r, (layer, n) in enumerate(zip(led.layers, led.lengths)):
             done, flagged, total = led.row_counts(r)
+            stored = int((led.residual[r] != PENDING).sum())
             rows.append({"model": name, "layer": int(layer), "done": done,
                          "flagged": flagged, "total": total, "tokens": int(n),
+                         "residual": f"{stored}/{led.residual.shape[1]}",
                          "dtype": g.attrs["model"]["dtype"],
                          "kind": kinds[int(layer)] if kinds else None})
     return rows

@@ -181,12 +181,13 @@ def test_rerun_plans_nothing_and_status_reports_done(swept, client, capsys):
     capsys.readouterr()
     assert main(["status", cfg.store]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["model", "layer", "done", "flagged", "total", "tokens", "dtype", "kind"]
+    assert lines[0].split() == ["model", "layer", "done", "flagged", "total", "tokens", "h_l",
+                                "dtype", "kind"]
     rows = [line.split() for line in lines[1:-1]]
-    assert rows == [["mamba-float64", "0", "4", "0", "4", "8", "float64", "mamba"],
-                    ["mamba-float64", "1", "4", "0", "4", "8", "float64", "mamba"],
-                    ["gpt2", "0", "4", "0", "4", "8", "float32", "attention"],
-                    ["gpt2", "1", "4", "0", "4", "8", "float32", "attention"],
-                    ["mamba_ssm", "0", "4", "0", "4", "8", "float32", "mamba"],
-                    ["mamba_ssm", "2", "4", "0", "4", "6", "float32", "mamba"]]
-    assert lines[-1] == "done counts flagged blocks (done, with a non-finite value) too"
+    assert rows == [["mamba-float64", "0", "4", "0", "4", "8", "2/2", "float64", "mamba"],
+                    ["mamba-float64", "1", "4", "0", "4", "8", "2/2", "float64", "mamba"],
+                    ["gpt2", "0", "4", "0", "4", "8", "2/2", "float32", "attention"],
+                    ["gpt2", "1", "4", "0", "4", "8", "2/2", "float32", "attention"],
+                    ["mamba_ssm", "0", "4", "0", "4", "8", "2/2", "float32", "mamba"],
+                    ["mamba_ssm", "2", "4", "0", "4", "6", "2/2", "float32", "mamba"]]
+    assert lines[-1].startswith("done counts flagged blocks (done, with a non-finite value) too; h_l:")
