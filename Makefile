@@ -3,7 +3,8 @@
 # every dependency at the version requirements.lock holds (what `make test` was last green on).
 PY := .venv/bin/python
 FAMILY_TESTS := tests/test_families.py tests/test_generic_ssm.py tests/test_selfcheck.py \
-                tests/test_versions.py tests/test_wheel.py tests/test_local.py
+                tests/test_versions.py tests/test_wheel.py tests/test_local.py \
+                tests/test_layer_local.py
 
 .venv/.ready: pyproject.toml requirements.lock
 	test -x $(PY) || python3 -m venv .venv

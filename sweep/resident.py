@@ -170,7 +170,6 @@ def stored(arrays: dict, row: int, seq: int, n: int, dtype: torch.dtype) -> torc
     return torch.from_numpy(np.asarray(arrays["residual"][row, seq, :n])).to(dtype)
 
 
-
 def block(cached: _Cached, ref: ModelRef, layer: int, ids: torch.Tensor, h: torch.Tensor,
           t0: int, t1: int, buf: torch.Tensor | None = None):
     """(J_tt (T, d, d), layer inputs (T, d), Δ (T, channels) or None, path) of tokens [t0, t1)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import zarr
 
-from analysis.schema import PENDING as PENDING_RESIDUAL
+from analysis.schema import PENDING
 from sweep.ledger import Ledger
 from sweep.plan import ModelPlan, Plan
 
@@ -131,7 +131,7 @@ def residual_tasks(ref: ModelRef, led: Ledger, seqs, n_ctx: int, batch: int) -> 
     by_layer = sorted(range(len(led.layers)), key=lambda r: led.layers[r])
     groups: dict[tuple, list[int]] = {}
     for seq in seqs:
-        missing = [r for r in by_layer if led.residual[r, seq] == PENDING_RESIDUAL]
+        missing = [r for r in by_layer if led.residual[r, seq] == PENDING]
         if not missing:
             continue
         first = int(led.layers[missing[0]])

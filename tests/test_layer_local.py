@@ -163,3 +163,37 @@ def test_a_worker_refuses_a_checkpoint_file_unlike_the_record(checkpoints, tmp_p
     with pytest.raises(CheckpointChanged, match="model.safetensors on this worker differs"):
         resident.verify(cached, other)
     resident.drop()
+
+
+def test_a_worker_that_cannot_hold_one_layer_falls_back_and_says_why(tmp_path):
+    """A plan that expects the layer-local route (a plan made elsewhere, a worker whose
+    transformers differs) on a checkpoint that cannot be held one layer at a time here: the
+    worker runs the whole model, and the task's route says why."""
+    from transformers import AutoModelForCausalLM
+
+    from sweep import resident
+    from sweep import task as worker
+    from sweep.plan import Plan, make_plan
+    from sweep.store import open_store
+    from sweep.tasks import BlockTask, ResidualTask, pending_tasks
+
+    config = FAMILIES["rwkv"]()
+    config.num_hidden_layers, config.rescale_every = 4, 2          # rescales layers 2 and 3
+    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "rwkv")
+    cfg = config_from_dict({"model": {"path": str(tmp_path / "rwkv"), "dtype": "float64"},
+                            "inputs": {"sequences": 1, "length": 4, "seed": 0}, "layers": [3],
+                            "store": str(tmp_path / "run.zarr"), "compute": {"token_block": 4}})
+    plan = make_plan(cfg)
+    m = plan.models[0]
+    assert m.info.not_local.startswith("RWKV rescales")
+    # the same plan made where one layer at a time was thought possible
+    plan = Plan(plan.config, (dataclasses.replace(m, info=dataclasses.replace(m.info, not_local="")),))
+    tasks = pending_tasks(plan, open_store(plan))
+    assert any(isinstance(t, ResidualTask) for t in tasks) and all(t.model.local for t in tasks)
+    results = [worker.run_task(t) for t in tasks if isinstance(t, (ResidualTask, BlockTask))]
+    assert {r["route"] for r in results} == {"whole model (this worker cannot hold one layer: RWKV "
+                                             "rescales its layers' weights in place on its first "
+                                             "forward (rescale_every below its depth))"}
+    assert results[-1]["status"] == "done"
+    worker._models.clear()
+    resident.drop()
