@@ -136,6 +136,14 @@ def model_info(config, model, local: Path, weight_bytes: int) -> ModelInfo:
                      sum(p.numel() for p in model.parameters() if id(p) not in apart))
 
 
+def rescales_on_first_forward(config) -> bool:
+    """Whether an RWKV model's first eval forward divides some layers' weights in place (by 2
+    every `rescale_every` layers: only layers at or beyond it change)."""
+    c = config.get_text_config()
+    every = getattr(c, "rescale_every", 0) or 0
+    return every > 0 and c.num_hidden_layers > every
+
+
 def _mamba_ssm_key(key: str) -> str:
     # the two Mamba layouts differ only in the embedding's name
     return key.replace("backbone.embedding.", "backbone.embeddings.")

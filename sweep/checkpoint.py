@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from sweep.architecture import ModelInfo, hf_config, meta_model, model_info
+from sweep.architecture import ModelInfo, hf_config, meta_model, model_info, rescales_on_first_forward
 from sweep.errors import ConfigError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
@@ -203,9 +203,7 @@ def _not_local(model, found: dict[str, Source]) -> str:
     """Why a worker cannot hold one layer of this model (empty: it can). Tensors that
     transformers converts on load (fused MoE experts) are converted per layer by its own
     loader (sweep/generic/local.py); a worker that still fails falls back and says why."""
-    from sweep.generic.local import _rescales
-
-    if _rescales(model.config):
+    if rescales_on_first_forward(model.config):
         return ("RWKV rescales its layers' weights in place on its first forward (rescale_every "
                 "below its depth)")
     return ""

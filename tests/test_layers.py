@@ -29,8 +29,8 @@ def _loaded_after(modules: str, watched: tuple) -> list[str]:
 
 
 def test_block_math_imports_neither_dask_nor_yaml():
-    assert _loaded_after("sweep.blocks.mamba, sweep.blocks.attention, sweep.linalg, sweep.spectra",
-                         ("dask", "distributed", "yaml")) == []
+    assert _loaded_after("sweep.blocks.mamba, sweep.blocks.attention, sweep.linalg, sweep.spectra, "
+                         "sweep.depth", ("dask", "distributed", "yaml")) == []
 
 
 def test_analysis_never_imports_sweep_or_cluster():

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from sweep.architecture import rescales_on_first_forward
 from sweep.generic import prefix
 from sweep.generic.decode import _first, _hidden, _tensor_list
 from sweep.generic.layers import decoder_layers
@@ -157,7 +158,7 @@ class LocalModel:
         self.embedding.padding_idx = None
         for m in model.modules():
             if hasattr(m, "layers_are_rescaled"):
-                if _rescales(model.config):
+                if rescales_on_first_forward(model.config):
                     raise NotLocal("RWKV rescales its layers' weights in place on its first forward "
                                    "(rescale_every below its depth)")
                 m.layers_are_rescaled = not m.training   # as its first forward leaves it
@@ -365,14 +366,6 @@ class LocalModel:
             yield
         finally:
             hook.remove()
-
-
-def _rescales(config) -> bool:
-    """Whether an RWKV model's first eval forward divides some layers' weights (by 2 every
-    `rescale_every` layers: only layers at or beyond it change)."""
-    c = config.get_text_config()
-    every = getattr(c, "rescale_every", 0) or 0
-    return every > 0 and c.num_hidden_layers > every
 
 
 class _Reached(Exception):
