@@ -232,10 +232,10 @@ def _route_seconds(path: Path, dtype: str, whole: bool, tokens: int, seqs: int, 
     from sweep.store import open_store
     from sweep.tasks import BlockTask, ResidualTask, pending_tasks
 
+    from sweep.checkpoint import inspect_checkpoint
+
     store = Path(tempfile.mkdtemp(prefix="bench-route-")) / "r.zarr"
-    probe = make_plan(config_from_dict({"model": {"path": str(path)}, "layers": [0],
-                                        "inputs": {"sequences": 1, "length": 2}, "store": str(store)}))
-    deepest = probe.models[0].info.n_layers - 1
+    deepest = inspect_checkpoint(str(path), None, "model.path").n_layers - 1
     cfg = config_from_dict({"model": {"path": str(path), "dtype": dtype}, "layers": [deepest],
                             "inputs": {"sequences": seqs, "length": tokens, "seed": 0},
                             "store": str(store), "compute": {"token_block": block, "engine": "generic",

@@ -5,6 +5,7 @@ the sweep stores ζ itself.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from sweep import linalg
@@ -83,3 +84,11 @@ def rayleigh(J: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     rho = (h * Jh).sum(-1) / hh                                     # (T,)
     resid = torch.linalg.vector_norm(Jh - rho[:, None] * h, dim=-1) / hh.sqrt()   # (T,)
     return rho, resid
+
+
+def henrici(frobenius2: np.ndarray, eig: np.ndarray) -> np.ndarray:
+    """(T,) Henrici's relative departure from normality of J_tt from ‖J_tt‖_F² (T,) and its
+    eigenvalues (T, d): sqrt(max(0, ‖J‖_F² − Σ|ζ_i|²)) / ‖J‖_F, 0 for a normal matrix."""
+    fro2 = np.asarray(frobenius2, np.float64)
+    gap = fro2 - (np.abs(eig.astype(np.complex128)) ** 2).sum(axis=-1)
+    return np.sqrt(np.maximum(gap, 0.0) / fro2)

@@ -186,6 +186,7 @@ class BlockValues:
     scale: tuple[np.ndarray, np.ndarray] | None = None   # ρ (T,), r (T,) along h_t
     shift: tuple[np.ndarray, np.ndarray] | None = None   # ρ (T,), r (T,) along 𝟙/√d
     frobenius2: np.ndarray | None = None     # (T,) ‖J_tt‖_F²
+    nonnormality: np.ndarray | None = None   # (T,) Henrici's departure (sweep.spectra.henrici)
     eig_backend: str = "unknown"             # one of schema.EIG_BACKENDS
     jacobian_path: str = "unknown"           # one of schema.JACOBIAN_PATHS
 
@@ -201,9 +202,9 @@ def write_block(g: zarr.Group | Mapping[str, zarr.Array], row: int, seq: int, bl
     for names, pair in ((SCALE_ARRAYS, values.scale), (SHIFT_ARRAYS, values.shift)):
         for name, v in zip(names, pair or ()):
             g[name][row, seq, t0:t1] = v
-    if values.frobenius2 is not None:
-        g["frobenius2"][row, seq, t0:t1] = values.frobenius2
-        g["nonnormality"][row, seq, t0:t1] = henrici(values.frobenius2, values.eig)
+    for name in ("frobenius2", "nonnormality"):
+        if getattr(values, name) is not None:
+            g[name][row, seq, t0:t1] = getattr(values, name)
     finite = bool(np.isfinite(values.eig).all())
     if values.delta is not None:
         c = values.delta.shape[1]
@@ -220,14 +221,6 @@ def write_residual(g: zarr.Group | Mapping[str, zarr.Array], row: int, seq: int,
     """h (n, d) entering the layer of `row` for sequence `seq`, then its ledger cell."""
     g["residual"][row, seq, : h.shape[0]] = h
     g["residual_ledger"][row, seq] = DONE
-
-
-def henrici(frobenius2: np.ndarray, eig: np.ndarray) -> np.ndarray:
-    """(T,) Henrici's relative departure from normality of J_tt from ‖J_tt‖_F² (T,) and its
-    eigenvalues (T, d): sqrt(max(0, ‖J‖_F² − Σ|ζ_i|²)) / ‖J‖_F, 0 for a normal matrix."""
-    fro2 = np.asarray(frobenius2, np.float64)
-    gap = fro2 - (np.abs(eig.astype(np.complex128)) ** 2).sum(axis=-1)
-    return np.sqrt(np.maximum(gap, 0.0) / fro2)
 
 
 def write_a_log(g: zarr.Group | Mapping[str, zarr.Array], layer: int, a_log: np.ndarray) -> None:

@@ -77,9 +77,10 @@ def run_task(task: BlockTask | ALogTask | ResidualTask, *after) -> dict:
         if task.model.local:
             resident.verify(model, task.model)
         t_jac = clock()
-        from sweep.spectra import eigvals, scale_direction, shift_direction
+        from sweep.spectra import eigvals, henrici, scale_direction, shift_direction
 
         eig = eigvals(jac).cpu().numpy()                       # (T, d) complex
+        fro2 = torch.linalg.matrix_norm(jac).double().square().cpu().numpy()   # (T,) ‖J_tt‖_F²
         rho, resid = scale_direction(jac, h)                   # (T,), (T,)
         rho_u, resid_u = shift_direction(jac)                  # (T,), (T,)
     t_eig = clock()
@@ -87,7 +88,7 @@ def run_task(task: BlockTask | ALogTask | ResidualTask, *after) -> dict:
         eig, None if delta is None else delta.detach().cpu().numpy(),
         scale=(rho.cpu().numpy(), resid.cpu().numpy()),
         shift=(rho_u.cpu().numpy(), resid_u.cpu().numpy()),
-        frobenius2=torch.linalg.matrix_norm(jac).double().square().cpu().numpy(),   # (T,)
+        frobenius2=fro2, nonnormality=henrici(fro2, eig),
         eig_backend=_eig_backend(h, plan), jacobian_path=path)
     status = store.write_block(arrays(task.model), task.row, task.seq, task.block, task.t0, values)
     t_write = clock()

@@ -87,11 +87,6 @@ class ResidualTask:
     start: tuple[int, int] | None      # (row, model layer) read from the store
     n_ctx: int
 
-    @property
-    def forwards(self) -> int:
-        """Decoder-layer calls per sequence."""
-        return self.rows[-1][1] - (self.start[1] if self.start else 0)
-
 
 Task = BlockTask | ALogTask | ResidualTask
 

@@ -9,6 +9,7 @@ the block math is accidentally trivial.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -92,11 +93,18 @@ def tiny_checkpoints(tmp_path_factory):
     return paths
 
 
+@contextlib.contextmanager
+def local_client(workers: int):
+    """A Client of a real LocalCluster of `workers` one-thread processes on free ports."""
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, scheduler_port=0,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        yield c
+
+
 @pytest.fixture(scope="module")
 def client():
     """A real two-process LocalCluster on free ports, shared by one test module."""
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, scheduler_port=0,
-                      dashboard_address=":0") as cluster, Client(cluster) as c:
+    with local_client(2) as c:
         yield c
 
 

@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 import torch
 import zarr
-from distributed import Client, LocalCluster
-
 from analysis import open_store
+from conftest import local_client
 from families import FAMILIES, tolerance
 from oracle import layer_input, matched_eigvals_error, oracle_model, sequence_jacobian
 from sweep.config import config_from_dict
@@ -62,8 +61,7 @@ def _doc(checkpoints, store, **compute) -> dict:
 
 @pytest.fixture(scope="module")
 def one_worker():
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, scheduler_port=0,
-                      dashboard_address=":0") as cluster, Client(cluster) as c:
+    with local_client(1) as c:
         yield c
 
 
