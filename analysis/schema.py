@@ -15,7 +15,10 @@ from dataclasses import dataclass
 #    layer (per channel for Mamba-1, per head for Mamba-2), which Jacobian path computed
 #    each block, config.json (and tokenizer files) in the checkpoint record
 # 4: the residual stream h_l entering every swept layer (`residual`, `residual_ledger`),
-#    ‖J_tt‖_F² and J_tt's departure from normality per token (`frobenius2`, `nonnormality`)
+#    ‖J_tt‖_F² and J_tt's departure from normality per token (`frobenius2`, `nonnormality`);
+#    groups swept with `depth:` also hold the stack arrays (`stack_eigenvalues`, `stack_gain`,
+#    `lyapunov`, `depth_ledger`): optional, like the Mamba-only ones, so a group without
+#    them is a format-4 group swept without depth
 FORMAT = 4
 UPGRADABLE = (1, 2, 3)            # formats `tdos upgrade STORE` rewrites to FORMAT in place
 
@@ -45,6 +48,7 @@ class ArraySpec:
     per_token: bool = False       # chunks (1, 1, token_block, ...): written by block tasks
     per_sequence: bool = False    # chunks (1, 1, ...): one per (layer row, sequence)
     ssm: bool = False             # present only in groups with a Mamba-style layer
+    depth: bool = False           # present only in groups swept with `depth:` (attribute `depth`)
 
 
 # every array of a model group; NaN (or code 0) marks a value not written yet
@@ -76,6 +80,17 @@ ARRAYS = {
     # then its residual_ledger cell (DONE)
     "residual": ArraySpec(("layer", "seq", "token", "hidden"), "real", per_sequence=True),
     "residual_ledger": ArraySpec(("layer", "seq"), "int8", per_sequence=True),
+    # stacked blocks (`depth:`; group attribute depth = {"spans": [s, ...], "layers": [l0, l1]}):
+    # eig(P_t(l, s)) of P_t(l, s) = J^(l+s-1)_tt ⋯ J^(l)_tt at the row of its first layer l
+    # (NaN where l + s − 1 > l1), and ‖P_t(l, s)‖_F² / d, the mean squared gain of a random
+    # unit perturbation of h_{l,t} after s blocks
+    "stack_eigenvalues": ArraySpec(("span", "layer", "seq", "token", "mode"), "complex", depth=True),
+    "stack_gain": ArraySpec(("span", "layer", "seq", "token"), "real", depth=True),
+    # finite-depth Lyapunov exponents over the run l0..l1 (S = l1 − l0 + 1 blocks), largest first
+    "lyapunov": ArraySpec(("seq", "token", "mode"), "real", depth=True),
+    # a token block's walk up the run (its single blocks, stacks and exponents) is written:
+    # its cell is set last, after the blocks' own ledger cells
+    "depth_ledger": ArraySpec(("seq", "block"), "int8", depth=True),
 }
 SCALE_ARRAYS = ("scale_rayleigh", "scale_residual")
 SHIFT_ARRAYS = ("shift_rayleigh", "shift_residual")
@@ -87,7 +102,7 @@ ROOT_ATTRS = ("tdos_format", "creation_id", "fingerprint", "config", "models", "
 # layer_kinds: one kind per model layer; a_log_shapes: per model layer, A_log's shape
 # ([d_inner, d_state] Mamba-1, [heads] Mamba-2) or null
 GROUP_ATTRS = ("model", "checkpoint", "inputs", "layer_kinds", "a_log_shapes", "complete",
-               "worker_software")
+               "worker_software", "depth")    # depth: only in groups swept with `depth:`
 
 
 def dtype_of(name: str, compute_dtype: str) -> str:
@@ -100,9 +115,10 @@ def dtype_of(name: str, compute_dtype: str) -> str:
     return kind
 
 
-def group_arrays(ssm: bool) -> tuple[str, ...]:
-    """Names of the arrays a group holds (`ssm`: it has a Mamba-style layer)."""
-    return tuple(n for n, spec in ARRAYS.items() if ssm or not spec.ssm)
+def group_arrays(ssm: bool, depth: bool = False) -> tuple[str, ...]:
+    """Names of the arrays a group holds (`ssm`: it has a Mamba-style layer; `depth`: it was
+    swept with `depth:`)."""
+    return tuple(n for n, spec in ARRAYS.items() if (ssm or not spec.ssm) and (depth or not spec.depth))
 
 
 def is_ssm(kind: str) -> bool:

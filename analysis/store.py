@@ -239,6 +239,67 @@ class Store:
         a[~self._row_mask(layer, seq)] = np.nan
         return a
 
+    # ------------------------------------------------------------------ stacked blocks (depth)
+    @cached_property
+    def depth(self) -> dict | None:
+        """{"spans": [s, ...], "layers": [l0, l1]} of a group swept with `depth:`, else None."""
+        d = self.group.attrs.get("depth")
+        return dict(d) if d else None
+
+    @property
+    def depth_spans(self) -> list[int]:
+        """The stack lengths s swept ([] without `depth:`)."""
+        return list(self._need_depth()["spans"]) if self.depth else []
+
+    @property
+    def lyapunov_layers(self) -> tuple[int, int]:
+        """(l0, l1): the run of layers the Lyapunov exponents are taken over (S = l1 − l0 + 1)."""
+        l0, l1 = self._need_depth()["layers"]
+        return int(l0), int(l1)
+
+    def _walks_done(self, seq) -> np.ndarray:
+        """(L,) bool: tokens whose walk up the layers is written."""
+        n, B = min(self.layer_length.values()), self.token_block
+        return np.repeat(np.asarray(self.group["depth_ledger"][seq]) == LEDGER_DONE, B)[:n]
+
+    def stack_eigenvalues(self, layer, span, seq=0) -> np.ndarray:
+        """(L, d) complex: row t = eig(P_t(layer, span)), P_t = J^(layer+span−1)_tt ⋯ J^(layer)_tt;
+        NaN rows for tokens not walked yet."""
+        return self._stack("stack_eigenvalues", layer, span, seq)
+
+    def stack_gain(self, layer, span, seq=0) -> np.ndarray:
+        """(L,) float64 ‖P_t(layer, span)‖_F² / d: the mean squared gain of a random unit
+        perturbation of h_{layer,t} after `span` blocks; NaN as in `stack_eigenvalues`."""
+        return self._stack("stack_gain", layer, span, seq).astype(np.float64)
+
+    def lyapunov(self, seq=0) -> np.ndarray:
+        """(L, d) float64 finite-depth Lyapunov exponents of each token over `lyapunov_layers`,
+        largest first; NaN rows for tokens not walked yet."""
+        self._need_depth()
+        n = min(self.layer_length.values())
+        g = np.array(self.group["lyapunov"][seq, :n], np.float64)
+        g[~self._walks_done(seq)] = np.nan
+        return g
+
+    def _stack(self, name, layer, span, seq):
+        spans = self.depth_spans
+        l0, l1 = self.lyapunov_layers
+        if int(span) not in spans:
+            raise StoreError(f"span {span} not swept in model {self.name!r} (depth.spans: {spans})")
+        if not l0 <= int(layer) <= l1 - int(span) + 1:
+            raise StoreError(f"no stack of {span} blocks starts at layer {layer} in model "
+                             f"{self.name!r}: starts run {l0}..{l1 - int(span) + 1}")
+        n = min(self.layer_length.values())
+        a = np.array(self.group[name][spans.index(int(span)), self.row(layer), seq, :n])
+        a[~self._walks_done(seq)] = np.nan
+        return a
+
+    def _need_depth(self) -> dict:
+        if not self.depth:
+            raise StoreError(f"model {self.name!r} was swept without `depth:` — add "
+                             f"`depth: {{spans: [2, 4]}}` to the config and sweep into a new store")
+        return self.depth
+
     def delta(self, layer, seq=0) -> np.ndarray:
         """(L_layer, d_inner) Mamba-1 or (L_layer, heads) Mamba-2 selective step Δ_t; NaN
         rows as in `eigenvalues`."""

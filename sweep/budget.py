@@ -185,7 +185,13 @@ def _store_bytes(m, planned: int, cfg) -> int:
     per_token += channels * real                            # Δ_t
     a_log = sum(math.prod(k.a_log_shape) for k in info.kinds if k.ssm) * real
     tokens = cfg.inputs.sequences * cfg.inputs.length * 8   # the int64 token ids
-    return planned * per_token + a_log + tokens
+    stacks = 0
+    if m.depth_spans:                 # per span: eig(P) and its gain at every start; γ per token
+        n = len(m.rows)
+        starts = sum(n - s + 1 for s in m.depth_spans)
+        swept = cfg.inputs.sequences * m.rows[0][1]
+        stacks = swept * (starts * (info.d_model * 2 + 1) + info.d_model) * real
+    return planned * per_token + a_log + tokens + stacks
 
 
 def _worker_bytes(m, cfg) -> tuple[int, str]:
@@ -216,8 +222,13 @@ def _worker_bytes(m, cfg) -> tuple[int, str]:
         batch = min(residual_batch(m, L), cfg.inputs.sequences)
         stream = batch * 2 * h
     block = jac + eig + work + (h if not m.info.not_local or m.engine == "fast" else 0)
+    # a walk up the layers (depth) holds max(spans) − 1 partial products, the QR frame and
+    # the product being formed: (T, d, d) each, beside the block's own
+    walk = (max(m.depth_spans) + 1) * jac if m.depth_spans else 0
+    block += walk
     parts = (f"process {_gib(PROCESS_BYTES)} + {held} + max(block: J_tt {_gib(jac)} + eig "
-             f"{_gib(eig)}" + (f" + backward {_gib(work)}" if work else "") + f" + h_l {_gib(h)}, "
+             f"{_gib(eig)}" + (f" + backward {_gib(work)}" if work else "")
+             + (f" + stacks {_gib(walk)}" if walk else "") + f" + h_l {_gib(h)}, "
              f"residual task {_gib(stream)}) [{m.name}, {m.spec.dtype}"
              + (f"; whole model: {m.info.not_local}]" if m.info.not_local else "; layer-local]"))
     return PROCESS_BYTES + weights + max(block, stream), parts

@@ -78,6 +78,13 @@ class ComputeConfig:
 
 
 @dataclass(frozen=True)
+class DepthConfig:
+    """Stacked blocks (sweep/depth.py): products of J_tt over `spans` consecutive swept layers
+    and the Lyapunov exponents of the whole run; None (no `depth:` section) computes neither."""
+    spans: typing.Any = (2, 4, 8)   # stack lengths s (integers >= 2), as a sorted list once checked
+
+
+@dataclass(frozen=True)
 class AnalysisConfig:
     """What `tdos analyze`, `tdos compare`, the live view and the summary compute under
     (analysis.settings.Settings checks the values); not part of the fingerprint (it decides
@@ -101,6 +108,7 @@ class SweepConfig:
     compute: ComputeConfig = field(default_factory=ComputeConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    depth: DepthConfig | None = None
 
     @property
     def token_block(self) -> int:
@@ -109,11 +117,13 @@ class SweepConfig:
 
 _DATASET_FIELDS = ("dataset", "dataset_config", "split", "column", "min_chars", "windows",
                    "offset", "bos")
-_TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster", "analysis")
+_TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster", "analysis",
+             "depth")
 _YAML_FIELDS = {
     ModelSpec: ("path", "dtype", "revision", "name", "layers", "trust_remote_code"),
     InputsConfig: ("sequences", "length", "seed", "text", "tokenizer", *_DATASET_FIELDS),
     ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg", "engine", "resident_layers"),
+    DepthConfig: ("spans",),
     AnalysisConfig: ("window", "level", "n_boot", "modes", "lengths", "layer", "skip_positions",
                      "seed"),
 }
@@ -164,6 +174,7 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     if "layers" not in raw:
         raise ConfigError("layers: required field missing — add e.g. `layers: [0, 1]` or `layers: all`")
     layers = _normalize_layers(raw["layers"], "layers")
+    depth = _check_depth(raw.get("depth"))
     store = check_store(raw.get("store"))
     models = [_check_model(m) for m in models]
     _check_unique_names(models)
@@ -171,7 +182,7 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     analysis = _check_analysis(_section(AnalysisConfig, raw.get("analysis") or {}, "analysis"),
                                inputs.length)
     return SweepConfig(models=models, inputs=inputs, layers=layers, store=store,
-                       compute=compute, cluster=cluster, analysis=analysis)
+                       compute=compute, cluster=cluster, analysis=analysis, depth=depth)
 
 
 def identity_dict(cfg: SweepConfig) -> dict:
@@ -191,6 +202,8 @@ def identity_dict(cfg: SweepConfig) -> dict:
              "layers": _jsonable_layers(cfg.layers), "token_block": cfg.token_block}
     if cfg.compute.engine != "auto":      # the fast paths and the generic path differ in rounding
         ident["engine"] = cfg.compute.engine
+    if cfg.depth is not None:             # absent without depth: older fingerprints hold
+        ident["depth"] = {"spans": list(cfg.depth.spans)}
     return ident
 
 
@@ -324,6 +337,42 @@ def _check_compute(compute: ComputeConfig) -> None:
 
 
 # ---------------------------------------------------------------- layers
+
+def _check_depth(raw) -> DepthConfig | None:
+    """The `depth:` section: spans, integers >= 2, sorted and unique (None: no section)."""
+    if raw is None:
+        return None
+    d = _section(DepthConfig, raw, "depth")
+    spans = list(d.spans) if isinstance(d.spans, (list, tuple)) else [d.spans]
+    for i, s in enumerate(spans):
+        check_type(s, int, f"depth.spans[{i}]")
+        if s < 2:
+            raise ConfigError(f"depth.spans[{i}]: a stack spans at least 2 layers, got {s} — "
+                              f"single blocks are always swept; use e.g. [2, 4, 8]")
+    if not spans:
+        raise ConfigError("depth.spans: empty — give the stack lengths, e.g. [2, 4, 8]")
+    return DepthConfig(sorted(set(spans)))
+
+
+def check_depth_rows(depth: DepthConfig | None, rows, where: str, path: str) -> None:
+    """A ConfigError unless the swept layers `rows` ((layer, tokens), ...) of model `path`
+    form one contiguous run, with one token count, at least as long as the longest span."""
+    if depth is None:
+        return
+    layers = [layer for layer, _ in rows]
+    gaps = [(a, b) for a, b in zip(layers, layers[1:]) if b != a + 1]
+    if gaps:
+        a, b = gaps[0]
+        raise ConfigError(f"{where}: depth needs consecutive layers, but layer {a} is followed by "
+                          f"{b} for {path} — sweep {layers[0]}..{layers[-1]} or drop `depth:`")
+    counts = sorted({tokens for _, tokens in rows})
+    if len(counts) > 1:
+        raise ConfigError(f"{where}: depth needs the same tokens at every layer, got {counts} for "
+                          f"{path} — give one count (a list of layers), or drop `depth:`")
+    if max(depth.spans) > len(layers):
+        raise ConfigError(f"depth.spans: span {max(depth.spans)} is longer than the {len(layers)} "
+                          f"swept layer(s) of {path} — use spans <= {len(layers)} or sweep more layers")
+
 
 def _normalize_layers(raw, where: str):
     """"all" | list of ints | {layer: tokens} -> "all" | sorted list | sorted dict."""

@@ -15,7 +15,8 @@ takes the J_tt of one token block layer by layer, up a contiguous run of layers,
   of |R_ii| summed, so nothing overflows at any depth; gamma_i = (1/S) sum ln|R_ii|, sorted
   largest first. sum_i gamma_i * S = ln|det P_t(l0, S)|.
 
-Pure tensor code: no model, no store (the sweep's wiring is not built yet).
+Pure tensor code: no model, no store. A walking task (sweep/task.py `_run_depth`) feeds it
+the J_tt its single blocks form anyway, so each J_tt is formed once.
 """
 from __future__ import annotations
 
@@ -25,13 +26,14 @@ import torch
 class DepthWalk:
     """Products and Lyapunov exponents of a token block's J_tt (T, d, d) walked up a run."""
 
-    def __init__(self, spans, T: int, d: int, dtype=torch.float64):
+    def __init__(self, spans, T: int, d: int, dtype=torch.float64, device=None):
         self.spans = sorted(set(int(s) for s in spans))
         if not self.spans or self.spans[0] < 1:
             raise ValueError(f"spans must be integers >= 1, got {spans!r}")
         self.partial: dict[int, tuple[int, torch.Tensor]] = {}   # start layer -> (span so far, P)
-        self.q = torch.eye(d, dtype=dtype).expand(T, d, d).clone()   # (T, d, d) frame
-        self.log_r = torch.zeros(T, d, dtype=dtype)                  # (T, d) sum of ln|R_ii|
+        eye = torch.eye(d, dtype=dtype, device=device)
+        self.q = eye.expand(T, d, d).clone()                         # (T, d, d) frame
+        self.log_r = torch.zeros(T, d, dtype=dtype, device=device)   # (T, d) sum of ln|R_ii|
         self.steps = 0
         self.dtype = dtype
 
@@ -41,10 +43,10 @@ class DepthWalk:
         j = jac.to(self.dtype)
         done = []
         longest = self.spans[-1]
-        self.partial[layer] = (0, torch.eye(j.shape[-1], dtype=self.dtype).expand_as(j))
+        self.partial[layer] = (0, None)                     # the identity: its first factor is j
         for start in sorted(self.partial):
             span, p = self.partial[start]
-            span, p = span + 1, j @ p
+            span, p = span + 1, j.clone() if p is None else j @ p
             if span in self.spans:
                 done.append((start, span, p))
             if span < longest:

@@ -4,7 +4,8 @@ The ledger array (layer row, seq, block) holds 0 (pending), 1 (done) or 2 (done,
 non-finite value: flagged). "Done" always means a cell that is not pending — flagged blocks
 included, since rerunning them would give the same values — and only planned cells count
 (a row's blocks beyond its layer_length do not exist). A_log layers are done once written
-(Mamba-style layers only).
+(Mamba-style layers only). In a group swept with `depth:`, each (sequence, token block)'s walk
+up the layers is done once its `depth_ledger` cell is set, which its task does last.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class Ledger:
     lengths: np.ndarray          # (R,) tokens planned per row
     missing_a_log: tuple[int, ...]   # Mamba-style model layers whose A_log is not written
     residual: np.ndarray         # (R, S) int8: h_l of the row's layer stored (DONE) or not
+    walks: np.ndarray | None = None   # (S, nb) int8 depth_ledger; None: swept without depth
 
     @classmethod
     def read(cls, g: zarr.Group) -> "Ledger":
@@ -36,12 +38,21 @@ class Ledger:
         lengths = g["layer_length"][...]
         mask = np.arange(nb)[None, :] < (-(-lengths // B))[:, None]          # (R, nb)
         return cls(cells, np.broadcast_to(mask[:, None, :], (R, S, nb)), g["layer"][...],
-                   lengths, tuple(_missing_a_log(g)), g["residual_ledger"][...])
+                   lengths, tuple(_missing_a_log(g)), g["residual_ledger"][...],
+                   g["depth_ledger"][...] if "depth_ledger" in g else None)
 
     def pending(self):
         """(row, seq, block) of every planned cell still at 0, rows in store order."""
         r, s, b = np.nonzero((self.cells == PENDING) & self.planned)
         return list(zip(r.tolist(), s.tolist(), b.tolist()))
+
+    def pending_walks(self):
+        """(seq, block) of every walk up the layers not finished (depth only; rows share one
+        length there)."""
+        if self.walks is None:
+            return []
+        s, b = np.nonzero((self.walks == PENDING) & self.planned[0])
+        return list(zip(s.tolist(), b.tolist()))
 
     @property
     def total(self) -> int:
@@ -69,10 +80,11 @@ class LedgerCounts:
     done: int                  # in the ledger (flagged included)
     flagged: int               # of which non-finite
     missing_a_log: int         # model layers whose A_log is not written (Mamba-style)
+    missing_walks: int = 0     # (sequence, token block) walks whose stacks are not written (depth)
 
     @property
     def complete(self) -> bool:
-        return self.done == self.total and self.missing_a_log == 0
+        return self.done == self.total and self.missing_a_log == 0 and self.missing_walks == 0
 
 
 def counts(root: zarr.Group, names) -> LedgerCounts:
@@ -80,7 +92,8 @@ def counts(root: zarr.Group, names) -> LedgerCounts:
     ledgers = [Ledger.read(root[n]) for n in names]
     return LedgerCounts(sum(x.total for x in ledgers), sum(x.done for x in ledgers),
                         sum(x.flagged for x in ledgers),
-                        sum(len(x.missing_a_log) for x in ledgers))
+                        sum(len(x.missing_a_log) for x in ledgers),
+                        sum(len(x.pending_walks()) for x in ledgers))
 
 
 def _missing_a_log(g: zarr.Group) -> list[int]:

@@ -21,7 +21,8 @@ from sweep import inputs as text_inputs
 from sweep import windows
 from sweep.architecture import ModelInfo
 from sweep.checkpoint import find_tokenizer, inspect_checkpoint, load_tokenizer
-from sweep.config import ConfigError, ModelSpec, SweepConfig, fingerprint, identity_dict, layer_rows
+from sweep.config import (ConfigError, ModelSpec, SweepConfig, check_depth_rows, fingerprint,
+                          identity_dict, layer_rows)
 from sweep.model import FAST
 from sweep.provenance import checkpoint_record, sha256_file
 
@@ -37,6 +38,7 @@ class ModelPlan:
     tokens: np.ndarray = dataclasses.field(compare=False, repr=False)   # (S, L) int64 ids
     inputs: dict = dataclasses.field(default_factory=dict)    # how the ids were made
     engine: str = "generic"              # "fast" (sweep/blocks) | "generic" (sweep/generic)
+    depth_spans: tuple[int, ...] = ()    # depth.spans (the rows are then one contiguous run)
 
     @property
     def name(self) -> str:
@@ -45,6 +47,13 @@ class ModelPlan:
     @property
     def layers(self) -> tuple[int, ...]:
         return tuple(layer for layer, _ in self.rows)
+
+    @property
+    def depth(self) -> dict | None:
+        """{"spans", "layers": [l0, l1]}: the stacks and the Lyapunov run (None: no `depth:`)."""
+        if not self.depth_spans:
+            return None
+        return {"spans": list(self.depth_spans), "layers": [self.layers[0], self.layers[-1]]}
 
 
 @dataclass(frozen=True)
@@ -102,11 +111,12 @@ def _model_plan(m: ModelSpec, cfg: SweepConfig, text, tokenizers: dict) -> Model
     where = f"{m.where}.layers" if m.layers is not None else "layers"
     rows = layer_rows(m.layers if m.layers is not None else cfg.layers, where, m.path,
                       info.n_layers, L)
+    check_depth_rows(cfg.depth, rows, where, m.path)
     tokens, record = _tokens(m, info, cfg, text, tokenizers)
     own_tokenizer = text is not None and not cfg.inputs.tokenizer   # its files decide the ids
     engine = "fast" if cfg.compute.engine == "auto" and info.arch in FAST else "generic"
     return ModelPlan(m, info, checkpoint_record(info.local_dir, tokenizer=own_tokenizer), rows,
-                     tokens, record, engine)
+                     tokens, record, engine, tuple(cfg.depth.spans) if cfg.depth else ())
 
 
 def _tokens(m: ModelSpec, info: ModelInfo, cfg: SweepConfig, source, tokenizers: dict):

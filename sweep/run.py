@@ -20,7 +20,7 @@ from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed, Unsuppor
 from sweep.lock import store_lock
 from sweep.plan import Plan, make_plan
 from sweep.task import run_task
-from sweep.tasks import ALogTask, BlockTask, ResidualTask, pending_tasks
+from sweep.tasks import ALogTask, BlockTask, DepthTask, ResidualTask, pending_tasks
 
 RETRIES = 2          # task exceptions; a killed worker's tasks are rescheduled by the scheduler
 
@@ -97,7 +97,7 @@ def _execute(client, cfg, tasks, before, progress, results, errors) -> None:
     place = _placement(client, tasks)
     futures, streams = {}, {}                 # streams: (model, seq) -> its residual task
     for i, t in enumerate(tasks):
-        after = [streams[t.model.group, t.seq]] if isinstance(t, BlockTask) and (
+        after = [streams[t.model.group, t.seq]] if isinstance(t, (BlockTask, DepthTask)) and (
             t.model.group, t.seq) in streams else []
         # the list's order (tasks.py: layer by layer) is the order a worker runs what is ready
         fut = client.submit(run_task, t, *after, retries=RETRIES, pure=False, resources=resources,
@@ -127,6 +127,8 @@ def _execute(client, cfg, tasks, before, progress, results, errors) -> None:
                 errors.append(f"{_describe(task)}: {type(e).__name__}: {e}")
             if isinstance(task, BlockTask):
                 bar.update(1)
+            elif isinstance(task, DepthTask):
+                bar.update(task.fresh)
             fut.release()
     except KeyboardInterrupt:
         client.cancel(list(futures))
@@ -159,6 +161,9 @@ def _describe(task) -> str:
         return f"{task.model.group} a_log layers {list(task.layers)}"
     if isinstance(task, ResidualTask):
         return f"{task.model.group} residual stream of seqs {list(task.seqs)}"
+    if isinstance(task, DepthTask):
+        return (f"{task.model.group} walk of seq {task.seq} block {task.block} up layers "
+                f"{task.rows[0][1]}..{task.rows[-1][1]}")
     return f"{task.model.group} layer {task.layer} seq {task.seq} block {task.block}"
 
 
@@ -168,6 +173,7 @@ def _verdict(cfg, root, names, tasks, results, errors, interrupted) -> SweepResu
                                                if r.get("model") == name and "software" in r])
     counts = ledger.counts(root, names)
     total, done, flagged, missing_a = counts.total, counts.done, counts.flagged, counts.missing_a_log
+    walks = counts.missing_walks
     complete = counts.complete
     for e in errors:
         _say(f"failed: {e}")
@@ -183,9 +189,11 @@ def _verdict(cfg, root, names, tasks, results, errors, interrupted) -> SweepResu
     else:
         why = "interrupted" if interrupted else "incomplete"
         _say(f"sweep {why}: {done}/{total} blocks in {cfg.store}"
-             f"{f', A_log missing for {missing_a} layer(s)' if missing_a else ''}; "
+             f"{f', A_log missing for {missing_a} layer(s)' if missing_a else ''}"
+             f"{f', {walks} walk(s) up the layers (stacks, Lyapunov) missing' if walks else ''}; "
              f"rerun with --resume to finish")
-    n_blocks = sum(isinstance(t, BlockTask) for t in tasks)
+    n_blocks = sum(1 if isinstance(t, BlockTask) else t.fresh if isinstance(t, DepthTask) else 0
+                   for t in tasks)
     code = 0 if complete else (130 if interrupted else 1)
     return SweepResult(code, n_blocks, total, done, flagged, results, errors, interrupted)
 

@@ -74,6 +74,11 @@ def check_same_config(attrs: Mapping, plan: Plan) -> None:
     new = _flatten(_jsonable(plan.identity))
     diffs = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(old.keys() | new.keys())
              if old.get(k) != new.get(k)]
+    if diffs and all(d.startswith("depth.") for d in diffs):
+        raise StoreMismatch(f"store: {plan.store} was swept with other depth settings ("
+                            f"{'; '.join(diffs)}); the stacks need every J_tt formed again, "
+                            f"walking each token block up the layers, so they cannot be added to "
+                            f"its blocks — sweep into a new --store path")
     raise StoreMismatch(f"store: {plan.store} was made from a different config ("
                         f"{'; '.join(diffs) or 'fingerprint differs'}) — use a new --store path "
                         f"or the original config")
@@ -113,18 +118,21 @@ def create_model_group(root: zarr.Group, m: ModelPlan, token_block: int) -> zarr
                         dtype=m.spec.dtype, inputs=_jsonable(m.inputs), layer_lengths=m.rows,
                         token_block=token_block, tokens=m.tokens, d_model=info.d_model,
                         layer_kinds=[k.kind for k in info.kinds],
-                        a_log_shapes=[list(k.a_log_shape) or None for k in info.kinds])
+                        a_log_shapes=[list(k.a_log_shape) or None for k in info.kinds],
+                        depth=m.depth)
 
 
 def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dict, dtype: str,
                  inputs: dict, layer_lengths, token_block: int, tokens: np.ndarray, d_model: int,
-                 layer_kinds: list[str], a_log_shapes: list | None = None) -> zarr.Group:
+                 layer_kinds: list[str], a_log_shapes: list | None = None,
+                 depth: dict | None = None) -> zarr.Group:
     """One model's arrays, empty (NaN, ledger 0), in the layout analysis/schema.py declares;
     `complete` is set last, so a group left half-made by a crash is removed and made again.
 
     `layer_kinds` has one kind per model layer; `a_log_shapes` A_log's shape per model layer
-    ([d_inner, d_state] Mamba-1, [heads] Mamba-2, None elsewhere). The tests write stores of
-    known content through this same function."""
+    ([d_inner, d_state] Mamba-1, [heads] Mamba-2, None elsewhere); `depth` ({"spans",
+    "layers": [l0, l1]}, or None) adds the stack arrays. The tests write stores of known
+    content through this same function."""
     if name in root:
         shutil.rmtree(Path(root.store.root) / name)
     g = root.create_group(name)
@@ -134,12 +142,16 @@ def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dic
     S, L = tokens.shape
     sizes = {"layer": len(layer_lengths), "seq": S, "token": L, "mode": d_model,
              "block": math.ceil(L / token_block), "channel": channels or None,
-             "state": state or None, "model_layer": len(layer_kinds), "hidden": d_model}
+             "state": state or None, "model_layer": len(layer_kinds), "hidden": d_model,
+             "span": len(depth["spans"]) if depth else None}
     data = {"layer": np.array([layer for layer, _ in layer_lengths], dtype=np.int64),
             "layer_length": np.array([n for _, n in layer_lengths], dtype=np.int64),
             "tokens": tokens.astype(np.int64)}
-    for array in schema.group_arrays(ssm=bool(shapes)):
+    for array in schema.group_arrays(ssm=bool(shapes), depth=depth is not None):
         _create_array(g, array, dtype, sizes, token_block, data.get(array))
+    if depth is not None:
+        g.attrs["depth"] = {"spans": [int(s) for s in depth["spans"]],
+                            "layers": [int(x) for x in depth["layers"]]}
     g.attrs.update({"model": _jsonable({**identity, "dtype": dtype}), "checkpoint": checkpoint,
                     "inputs": {**inputs, "token_block": token_block},
                     "layer_kinds": list(layer_kinds),
@@ -159,9 +171,13 @@ def _create_array(g: zarr.Group, name: str, dtype: str, sizes: dict, token_block
         return
     # a block task owns chunk (1, 1, token_block, ...) of each per-token array and the one
     # cell of each per-block array; a_log has one chunk per model layer
-    chunks = ((1, 1, token_block) + shape[3:] if spec.per_token
-              else (1, 1) + shape[2:] if spec.per_sequence
-              else (1,) * 3 if spec.dims[-1] == "block" else (1,) + shape[1:])
+    if spec.depth:                                    # a walk owns its token block's chunks
+        chunks = tuple(token_block if d == "token" else n if d == "mode" else 1
+                       for d, n in zip(spec.dims, shape))
+    else:
+        chunks = ((1, 1, token_block) + shape[3:] if spec.per_token
+                  else (1, 1) + shape[2:] if spec.per_sequence
+                  else (1,) * 3 if spec.dims[-1] == "block" else (1,) + shape[1:])
     np_dtype = schema.dtype_of(name, dtype)
     fill = 0 if spec.kind == "int8" else complex("nan+nanj") if spec.kind == "complex" else float("nan")
     a = g.create_array(name, shape=shape, chunks=chunks, dtype=np_dtype, fill_value=fill,
@@ -221,6 +237,21 @@ def write_residual(g: zarr.Group | Mapping[str, zarr.Array], row: int, seq: int,
     """h (n, d) entering the layer of `row` for sequence `seq`, then its ledger cell."""
     g["residual"][row, seq, : h.shape[0]] = h
     g["residual_ledger"][row, seq] = DONE
+
+
+def write_stack(g: zarr.Group | Mapping[str, zarr.Array], span: int, row: int, seq: int, t0: int,
+                eig: np.ndarray, gain: np.ndarray) -> None:
+    """eig(P_t) (T, d) and ‖P_t‖_F²/d (T,) of the stack of span index `span` starting at `row`."""
+    t1 = t0 + eig.shape[0]
+    g["stack_eigenvalues"][span, row, seq, t0:t1] = eig
+    g["stack_gain"][span, row, seq, t0:t1] = gain
+
+
+def write_lyapunov(g: zarr.Group | Mapping[str, zarr.Array], seq: int, block: int, t0: int,
+                   gamma: np.ndarray) -> None:
+    """The run's Lyapunov exponents (T, d) of tokens t0.., then the walk's ledger cell."""
+    g["lyapunov"][seq, t0:t0 + gamma.shape[0]] = gamma
+    g["depth_ledger"][seq, block] = DONE
 
 
 def write_a_log(g: zarr.Group | Mapping[str, zarr.Array], layer: int, a_log: np.ndarray) -> None:

@@ -21,6 +21,7 @@ task).
 """
 from __future__ import annotations
 
+import collections
 import ctypes
 import dataclasses
 import functools
@@ -36,7 +37,7 @@ import torch
 
 from sweep import linalg, provenance, resident, store
 from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed
-from sweep.tasks import ALogTask, BlockTask, ModelRef, ResidualTask
+from sweep.tasks import ALogTask, BlockTask, DepthTask, ModelRef, ResidualTask
 
 ARRAY_CACHE = 8            # open store groups kept per worker (metadata is read once)
 MMAP_THRESHOLD = 32 << 20  # bytes: glibc's largest; smaller temporaries come from the heap
@@ -56,7 +57,7 @@ _malloc_tuned = False
 _local = threading.local()                 # per-thread J_tt buffer (_jacobian_buffer)
 
 
-def run_task(task: BlockTask | ALogTask | ResidualTask, *after) -> dict:
+def run_task(task: BlockTask | ALogTask | ResidualTask | DepthTask, *after) -> dict:
     """Compute and store one task (`after`: the results of the tasks it waited for, unused);
     returns layer/seq/block, status, the eigensolver, the worker's software and seconds by
     phase."""
@@ -67,41 +68,94 @@ def run_task(task: BlockTask | ALogTask | ResidualTask, *after) -> dict:
     if isinstance(task, ResidualTask):
         return _run_residual(task)
     _keep_temporaries_on_heap()
+    if isinstance(task, DepthTask):
+        return _run_depth(task)
     clock = time.perf_counter
     t_start = clock()
     loads, read = resident.counters()
     model = _model(task.model, task.layer, task.seq)
     t = clock()
     with linalg.using(task.model.cpu_linalg) as plan:
-        jac, h, delta, path, t_hidden = _jacobians(model, task)      # (T, d, d), (T, d), …
-        if task.model.local:
-            resident.verify(model, task.model)
-        t_jac = clock()
-        from sweep.spectra import eigvals, henrici, scale_direction, shift_direction
-
-        eig = eigvals(jac).cpu().numpy()                       # (T, d) complex
-        fro2 = torch.linalg.matrix_norm(jac).double().square().cpu().numpy()   # (T,) ‖J_tt‖_F²
-        rho, resid = scale_direction(jac, h)                   # (T,), (T,)
-        rho_u, resid_u = shift_direction(jac)                  # (T,), (T,)
+        values, _, seconds, lib = _block(model, task, plan)
     t_eig = clock()
+    status = store.write_block(arrays(task.model), task.row, task.seq, task.block, task.t0, values)
+    return {"model": task.model.group, "layer": task.layer, "seq": task.seq,
+            "block": task.block, "status": "done" if status == store.DONE else "flagged",
+            **_worker_fields(task.model, loads, read), "linalg": lib,
+            "eig_backend": values.eig_backend, "jacobian_path": values.jacobian_path,
+            "seconds": {"load": t - t_start, **seconds, "write": clock() - t_eig}}
+
+
+def _worker_fields(ref: ModelRef, loads: int, read: int) -> dict:
+    """The pid, route, software, and the decoder layers and bytes read from the checkpoint
+    (layer-local) since the counters stood at (`loads`, `read`)."""
+    now = resident.counters()
+    return {"pid": os.getpid(), "route": _route(ref), "software": _software(),
+            "layer_loads": max(0, now[0] - loads), "read_bytes": max(0, now[1] - read)}
+
+
+def _block(model, task: BlockTask, plan: dict):
+    """One block's J_tt and what the store keeps of it: (store.BlockValues, J_tt (T, d, d) in
+    this thread's reused buffer, seconds by phase, the linear algebra used)."""
+    from sweep.spectra import eigvals, henrici, scale_direction, shift_direction
+
+    clock = time.perf_counter
+    t = clock()
+    jac, h, delta, path, t_hidden = _jacobians(model, task)      # (T, d, d), (T, d), …
+    if task.model.local:
+        resident.verify(model, task.model)
+    t_jac = clock()
+    eig = eigvals(jac).cpu().numpy()                       # (T, d) complex
+    fro2 = torch.linalg.matrix_norm(jac).double().square().cpu().numpy()   # (T,) ‖J_tt‖_F²
+    rho, resid = scale_direction(jac, h)                   # (T,), (T,)
+    rho_u, resid_u = shift_direction(jac)                  # (T,), (T,)
     values = store.BlockValues(
         eig, None if delta is None else delta.detach().cpu().numpy(),
         scale=(rho.cpu().numpy(), resid.cpu().numpy()),
         shift=(rho_u.cpu().numpy(), resid_u.cpu().numpy()),
         frobenius2=fro2, nonnormality=henrici(fro2, eig),
         eig_backend=_eig_backend(h, plan), jacobian_path=path)
-    status = store.write_block(arrays(task.model), task.row, task.seq, task.block, task.t0, values)
-    t_write = clock()
-    return {"model": task.model.group, "layer": task.layer, "seq": task.seq,
-            "block": task.block, "status": "done" if status == store.DONE else "flagged",
-            "pid": os.getpid(), "route": _route(task.model),
-            # decoder layers and bytes this block read from the checkpoint (layer-local)
-            "layer_loads": max(0, resident.counters()[0] - loads),
-            "read_bytes": max(0, resident.counters()[1] - read),
-            "linalg": linalg.describe(plan) if h.device.type == "cpu" else h.device.type,
-            "eig_backend": values.eig_backend, "jacobian_path": path, "software": _software(),
-            "seconds": {"load": t - t_start, "hidden": t_hidden, "jacobian": t_jac - t - t_hidden,
-                        "eig": t_eig - t_jac, "write": t_write - t_eig}}
+    seconds = {"hidden": t_hidden, "jacobian": t_jac - t - t_hidden, "eig": clock() - t_jac}
+    return values, jac, seconds, linalg.describe(plan) if h.device.type == "cpu" else h.device.type
+
+
+def _run_depth(task: DepthTask) -> dict:
+    """Walk the token block up the run: each layer's J_tt is formed once, stored as its single
+    block, then multiplied into the stacks (sweep/depth.py); the stacks of `spans` are written
+    as they complete, the Lyapunov exponents and the walk's ledger cell last."""
+    from sweep.depth import DepthWalk, gain
+    from sweep.spectra import eigvals
+
+    ref, clock = task.model, time.perf_counter
+    loads, read = resident.counters()
+    row_of = dict((layer, row) for row, layer in task.rows)
+    seconds = collections.Counter()
+    flagged, walk, g = 0, None, arrays(ref)
+    with linalg.using(ref.cpu_linalg) as plan:
+        for row, layer in task.rows:
+            t = clock()
+            model = _model(ref, layer, task.seq)
+            seconds["load"] += clock() - t
+            block = BlockTask(ref, layer, row, task.seq, task.block, task.t0, task.t1, task.n_ctx)
+            values, jac, secs, lib = _block(model, block, plan)
+            seconds.update(secs)
+            t = clock()
+            flagged += store.write_block(g, row, task.seq, task.block, task.t0, values) != store.DONE
+            seconds["write"] += clock() - t
+            t = clock()
+            walk = walk or DepthWalk(task.spans, jac.shape[0], jac.shape[-1], dtype=jac.dtype, device=jac.device)
+            for start, span, p in walk.step(layer, jac):
+                store.write_stack(g, task.spans.index(span), row_of[start], task.seq, task.t0,
+                                  eigvals(p).cpu().numpy(), gain(p).cpu().numpy())
+            seconds["depth"] += clock() - t
+        t = clock()
+        store.write_lyapunov(g, task.seq, task.block, task.t0, walk.lyapunov().cpu().numpy())
+        seconds["depth"] += clock() - t
+    return {"model": ref.group, "seq": task.seq, "block": task.block,
+            "walk_layers": [layer for _, layer in task.rows], "blocks": task.fresh,
+            "status": "flagged" if flagged else "done", **_worker_fields(ref, loads, read),
+            "linalg": lib, "eig_backend": values.eig_backend, "jacobian_path": values.jacobian_path,
+            "seconds": dict(seconds)}
 
 
 def _jacobians(model, task: BlockTask):

@@ -7,7 +7,9 @@ deepest stored h at or below the first missing row (the embedding when none), an
 every missing row's h_l; the block tasks of those sequences wait for it (sweep/run.py passes
 its future), except on the whole-model generic route, which reads h_l off its own decoding.
 Block tasks come model by model, layer by layer (ascending), so a worker holding one layer
-uses it for every sequence before it reads the next.
+uses it for every sequence before it reads the next. With `depth:`, a (sequence, token block)
+is one walking task instead (DepthTask): it takes the block up the run of swept layers, one
+resident layer at a time, and forms each J_tt once for both its single block and the stacks.
 """
 from __future__ import annotations
 
@@ -88,7 +90,24 @@ class ResidualTask:
     n_ctx: int
 
 
-Task = BlockTask | ALogTask | ResidualTask
+@dataclass(frozen=True)
+class DepthTask:
+    """The token block [t0, t1) of one sequence walked up `rows` ((row, model layer), one
+    contiguous run, ascending): every single block, the stacks of `spans` and the run's
+    Lyapunov exponents."""
+
+    model: ModelRef
+    seq: int
+    block: int
+    t0: int
+    t1: int
+    n_ctx: int
+    rows: tuple[tuple[int, int], ...]
+    spans: tuple[int, ...]
+    fresh: int        # of its single blocks, those still pending when planned (progress)
+
+
+Task = BlockTask | ALogTask | ResidualTask | DepthTask
 
 
 def pending_tasks(plan: Plan, root: zarr.Group) -> list[Task]:
@@ -102,16 +121,35 @@ def pending_tasks(plan: Plan, root: zarr.Group) -> list[Task]:
         if led.missing_a_log:
             tasks.append(ALogTask(ref, led.missing_a_log))
         n_ctx = int(led.lengths.max())
-        pending = led.pending()
+        walks = led.pending_walks()
+        walking = set(walks)
+        pending = [c for c in led.pending() if (c[1], c[2]) not in walking]
         if ref.reads_residual:
-            waiting = sorted({seq for _, seq, _ in pending})
+            waiting = sorted({seq for _, seq, _ in pending} | {seq for seq, _ in walks})
             tasks += residual_tasks(ref, led, waiting, n_ctx, residual_batch(m, n_ctx))
+        tasks += depth_tasks(plan, m, ref, led, walks, n_ctx)
         depth = np.argsort(np.argsort(led.layers, kind="stable"))     # rank of each row by layer
         for row, seq, block in sorted(pending, key=lambda c: (depth[c[0]], c[1], c[2])):
             t0 = block * plan.token_block
             tasks.append(BlockTask(ref, int(led.layers[row]), row, seq, block, t0,
                                    min(t0 + plan.token_block, int(led.lengths[row])), n_ctx))
     return tasks
+
+
+def depth_tasks(plan: Plan, m: ModelPlan, ref: ModelRef, led: Ledger, walks, n_ctx: int) -> list[DepthTask]:
+    """One DepthTask per unfinished walk (seq, block): its single blocks are redone with it,
+    since the stacks need every J_tt of the block again."""
+    if not walks:
+        return []
+    rows = tuple(sorted(((r, int(layer)) for r, layer in enumerate(led.layers)), key=lambda x: x[1]))
+    length = int(led.lengths.min())
+    out = []
+    for seq, block in walks:
+        t0 = block * plan.token_block
+        fresh = int(sum(led.cells[r, seq, block] == PENDING for r, _ in rows))
+        out.append(DepthTask(ref, seq, block, t0, min(t0 + plan.token_block, length), n_ctx, rows,
+                             m.depth_spans, fresh))
+    return out
 
 
 def residual_batch(m: ModelPlan, n_ctx: int) -> int:
