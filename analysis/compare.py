@@ -19,13 +19,16 @@ independent draws ignore: their Δβ interval is then conservative (too wide).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .aggregate import aggregate
+from .depth import compare_depth, depth_study
 from .rates import MODES
+from .resampling import difference_interval
 from .settings import Settings
 from .store import StoreError, open_store
 from .tables import bootstrap_from_agg, default_lengths
@@ -62,15 +65,8 @@ class DeltaBeta:
 
 def delta_beta_interval(boot_a, boot_b, level=0.9) -> tuple:
     """(Δβ, lo, hi) from two BootstrapIR results (module docstring)."""
-    d = boot_a.beta - boot_b.beta
-    reps = (d + boot_a.stretch * (boot_a.betas - boot_a.beta)
-            - boot_b.stretch * (boot_b.betas - boot_b.beta))
-    reps = reps[np.isfinite(reps)]
-    if not np.isfinite(d) or len(reps) < 2:
-        return float(d), np.nan, np.nan
-    q = (1 + level) / 2
-    lo, hi = np.quantile(reps, [1 - q, q])
-    return float(d), float(lo), float(hi)
+    return difference_interval(boot_a.beta, boot_a.betas, boot_a.stretch,
+                               boot_b.beta, boot_b.betas, boot_b.stretch, level)
 
 
 def compare_boots(boot_a, boot_b, level=0.9, **where) -> DeltaBeta:
@@ -192,6 +188,8 @@ class Comparison:
     sides: list
     deltas: list               # DeltaBeta, every pair, both counts, against L and depth
     settings: Settings
+    depth: dict = field(default_factory=dict)          # {name: DepthStudy} when all swept `depth:`
+    depth_deltas: list = field(default_factory=list)   # depth.DepthDelta of every pair
 
     def at_representative(self, modes=None) -> list:
         """The Δβ of each pair and count at the representative layers and the shared L."""
@@ -215,7 +213,10 @@ class Comparison:
                             "beta_vs_L": {m: pts(s.by_length[m]) for m in MODES},
                             "beta_vs_layer": {m: pts(s.by_layer[m]) for m in MODES}}
                            for s in self.sides],
-                "pairs": [d.to_dict() for d in self.deltas]}
+                "pairs": [d.to_dict() for d in self.deltas],
+                **({"depth": {"models": {n: d.to_dict() for n, d in self.depth.items()},
+                              "pairs": [d.to_dict() for d in self.depth_deltas]}}
+                   if self.depth else {})}
 
 
 def compare_models(sources, settings: Settings | None = None) -> Comparison:
@@ -228,4 +229,10 @@ def compare_models(sources, settings: Settings | None = None) -> Comparison:
     sides = model_sides(resolved, settings)
     deltas = [d for i, a in enumerate(sides) for b in sides[i + 1:]
               for d in pair_deltas(a, b, settings.level)]
-    return Comparison(sides, deltas, settings)
+    c = Comparison(sides, deltas, settings)
+    stores = [open_store(p, n) for _, p, n in resolved]
+    if all(st.depth for st in stores):           # each model resampled with its own seed
+        c.depth = {s.name: depth_study(st, dataclasses.replace(settings, seed=settings.seed + i))
+                   for i, (s, st) in enumerate(zip(sides, stores))}
+        c.depth_deltas = compare_depth(c.depth, settings.level)
+    return c

@@ -9,6 +9,8 @@ from . import figures as F
 from ._plot import save
 from .aggregate import aggregate
 from .compare import Comparison, matched_layers
+from .depth_report import comparison_figure as depth_figure
+from .depth_report import comparison_markdown as depth_markdown
 from .observables import memory_kernel_from_hist, tdos
 from .rates import MODES
 from .report_json import dump_json
@@ -75,7 +77,11 @@ def comparison_markdown(c: Comparison, heading_level=2, rel="") -> list:
         md += [f"{h}# β against L [{m}]", "", *beta_table(c, m), ""]
     md += [f"{h}# Every Δβ (against L at the representative layers, then against relative depth "
            f"at L = {c.sides[0].L})", "", *delta_table(c), ""]
-    for f in FIGURES:
+    figures = list(FIGURES)
+    if c.depth:
+        md += depth_markdown(c.depth, c.depth_deltas, h + "#")
+        figures.append("compare_depth.png")
+    for f in figures:
         md += [f"**{f}** — {FIGURE_CAPTIONS.get(f, '')}", "", f"![{f}]({rel}{f})", ""]
     return md
 
@@ -97,6 +103,9 @@ def _figures(c: Comparison, out: Path) -> list:
                for x, g in zip(c.sides, aggs)]
     save(F.fig_compare_kernel(kernels, s.window, f"K(t) at L = {a.L} [{s.modes} modes]"),
          out / "compare_kernel.png")
+    if c.depth:
+        save(depth_figure(c.depth), out / "compare_depth.png")
+        return [*FIGURES, "compare_depth.png"]
     return list(FIGURES)
 
 

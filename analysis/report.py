@@ -15,6 +15,9 @@ from ._plot import save
 from .aggregate import aggregate
 from .compare import compare_models
 from .compare_report import write_comparison
+from .depth import DepthStudy, depth_study
+from .depth_report import FIGURE as DEPTH_FIGURE
+from .depth_report import figure as depth_figure
 from .observables import (a_log_distribution, a_log_shift, complex_spectrum, effective_vs_length,
                           has_s4d_init,
                           intrinsic_by_layer, intrinsic_spectrum, memory_kernel,
@@ -86,6 +89,7 @@ class ModelResult:
     a_log_shift: dict | None = None
     precision: list = field(default_factory=list)      # PrecisionComparison.to_dict()s
     files: list = field(default_factory=list)
+    stacks: DepthStudy | None = None       # stacked blocks (a store swept with `depth:`)
 
     @property
     def modes(self) -> str:
@@ -147,6 +151,11 @@ def analyze_model(st, agg, out, settings, progress=True) -> ModelResult:
     res.sensitivity = {m: window_sensitivity(*rows[m], settings.window, settings.n_boot,
                                              settings.level, settings.seed) for m in MODES}
     res.files = _model_figures(st, agg, res, out, rows)
+    if st.depth:
+        res.stacks = depth_study(st, settings)
+        save(depth_figure(res.stacks, f"{st.name}: stacked blocks, layers {res.stacks.layers[0]}.."
+                          f"{res.stacks.layers[1]}"), out / DEPTH_FIGURE)
+        res.files.append(DEPTH_FIGURE)
     res.table.to_csv(out / "table1.csv")
     (out / "table1.md").write_text(table_markdown(res) + "\n")
     res.files += ["table1.csv", "table1.md"]

@@ -62,6 +62,8 @@ def model_doc(r) -> dict:
         doc["a_log_shift"] = r.a_log_shift
     if r.precision:
         doc["precision"] = r.precision
+    if r.stacks is not None:
+        doc["depth"] = r.stacks.to_dict()
     return doc
 
 

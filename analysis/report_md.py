@@ -6,6 +6,8 @@ import os
 
 import numpy as np
 
+from .depth_report import CAPTION as DEPTH_CAPTION
+from .depth_report import markdown as depth_markdown
 from .inputs_md import inputs_lines
 from .paper import NOTE, reference, reference_line
 from .rates import MODES, SCALE_RESIDUAL_MAX
@@ -36,6 +38,9 @@ FIGURE_CAPTIONS = {
     "compare_tdos.png": "normalised ρ_block of every model at the shared L, one panel per "
                         "matched relative depth",
     "compare_kernel.png": "K(t) of every model at its representative layer and the shared L",
+    "depth.png": DEPTH_CAPTION,
+    "compare_depth.png": "stacked blocks of every model: (a) β of the per-step rates against "
+                         "span s, both counts, with CIs; (b) the top Lyapunov exponent γ_1",
 }
 ESTIMATOR_SENTENCE = (
     "Two estimators of β. The **cumulative fit** (the paper's number) is the log-slope of "
@@ -171,7 +176,8 @@ def _model_section(name, r, rel) -> list:
           f"### Two estimators and the power-law test (layer {r.layer})", "",
           *estimator_lines(r), gof_markdown(r.table), "", *power_law_lines(r),
           f"### β across depth (L = {r.L})", "", r.depth.to_markdown(), "",
-          *laws_markdown(r.laws.to_dict() if r.laws is not None else None)]
+          *laws_markdown(r.laws.to_dict() if r.laws is not None else None),
+          *(depth_markdown(r.stacks) if r.stacks is not None else [])]
     for p in r.precision:
         if p["reference"] == name:
             md += precision_lines(p)

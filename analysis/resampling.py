@@ -150,6 +150,20 @@ def _draw_sums(units, n_draw, n_boot, rng):
     return out
 
 
+def difference_interval(a, reps_a, stretch_a, b, reps_b, stretch_b, level) -> tuple:
+    """(a − b, lo, hi): the percentile interval of a − b from each side's own replicates
+    drawn independently, each stretched as its own interval is (`Resampling.interval`):
+    replicates (a − b) + c_a (a* − a) − c_b (b* − b)."""
+    d = a - b
+    reps = d + stretch_a * (np.asarray(reps_a) - a) - stretch_b * (np.asarray(reps_b) - b)
+    reps = reps[np.isfinite(reps)]
+    if not np.isfinite(d) or len(reps) < 2:
+        return float(d), np.nan, np.nan
+    q = (1 + level) / 2
+    lo, hi = np.quantile(reps, [1 - q, q])
+    return float(d), float(lo), float(hi)
+
+
 def group_by_sequence(seq, n):
     """(order, seq): a stable order that groups entries by sequence id, token order kept."""
     s = np.zeros(n, np.int64) if seq is None else np.asarray(seq).ravel()
