@@ -47,7 +47,7 @@ def _checkpoints(root: Path) -> dict:
     return out
 
 
-def _sweep_seconds(path: Path, tokens: int, block: int, spans) -> tuple[float, dict]:
+def _sweep_seconds(path: Path, tokens: int, block: int, spans, device="cpu") -> tuple[float, dict]:
     """(summed task seconds, {phase: seconds}) of sweeping every layer of `path`."""
     from sweep import resident
     from sweep import task as worker
@@ -59,7 +59,7 @@ def _sweep_seconds(path: Path, tokens: int, block: int, spans) -> tuple[float, d
     store = Path(tempfile.mkdtemp(prefix="bench-depth-")) / "r.zarr"
     doc = {"model": {"path": str(path), "dtype": "float32"}, "layers": "all",
            "inputs": {"sequences": 1, "length": tokens, "seed": 0}, "store": str(store),
-           "compute": {"token_block": block, "live_every": 0}}
+           "compute": {"token_block": block, "live_every": 0, "device": device}}
     if spans:
         doc["depth"] = {"spans": list(spans)}
     plan = make_plan(config_from_dict(doc))
@@ -78,25 +78,28 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=8)
     ap.add_argument("--block", type=int, default=4)
     ap.add_argument("--spans", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--device", default="cpu", help="compute.device: cpu or cuda")
     args = ap.parse_args()
     torch.set_num_threads(1)
     models = _checkpoints(Path(tempfile.mkdtemp(prefix="bench-depth-ckpt-")))
     lines = [f"# What `depth:` costs (benchmarks/bench_depth.py --tokens {args.tokens} --block "
              f"{args.block} --spans {' '.join(map(str, args.spans))})", "",
-             f"torch {torch.__version__}; {os.cpu_count()} CPUs, 1 thread; float32, every layer "
+             f"torch {torch.__version__}; {os.cpu_count()} CPUs, 1 thread; device {args.device}"
+             f"{' (' + torch.cuda.get_device_name() + ')' if args.device == 'cuda' else ''}; float32, every layer "
              f"(4), 1 sequence x {args.tokens} tokens in {args.block}-token blocks; seconds summed "
              f"over the tasks, in this process (run_task, no cluster)", "",
              "| model | without depth | with depth | ratio | J_tt | eig | walk (matmul, QR, "
              "stack eigs) |", "|---|---|---|---|---|---|---|"]
     for name, path in models.items():
-        _sweep_seconds(path, args.tokens, args.block, None)           # warm: imports, page cache
-        plain, _ = _sweep_seconds(path, args.tokens, args.block, None)
-        stacked, ph = _sweep_seconds(path, args.tokens, args.block, args.spans)
+        run = [args.tokens, args.block]
+        _sweep_seconds(path, *run, None, args.device)              # warm: imports, page cache
+        plain, _ = _sweep_seconds(path, *run, None, args.device)
+        stacked, ph = _sweep_seconds(path, *run, args.spans, args.device)
         lines.append(f"| {name} | {plain:.2f} s | {stacked:.2f} s | {stacked / plain:.2f} | "
                      f"{ph.get('jacobian', 0):.2f} s | {ph.get('eig', 0):.2f} s | "
                      f"{ph.get('depth', 0):.2f} s |")
         print(lines[-1], flush=True)
-    out = REPO / "benchmarks" / "results" / "bench_depth.md"
+    out = REPO / "benchmarks" / "results" / f"bench_depth{'-' + args.device if args.device != 'cpu' else ''}.md"
     out.write_text("\n".join(lines) + "\n")
     print(out)
 

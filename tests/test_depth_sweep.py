@@ -176,3 +176,24 @@ def test_bad_depth_configs_are_refused_in_one_line_before_compute(checkpoints, t
         make_plan(config_from_dict(doc))
     assert str(e.value).startswith(field) and "\n" not in str(e.value)
     assert not (tmp_path / "run.zarr").exists()
+
+
+def test_tdos_analyze_and_compare_show_the_depth_sections(swept, tmp_path):
+    import json
+
+    from analysis.cli import compare_main, main
+
+    cfg, _ = swept
+    rep = tmp_path / "rep"
+    assert main([cfg.store, "--model", "bamba", "--out", str(rep), "--n-boot", "50", "--quiet"]) == 0
+    assert "### Depth: stacked blocks over layers 0..2 (3 blocks)" in (rep / "report.md").read_text()
+    depth = json.loads((rep / "fits.json").read_text())["models"]["bamba"]["depth"]
+    assert depth["spans"] == [1, *SPANS] and depth["n_tokens"] == SEQS * L
+    assert len(depth["kernel"]) == N_LAYERS + sum(N_LAYERS - s + 1 for s in SPANS)
+    assert (rep / "depth.png").stat().st_size > 20_000
+    assert compare_main([f"{cfg.store}:llama", f"{cfg.store}:mamba", "--out",
+                         str(tmp_path / "cmp"), "--n-boot", "50"]) == 0
+    pairs = json.loads((tmp_path / "cmp" / "compare.json").read_text())["depth"]["pairs"]
+    assert {(p["what"], p["span"]) for p in pairs} >= {("beta", 3), ("top_lyapunov", None)}
+    assert "Depth curves side by side" in (tmp_path / "cmp" / "compare.md").read_text()
+    assert (tmp_path / "cmp" / "compare_depth.png").is_file()
