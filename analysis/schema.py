@@ -18,7 +18,8 @@ from dataclasses import dataclass
 #    ‖J_tt‖_F² and J_tt's departure from normality per token (`frobenius2`, `nonnormality`);
 #    groups swept with `depth:` also hold the stack arrays (`stack_eigenvalues`, `stack_gain`,
 #    `lyapunov`, `depth_ledger`): optional, like the Mamba-only ones, so a group without
-#    them is a format-4 group swept without depth
+#    them is a format-4 group swept without depth; likewise the memory arrays (`memory`,
+#    `memory_stderr`, `memory_ledger`), added to a group by the first sweep with `memory:`
 FORMAT = 4
 UPGRADABLE = (1, 2, 3)            # formats `tdos upgrade STORE` rewrites to FORMAT in place
 
@@ -49,6 +50,7 @@ class ArraySpec:
     per_sequence: bool = False    # chunks (1, 1, ...): one per (layer row, sequence)
     ssm: bool = False             # present only in groups with a Mamba-style layer
     depth: bool = False           # present only in groups swept with `depth:` (attribute `depth`)
+    memory: bool = False          # present once a sweep with `memory:` opened the group
 
 
 # every array of a model group; NaN (or code 0) marks a value not written yet
@@ -91,6 +93,14 @@ ARRAYS = {
     # a token block's walk up the run (its single blocks, stacks and exponents) is written:
     # its cell is set last, after the blocks' own ledger cells
     "depth_ledger": ArraySpec(("seq", "block"), "int8", depth=True),
+    # token memory (`memory:`; group attribute memory = {lags, probes, every, estimator}):
+    # m_t(k) = ‖J_{t,t−k}‖_F² = ‖∂h_{l+1,t}/∂h_{l,t−k}‖_F² at the sampled output tokens t (rows
+    # of the others, and t − k < 0, NaN), exact or Hutchinson's estimate with its standard
+    # error; one chunk per (row, sequence), its memory_ledger cell set last
+    "memory": ArraySpec(("layer", "seq", "token", "lag"), "real", per_sequence=True, memory=True),
+    "memory_stderr": ArraySpec(("layer", "seq", "token", "lag"), "real", per_sequence=True,
+                               memory=True),
+    "memory_ledger": ArraySpec(("layer", "seq"), "int8", per_sequence=True, memory=True),
 }
 SCALE_ARRAYS = ("scale_rayleigh", "scale_residual")
 SHIFT_ARRAYS = ("shift_rayleigh", "shift_residual")
@@ -102,7 +112,8 @@ ROOT_ATTRS = ("tdos_format", "creation_id", "fingerprint", "config", "models", "
 # layer_kinds: one kind per model layer; a_log_shapes: per model layer, A_log's shape
 # ([d_inner, d_state] Mamba-1, [heads] Mamba-2) or null
 GROUP_ATTRS = ("model", "checkpoint", "inputs", "layer_kinds", "a_log_shapes", "complete",
-               "worker_software", "depth")    # depth: only in groups swept with `depth:`
+               "worker_software", "depth",    # depth: only in groups swept with `depth:`
+               "memory")                      # memory: only once a sweep with `memory:` ran
 
 
 def dtype_of(name: str, compute_dtype: str) -> str:
@@ -115,10 +126,11 @@ def dtype_of(name: str, compute_dtype: str) -> str:
     return kind
 
 
-def group_arrays(ssm: bool, depth: bool = False) -> tuple[str, ...]:
+def group_arrays(ssm: bool, depth: bool = False, memory: bool = False) -> tuple[str, ...]:
     """Names of the arrays a group holds (`ssm`: it has a Mamba-style layer; `depth`: it was
-    swept with `depth:`)."""
-    return tuple(n for n, spec in ARRAYS.items() if (ssm or not spec.ssm) and (depth or not spec.depth))
+    swept with `depth:`; `memory`: with `memory:`)."""
+    return tuple(n for n, spec in ARRAYS.items() if (ssm or not spec.ssm)
+                 and (depth or not spec.depth) and (memory or not spec.memory))
 
 
 def is_ssm(kind: str) -> bool:

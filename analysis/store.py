@@ -294,6 +294,34 @@ class Store:
         a[~self._walks_done(seq)] = np.nan
         return a
 
+    # ------------------------------------------------------------------ token memory
+    @cached_property
+    def memory_meta(self) -> dict:
+        """{lags, probes, every, estimator} of the group's token memory (StoreError: none)."""
+        meta = self.group.attrs.get("memory")
+        if not meta:
+            raise StoreError(f"model {self.name!r} holds no token memory — add `memory: {{lags: 64, "
+                             f"probes: 8, every: 8}}` to the config and run the sweep again "
+                             f"(--resume computes only the memory)")
+        return dict(meta)
+
+    def memory(self, layer, seq=0) -> np.ndarray:
+        """(L_layer, lags+1) float64 m_t(k) = ‖J_{t,t−k}‖_F²; NaN where t − k < 0, at tokens
+        not sampled, and for profiles not written yet."""
+        return self._memory("memory", layer, seq)
+
+    def memory_stderr(self, layer, seq=0) -> np.ndarray:
+        """(L_layer, lags+1) float64: the standard error of `memory` (0 when exact)."""
+        return self._memory("memory_stderr", layer, seq)
+
+    def _memory(self, name, layer, seq):
+        self.memory_meta
+        n = self.layer_length[layer]
+        a = np.array(self.group[name][self.row(layer), seq, :n], np.float64)
+        if self.group["memory_ledger"][self.row(layer), seq] != LEDGER_DONE:
+            a[:] = np.nan
+        return a
+
     def _need_depth(self) -> dict:
         if not self.depth:
             raise StoreError(f"model {self.name!r} was swept without `depth:` — add "

@@ -140,7 +140,7 @@ def _print_summary(store: str) -> None:
 
 
 def _status(args) -> int:
-    from sweep.ledger import status_rows
+    from sweep.ledger import status_rows, walk_rows
     from sweep.validate import existing_store
 
     existing_store(args.store)
@@ -153,6 +153,10 @@ def _status(args) -> int:
               f"{_s(r['kind'])}")
     print("done counts flagged blocks (done, with a non-finite value) too; h_l: sequences whose "
           "residual stream entering the layer is stored")
+    for w in walk_rows(args.store):
+        l0, l1 = w["layers"]
+        print(f"{w['model']}: {w['done']}/{w['total']} walks up layers {l0}..{l1} done (stacks of "
+              f"spans {w['spans']}, Lyapunov exponents; a walk is one sequence's token block)")
     if args.spectra:
         _print_summary(args.store)
     return 0

@@ -85,6 +85,23 @@ class DepthConfig:
 
 
 @dataclass(frozen=True)
+class MemoryConfig:
+    """Token memory (sweep/memory.py): m_t(k) = ‖J_{t,t−k}‖_F² of every swept block for
+    k = 0..lags at the output tokens t = 0, every, 2·every, …; None (no `memory:` section)
+    computes none. Not part of the fingerprint: adding it to a finished sweep computes only the
+    memory arrays (the group records its settings, and other settings are refused)."""
+    lags: int = 64                  # K: lags k = 0..K
+    probes: int = 8                 # 0: exact (d cotangents); p: Hutchinson, p Rademacher cotangents
+    every: int = 8                  # n: output tokens t = 0, n, 2n, …
+
+    def record(self) -> dict:
+        """What the store keeps of it (group attribute `memory`)."""
+        return {"lags": self.lags, "probes": self.probes, "every": self.every,
+                "estimator": "exact" if self.probes == 0 else
+                f"hutchinson ({self.probes} Rademacher probes)"}
+
+
+@dataclass(frozen=True)
 class AnalysisConfig:
     """What `tdos analyze`, `tdos compare`, the live view and the summary compute under
     (analysis.settings.Settings checks the values); not part of the fingerprint (it decides
@@ -109,6 +126,7 @@ class SweepConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     depth: DepthConfig | None = None
+    memory: MemoryConfig | None = None
 
     @property
     def token_block(self) -> int:
@@ -118,12 +136,13 @@ class SweepConfig:
 _DATASET_FIELDS = ("dataset", "dataset_config", "split", "column", "min_chars", "windows",
                    "offset", "bos")
 _TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster", "analysis",
-             "depth")
+             "depth", "memory")
 _YAML_FIELDS = {
     ModelSpec: ("path", "dtype", "revision", "name", "layers", "trust_remote_code"),
     InputsConfig: ("sequences", "length", "seed", "text", "tokenizer", *_DATASET_FIELDS),
     ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg", "engine", "resident_layers"),
     DepthConfig: ("spans",),
+    MemoryConfig: ("lags", "probes", "every"),
     AnalysisConfig: ("window", "level", "n_boot", "modes", "lengths", "layer", "skip_positions",
                      "seed"),
 }
@@ -175,6 +194,7 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
         raise ConfigError("layers: required field missing — add e.g. `layers: [0, 1]` or `layers: all`")
     layers = _normalize_layers(raw["layers"], "layers")
     depth = _check_depth(raw.get("depth"))
+    memory = _check_memory(raw.get("memory"), inputs.length)
     store = check_store(raw.get("store"))
     models = [_check_model(m) for m in models]
     _check_unique_names(models)
@@ -182,7 +202,8 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     analysis = _check_analysis(_section(AnalysisConfig, raw.get("analysis") or {}, "analysis"),
                                inputs.length)
     return SweepConfig(models=models, inputs=inputs, layers=layers, store=store,
-                       compute=compute, cluster=cluster, analysis=analysis, depth=depth)
+                       compute=compute, cluster=cluster, analysis=analysis, depth=depth,
+                       memory=memory)
 
 
 def identity_dict(cfg: SweepConfig) -> dict:
@@ -352,6 +373,23 @@ def _check_depth(raw) -> DepthConfig | None:
     if not spans:
         raise ConfigError("depth.spans: empty — give the stack lengths, e.g. [2, 4, 8]")
     return DepthConfig(sorted(set(spans)))
+
+
+def _check_memory(raw, length: int) -> MemoryConfig | None:
+    """The `memory:` section: lags in 0..length − 1, probes >= 0, every >= 1."""
+    if raw is None:
+        return None
+    m = _section(MemoryConfig, raw or {}, "memory")
+    if not 0 <= m.lags < length:
+        raise ConfigError(f"memory.lags: {m.lags} lags need 0 <= lags < inputs.length ({length}) — "
+                          f"use e.g. {min(64, length - 1)}")
+    if m.probes < 0:
+        raise ConfigError(f"memory.probes: must be >= 0, got {m.probes} — 0 for the exact "
+                          f"profile, e.g. 8 for Hutchinson's estimate")
+    if m.every < 1:
+        raise ConfigError(f"memory.every: must be >= 1, got {m.every} — e.g. 8 samples every "
+                          f"8th output token")
+    return m
 
 
 def check_depth_rows(depth: DepthConfig | None, rows, where: str, path: str) -> None:

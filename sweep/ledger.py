@@ -29,6 +29,7 @@ class Ledger:
     missing_a_log: tuple[int, ...]   # Mamba-style model layers whose A_log is not written
     residual: np.ndarray         # (R, S) int8: h_l of the row's layer stored (DONE) or not
     walks: np.ndarray | None = None   # (S, nb) int8 depth_ledger; None: swept without depth
+    memory: np.ndarray | None = None  # (R, S) int8 memory_ledger; None: no `memory:` yet
 
     @classmethod
     def read(cls, g: zarr.Group) -> "Ledger":
@@ -39,7 +40,8 @@ class Ledger:
         mask = np.arange(nb)[None, :] < (-(-lengths // B))[:, None]          # (R, nb)
         return cls(cells, np.broadcast_to(mask[:, None, :], (R, S, nb)), g["layer"][...],
                    lengths, tuple(_missing_a_log(g)), g["residual_ledger"][...],
-                   g["depth_ledger"][...] if "depth_ledger" in g else None)
+                   g["depth_ledger"][...] if "depth_ledger" in g else None,
+                   g["memory_ledger"][...] if "memory_ledger" in g else None)
 
     def pending(self):
         """(row, seq, block) of every planned cell still at 0, rows in store order."""
@@ -53,6 +55,13 @@ class Ledger:
             return []
         s, b = np.nonzero((self.walks == PENDING) & self.planned[0])
         return list(zip(s.tolist(), b.tolist()))
+
+    def pending_memory(self):
+        """(row, seq) of every lag profile not written (memory only)."""
+        if self.memory is None:
+            return []
+        r, s = np.nonzero(self.memory == PENDING)
+        return list(zip(r.tolist(), s.tolist()))
 
     @property
     def total(self) -> int:
@@ -81,10 +90,12 @@ class LedgerCounts:
     flagged: int               # of which non-finite
     missing_a_log: int         # model layers whose A_log is not written (Mamba-style)
     missing_walks: int = 0     # (sequence, token block) walks whose stacks are not written (depth)
+    missing_memory: int = 0    # (layer row, sequence) lag profiles not written (memory)
 
     @property
     def complete(self) -> bool:
-        return self.done == self.total and self.missing_a_log == 0 and self.missing_walks == 0
+        return (self.done == self.total and self.missing_a_log == 0 and self.missing_walks == 0
+                and self.missing_memory == 0)
 
 
 def counts(root: zarr.Group, names) -> LedgerCounts:
@@ -93,7 +104,8 @@ def counts(root: zarr.Group, names) -> LedgerCounts:
     return LedgerCounts(sum(x.total for x in ledgers), sum(x.done for x in ledgers),
                         sum(x.flagged for x in ledgers),
                         sum(len(x.missing_a_log) for x in ledgers),
-                        sum(len(x.pending_walks()) for x in ledgers))
+                        sum(len(x.pending_walks()) for x in ledgers),
+                        sum(len(x.pending_memory()) for x in ledgers))
 
 
 def _missing_a_log(g: zarr.Group) -> list[int]:
@@ -103,6 +115,22 @@ def _missing_a_log(g: zarr.Group) -> list[int]:
     kinds = g.attrs.get("layer_kinds") or []
     a = g["a_log"][...]                                   # (n_layers, channel, state)
     return [i for i, k in enumerate(kinds) if schema.is_ssm(k) and np.isnan(a[i]).all()]
+
+
+def walk_rows(path: str) -> list[dict]:
+    """Per model swept with `depth:`: its spans, run of layers, and walks done / planned."""
+    root = zarr.open_group(str(path), mode="r")
+    out = []
+    for name in root.attrs.get("models", []):
+        g = root[name] if name in root else None
+        if g is None or "depth_ledger" not in g:
+            continue
+        led = Ledger.read(g)
+        total = int(led.planned[0].sum())
+        out.append({"model": name, "spans": g.attrs["depth"]["spans"],
+                    "layers": g.attrs["depth"]["layers"], "total": total,
+                    "done": total - len(led.pending_walks())})
+    return out
 
 
 def status_rows(path: str) -> list[dict]:

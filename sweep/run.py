@@ -20,7 +20,7 @@ from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed, Unsuppor
 from sweep.lock import store_lock
 from sweep.plan import Plan, make_plan
 from sweep.task import run_task
-from sweep.tasks import ALogTask, BlockTask, DepthTask, ResidualTask, pending_tasks
+from sweep.tasks import ALogTask, BlockTask, DepthTask, MemoryTask, ResidualTask, pending_tasks
 
 RETRIES = 2          # task exceptions; a killed worker's tasks are rescheduled by the scheduler
 
@@ -97,8 +97,8 @@ def _execute(client, cfg, tasks, before, progress, results, errors) -> None:
     place = _placement(client, tasks)
     futures, streams = {}, {}                 # streams: (model, seq) -> its residual task
     for i, t in enumerate(tasks):
-        after = [streams[t.model.group, t.seq]] if isinstance(t, (BlockTask, DepthTask)) and (
-            t.model.group, t.seq) in streams else []
+        waits = isinstance(t, (BlockTask, DepthTask, MemoryTask))     # for its sequence's h_l
+        after = [streams[t.model.group, t.seq]] if waits and (t.model.group, t.seq) in streams else []
         # the list's order (tasks.py: layer by layer) is the order a worker runs what is ready
         fut = client.submit(run_task, t, *after, retries=RETRIES, pure=False, resources=resources,
                             priority=len(tasks) - i, **place(t))
@@ -144,12 +144,12 @@ def _placement(client, tasks):
     workers = sorted(client.scheduler_info().get("workers", {}))
     layers = {}
     for t in tasks:
-        if isinstance(t, BlockTask) and t.model.local:
+        if isinstance(t, (BlockTask, MemoryTask)) and t.model.local:
             layers.setdefault(t.model.group, set()).add(t.layer)
     rank = {(g, layer): i for g, ls in layers.items() for i, layer in enumerate(sorted(ls))}
 
     def place(t) -> dict:
-        if len(workers) < 2 or not isinstance(t, BlockTask) or not t.model.local:
+        if len(workers) < 2 or not isinstance(t, (BlockTask, MemoryTask)) or not t.model.local:
             return {}
         return {"workers": [workers[rank[t.model.group, t.layer] % len(workers)]],
                 "allow_other_workers": True}
@@ -161,6 +161,8 @@ def _describe(task) -> str:
         return f"{task.model.group} a_log layers {list(task.layers)}"
     if isinstance(task, ResidualTask):
         return f"{task.model.group} residual stream of seqs {list(task.seqs)}"
+    if isinstance(task, MemoryTask):
+        return f"{task.model.group} token memory of layer {task.layer} seq {task.seq}"
     if isinstance(task, DepthTask):
         return (f"{task.model.group} walk of seq {task.seq} block {task.block} up layers "
                 f"{task.rows[0][1]}..{task.rows[-1][1]}")
@@ -173,7 +175,7 @@ def _verdict(cfg, root, names, tasks, results, errors, interrupted) -> SweepResu
                                                if r.get("model") == name and "software" in r])
     counts = ledger.counts(root, names)
     total, done, flagged, missing_a = counts.total, counts.done, counts.flagged, counts.missing_a_log
-    walks = counts.missing_walks
+    walks, profiles = counts.missing_walks, counts.missing_memory
     complete = counts.complete
     for e in errors:
         _say(f"failed: {e}")
@@ -190,7 +192,8 @@ def _verdict(cfg, root, names, tasks, results, errors, interrupted) -> SweepResu
         why = "interrupted" if interrupted else "incomplete"
         _say(f"sweep {why}: {done}/{total} blocks in {cfg.store}"
              f"{f', A_log missing for {missing_a} layer(s)' if missing_a else ''}"
-             f"{f', {walks} walk(s) up the layers (stacks, Lyapunov) missing' if walks else ''}; "
+             f"{f', {walks} walk(s) up the layers (stacks, Lyapunov) missing' if walks else ''}"
+             f"{f', {profiles} token-memory profile(s) missing' if profiles else ''}; "
              f"rerun with --resume to finish")
     n_blocks = sum(1 if isinstance(t, BlockTask) else t.fresh if isinstance(t, DepthTask) else 0
                    for t in tasks)

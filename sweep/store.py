@@ -36,7 +36,30 @@ def open_store(plan: Plan, create: bool = True) -> zarr.Group:
             verify_checkpoint(root[m.name].attrs["checkpoint"], f"{m.spec.where}.path")
         else:
             create_model_group(root, m, plan.token_block)
+        if plan.config.memory is not None:
+            add_memory(root[m.name], plan.config.memory.record(), plan.store)
     return root
+
+
+def add_memory(g: zarr.Group, record: dict, store: str) -> None:
+    """The memory arrays of group `g` for settings `record` (MemoryConfig.record()): made
+    when the group has none (a finished sweep's store too: only they are then computed);
+    refused when the group holds memory of other settings. The attribute is set last."""
+    have = g.attrs.get("memory")
+    if have is not None:
+        if have != record:
+            diffs = "; ".join(f"memory.{k}: {have.get(k)!r} -> {record[k]!r}" for k in record
+                              if have.get(k) != record[k])
+            raise StoreMismatch(f"store: {store} holds token memory of model {g.basename!r} swept "
+                                f"with other settings ({diffs}) — keep its settings or sweep into a "
+                                f"new --store path")
+        return
+    R, S, L = g["eigenvalues"].shape[:3]
+    sizes = {"layer": R, "seq": S, "token": L, "lag": record["lags"] + 1}
+    for name in schema.group_arrays(ssm=True, depth=True, memory=True):
+        if schema.ARRAYS[name].memory and name not in g:
+            _create_array(g, name, g.attrs["model"]["dtype"], sizes, 1, None)
+    g.attrs["memory"] = record
 
 
 def _open_root(plan: Plan, create: bool) -> zarr.Group:
@@ -252,6 +275,19 @@ def write_lyapunov(g: zarr.Group | Mapping[str, zarr.Array], seq: int, block: in
     """The run's Lyapunov exponents (T, d) of tokens t0.., then the walk's ledger cell."""
     g["lyapunov"][seq, t0:t0 + gamma.shape[0]] = gamma
     g["depth_ledger"][seq, block] = DONE
+
+
+def write_memory(g: zarr.Group | Mapping[str, zarr.Array], row: int, seq: int, ts, m: np.ndarray,
+                 stderr: np.ndarray) -> None:
+    """m_t(k) and its standard error (len(ts), lags+1) at output tokens `ts` of (row, seq),
+    then its memory_ledger cell."""
+    L, lags = g["memory"].shape[2:]
+    full = np.full((L, lags), np.nan)
+    err = full.copy()
+    full[list(ts)], err[list(ts)] = m, stderr
+    g["memory"][row, seq] = full
+    g["memory_stderr"][row, seq] = err
+    g["memory_ledger"][row, seq] = DONE
 
 
 def write_a_log(g: zarr.Group | Mapping[str, zarr.Array], layer: int, a_log: np.ndarray) -> None:

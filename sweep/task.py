@@ -37,7 +37,7 @@ import torch
 
 from sweep import linalg, provenance, resident, store
 from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed
-from sweep.tasks import ALogTask, BlockTask, DepthTask, ModelRef, ResidualTask
+from sweep.tasks import ALogTask, BlockTask, DepthTask, MemoryTask, ModelRef, ResidualTask
 
 ARRAY_CACHE = 8            # open store groups kept per worker (metadata is read once)
 MMAP_THRESHOLD = 32 << 20  # bytes: glibc's largest; smaller temporaries come from the heap
@@ -57,7 +57,7 @@ _malloc_tuned = False
 _local = threading.local()                 # per-thread J_tt buffer (_jacobian_buffer)
 
 
-def run_task(task: BlockTask | ALogTask | ResidualTask | DepthTask, *after) -> dict:
+def run_task(task: BlockTask | ALogTask | ResidualTask | DepthTask | MemoryTask, *after) -> dict:
     """Compute and store one task (`after`: the results of the tasks it waited for, unused);
     returns layer/seq/block, status, the eigensolver, the worker's software and seconds by
     phase."""
@@ -70,6 +70,8 @@ def run_task(task: BlockTask | ALogTask | ResidualTask | DepthTask, *after) -> d
     _keep_temporaries_on_heap()
     if isinstance(task, DepthTask):
         return _run_depth(task)
+    if isinstance(task, MemoryTask):
+        return _run_memory(task)
     clock = time.perf_counter
     t_start = clock()
     loads, read = resident.counters()
@@ -143,7 +145,8 @@ def _run_depth(task: DepthTask) -> dict:
             flagged += store.write_block(g, row, task.seq, task.block, task.t0, values) != store.DONE
             seconds["write"] += clock() - t
             t = clock()
-            walk = walk or DepthWalk(task.spans, jac.shape[0], jac.shape[-1], dtype=jac.dtype, device=jac.device)
+            walk = walk or DepthWalk(task.spans, jac.shape[0], jac.shape[-1], dtype=jac.dtype,
+                                     device=jac.device)
             for start, span, p in walk.step(layer, jac):
                 store.write_stack(g, task.spans.index(span), row_of[start], task.seq, task.t0,
                                   eigvals(p).cpu().numpy(), gain(p).cpu().numpy())
@@ -156,6 +159,38 @@ def _run_depth(task: DepthTask) -> dict:
             "status": "flagged" if flagged else "done", **_worker_fields(ref, loads, read),
             "linalg": lib, "eig_backend": values.eig_backend, "jacobian_path": values.jacobian_path,
             "seconds": dict(seconds)}
+
+
+def _run_memory(task: MemoryTask) -> dict:
+    """m_t(k) of the task's (layer, sequence) from the layer's whole-sequence call: with one
+    layer resident, fed the stored h_l; on the whole-model route, captured from the model's
+    own forward."""
+    from sweep.generic import selfcheck
+    from sweep.memory import lag_profile
+
+    ref, clock = task.model, time.perf_counter
+    t = clock()
+    loads, read = resident.counters()
+    model = _model(ref, task.layer, task.seq)
+    g = arrays(ref, "memory")
+    ids = torch.from_numpy(np.asarray(g["tokens"][task.seq, : task.n]))
+    t_load = clock()
+    with torch.no_grad():
+        if ref.local:
+            lm = model.model
+            h = resident.stored(g, task.row, task.seq, task.n, lm.dtype).to(lm.device)
+            call = resident.whole_sequence_call(model, task.layer, ids, h)
+        else:
+            call = selfcheck.whole_sequence_call(model.hf, task.layer, ids.to(model.device))
+    # Hutchinson's probes: a fixed stream per (layer, sequence), so a rerun draws the same
+    m, err = lag_profile(call, task.ts, task.lags, task.probes, seed=task.layer * 1_000_003 + task.seq)
+    if ref.local:
+        resident.verify(model, ref)
+    t_mem = clock()
+    store.write_memory(g, task.row, task.seq, task.ts, m.numpy(), err.numpy())
+    return {"model": ref.group, "memory_layer": task.layer, "seq": task.seq, "status": "done",
+            **_worker_fields(ref, loads, read),
+            "seconds": {"load": t_load - t, "memory": t_mem - t_load, "write": clock() - t_mem}}
 
 
 def _jacobians(model, task: BlockTask):
@@ -442,10 +477,11 @@ def _files_unchanged(cached: _CachedModel) -> bool:
         return False
 
 
-def arrays(ref: ModelRef) -> dict:
-    """{name: zarr.Array} of the task's model group, opened once per worker and store."""
+def arrays(ref: ModelRef, need: str | None = None) -> dict:
+    """{name: zarr.Array} of the task's model group, opened once per worker and store (again
+    when array `need` is missing: arrays added since, as `memory:` adds to a finished store)."""
     key = (ref.store, ref.group, ref.fingerprint, ref.store_id)
-    if key not in _arrays:
+    if key not in _arrays or (need is not None and need not in _arrays[key]):
         g = store.open_group(ref.store, ref.group)
         _arrays[key] = {name: g[name] for name in g.array_keys()}
         while len(_arrays) > ARRAY_CACHE:

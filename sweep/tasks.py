@@ -107,7 +107,21 @@ class DepthTask:
     fresh: int        # of its single blocks, those still pending when planned (progress)
 
 
-Task = BlockTask | ALogTask | ResidualTask | DepthTask
+@dataclass(frozen=True)
+class MemoryTask:
+    """m_t(k) of one (layer, sequence) at output tokens `ts` (sweep/memory.py)."""
+
+    model: ModelRef
+    layer: int
+    row: int
+    seq: int
+    n: int                        # tokens of the row: the whole-sequence call's length
+    ts: tuple[int, ...]           # sampled output tokens
+    lags: int
+    probes: int
+
+
+Task = BlockTask | ALogTask | ResidualTask | DepthTask | MemoryTask
 
 
 def pending_tasks(plan: Plan, root: zarr.Group) -> list[Task]:
@@ -124,8 +138,10 @@ def pending_tasks(plan: Plan, root: zarr.Group) -> list[Task]:
         walks = led.pending_walks()
         walking = set(walks)
         pending = [c for c in led.pending() if (c[1], c[2]) not in walking]
+        profiles = led.pending_memory()
         if ref.reads_residual:
-            waiting = sorted({seq for _, seq, _ in pending} | {seq for seq, _ in walks})
+            waiting = sorted({seq for _, seq, _ in pending} | {seq for seq, _ in walks}
+                             | {seq for _, seq in profiles})
             tasks += residual_tasks(ref, led, waiting, n_ctx, residual_batch(m, n_ctx))
         tasks += depth_tasks(plan, m, ref, led, walks, n_ctx)
         depth = np.argsort(np.argsort(led.layers, kind="stable"))     # rank of each row by layer
@@ -133,6 +149,11 @@ def pending_tasks(plan: Plan, root: zarr.Group) -> list[Task]:
             t0 = block * plan.token_block
             tasks.append(BlockTask(ref, int(led.layers[row]), row, seq, block, t0,
                                    min(t0 + plan.token_block, int(led.lengths[row])), n_ctx))
+        mem = plan.config.memory
+        for row, seq in sorted(profiles, key=lambda c: (depth[c[0]], c[1])):
+            n = int(led.lengths[row])
+            tasks.append(MemoryTask(ref, int(led.layers[row]), row, seq, n,
+                                    tuple(range(0, n, mem.every)), mem.lags, mem.probes))
     return tasks
 
 

@@ -136,7 +136,9 @@ def test_the_stored_residual_is_transformers_layer_input(checkpoints, swept):
     assert np.abs(g["residual"][2, 1] - want).max() <= 1e-12 * np.abs(want).max()
 
 
-def test_an_interrupted_walk_is_redone_alone(checkpoints, worker, tmp_path):
+def test_an_interrupted_walk_is_redone_alone(checkpoints, worker, tmp_path, capsys):
+    from sweep.cli import main
+
     cfg = config_from_dict(_doc(checkpoints, tmp_path / "run.zarr", names=("mamba2",)))
     assert run_sweep(cfg, client=worker, progress=False).exit_code == 0
     g = zarr.open_group(cfg.store, path="mamba2", mode="r+")
@@ -145,6 +147,8 @@ def test_an_interrupted_walk_is_redone_alone(checkpoints, worker, tmp_path):
     g["depth_ledger"][1, 0] = 0
     g["ledger"][1:, 1, 0] = 0
     g["stack_eigenvalues"][:, :, 1, :4] = complex("nan+nanj")
+    assert main(["status", cfg.store]) == 0
+    assert "mamba2: 3/4 walks up layers 0..2 done" in capsys.readouterr().out
     again = run_sweep(cfg, client=worker, progress=False, resume=True)
     walks = [r for r in again.results if "walk_layers" in r]
     assert again.exit_code == 0 and [(r["seq"], r["block"], r["blocks"]) for r in walks] == [(1, 0, 2)]

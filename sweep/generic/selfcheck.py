@@ -76,7 +76,7 @@ def whole_sequence_call(model: torch.nn.Module, layer: int, ids: torch.Tensor) -
     return WholeSequenceCall(block, x.detach().clone(), tuple(args[1:]), kwargs)
 
 
-def _gradients(call: WholeSequenceCall, w: torch.Tensor) -> torch.Tensor:
+def input_gradients(call: WholeSequenceCall, w: torch.Tensor) -> torch.Tensor:
     """(k, 1, n, d) cotangents on the call's output -> (k, 1, n, d) gradients on its input."""
     x = call.x.clone().requires_grad_(True)
     with torch.enable_grad():
@@ -95,7 +95,7 @@ def later_dependence(call: WholeSequenceCall, seed: int = 0) -> float:
     w = torch.zeros(n - 1, k, 1, n, d, dtype=call.x.dtype)
     for s in range(n - 1):
         w[s, :, 0, s] = torch.randn(k, d, generator=gen, dtype=call.x.dtype)
-    g = _gradients(call, w.reshape(-1, 1, n, d)).reshape(n - 1, k, n, d)   # (s, direction, t, d)
+    g = input_gradients(call, w.reshape(-1, 1, n, d)).reshape(n - 1, k, n, d)   # (s, direction, t, d)
     later = max(float(g[s, :, s + 1:].abs().max()) for s in range(n - 1))
     earlier = max(float(g[s, :, : s + 1].abs().max()) for s in range(n - 1)) or 1.0
     return later / earlier
@@ -109,7 +109,7 @@ def diagonal_error(call: WholeSequenceCall, jac: torch.Tensor, seed: int = 0) ->
     u = torch.randn(PROBE_DIRECTIONS, d, generator=gen, dtype=call.x.dtype)      # (k, d)
     w = torch.zeros(PROBE_DIRECTIONS, 1, n, d, dtype=call.x.dtype)
     w[:, 0, -1] = u
-    ref = _gradients(call, w)[:, 0, -1]                                          # (k, d) uᵀ J_ref
+    ref = input_gradients(call, w)[:, 0, -1]                                          # (k, d) uᵀ J_ref
     ours = u @ jac.to(u.dtype)                                                   # (k, d) uᵀ J
     share = (ref - u).abs().max().clamp_min(torch.finfo(u.dtype).tiny)
     return float((ours - ref).abs().max() / share)

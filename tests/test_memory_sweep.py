@@ -1,0 +1,155 @@
+"""Token memory swept (issue 32) on a real worker process, against the independent oracle on
+four families in float64: whole-sequence autograd of the unmodified layer at transformers'
+own layer inputs (tests/oracle.py) gives every block J_{t,s}, and m_t(k) = ‖J_{t,t−k}‖_F².
+
+- `probes: 0` matches the oracle (1e-8 relative; 1e-5 where transformers rounds to float32
+  inside float64 models), and m_t(0) is the J_tt sweep's ‖J_tt‖_F²;
+- `probes: 64`: the profile averaged over tokens lies within 3 reported standard errors of
+  the exact one;
+- adding `memory` to a finished sweep computes only the memory, other settings are refused,
+  bad values are one line at config load.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import zarr
+from analysis import open_store
+from conftest import local_client
+from families import FAMILIES, tolerance
+from oracle import oracle_model, sequence_jacobian
+from sweep.config import ConfigError, config_from_dict
+from sweep.errors import StoreMismatch
+from sweep.run import run_sweep
+
+NAMES = ("llama", "mamba", "mamba2", "bamba")    # attention (GQA), Mamba, Mamba-2, a hybrid
+SEQS, L, LAGS, EVERY = 2, 8, 5, 3
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    from conftest import _perturb
+    from transformers import AutoModelForCausalLM
+
+    root = tmp_path_factory.mktemp("memory")
+    out = {}
+    for name in NAMES:
+        torch.manual_seed(0)
+        config = FAMILIES[name]()
+        if name == "bamba":
+            config.attn_layer_indices = [1]
+        model = AutoModelForCausalLM.from_config(config).eval()
+        _perturb(model, torch.Generator().manual_seed(1))
+        model.save_pretrained(root / name)
+        out[name] = root / name
+    return out
+
+
+def _doc(checkpoints, store, names=NAMES, probes=0, memory=True) -> dict:
+    doc = {"models": [{"path": str(checkpoints[n]), "dtype": "float64", "name": n} for n in names],
+           "inputs": {"sequences": SEQS, "length": L, "seed": 3}, "layers": "all",
+           "store": str(store), "compute": {"token_block": 4, "live_every": 0}}
+    if memory:
+        doc["memory"] = {"lags": LAGS, "probes": probes, "every": EVERY}
+    return doc
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with local_client(1) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def swept(checkpoints, worker, tmp_path_factory):
+    cfg = config_from_dict(_doc(checkpoints, tmp_path_factory.mktemp("s") / "run.zarr"))
+    result = run_sweep(cfg, client=worker, progress=False)
+    assert result.exit_code == 0, result.errors
+    return cfg, result
+
+
+def _oracle_profile(model, layer, ids):
+    """(L, LAGS+1) ‖J_{t,t−k}‖_F² of every token, NaN where t − k < 0."""
+    _, J = sequence_jacobian(model, layer, ids)                                 # (L, d, L, d)
+    out = np.full((L, LAGS + 1), np.nan)
+    for t in range(L):
+        for k in range(min(LAGS, t) + 1):
+            out[t, k] = float(J[t, :, t - k, :].square().sum())
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_exact_profiles_equal_the_oracle_blocks(checkpoints, swept, name):
+    cfg, result = swept
+    tasks = [r for r in result.results if r.get("model") == name and "memory_layer" in r]
+    assert len(tasks) == 2 * SEQS and {r["route"] for r in tasks} == {"layer-local"}
+    st = open_store(cfg.store, model=name)
+    assert st.memory_meta == {"lags": LAGS, "probes": 0, "every": EVERY, "estimator": "exact"}
+    model = oracle_model(checkpoints[name])
+    bound = 1e-8 if tolerance(name) == 1e-8 else 1e-5
+    sampled = np.arange(0, L, EVERY)
+    for layer in st.layers:
+        for seq in range(SEQS):
+            got = st.memory(layer, seq)                                         # (L, LAGS+1)
+            want = _oracle_profile(model, layer, torch.from_numpy(st.tokens(seq)))
+            assert np.isnan(np.delete(got, sampled, axis=0)).all()             # unsampled rows
+            np.testing.assert_allclose(got[sampled], want[sampled], rtol=bound, atol=0)
+            assert np.isnan(got[0, 1:]).all() and np.isfinite(got[6, :]).all()
+            # k = 0 is ‖J_tt‖_F², which the J_tt sweep stores beside the eigenvalues
+            np.testing.assert_allclose(got[sampled, 0], st.frobenius2(layer, seq)[sampled],
+                                       rtol=1e-5 if name == "llama" else bound)
+            assert (st.memory_stderr(layer, seq)[sampled][np.isfinite(got[sampled])] == 0).all()
+
+
+def test_hutchinson_is_within_its_standard_error_of_the_exact_profile(checkpoints, swept, worker,
+                                                                       tmp_path):
+    cfg, _ = swept
+    exact = open_store(cfg.store, model="mamba2")
+    est = config_from_dict(_doc(checkpoints, tmp_path / "h.zarr", names=("mamba2",), probes=64))
+    assert run_sweep(est, client=worker, progress=False).exit_code == 0
+    st = open_store(est.store, model="mamba2")
+    assert st.memory_meta["estimator"] == "hutchinson (64 Rademacher probes)"
+    for layer in st.layers:
+        got = np.stack([st.memory(layer, q) for q in range(SEQS)])             # (S, L, K+1)
+        se = np.stack([st.memory_stderr(layer, q) for q in range(SEQS)])
+        want = np.stack([exact.memory(layer, q) for q in range(SEQS)])
+        for k in range(LAGS + 1):
+            ok = np.isfinite(want[..., k])
+            n = ok.sum()
+            mean_got, mean_want = got[..., k][ok].mean(), want[..., k][ok].mean()
+            se_mean = np.sqrt((se[..., k][ok] ** 2).sum()) / n
+            assert abs(mean_got - mean_want) <= 3 * se_mean, (layer, k, mean_got, mean_want, se_mean)
+            assert se_mean > 0
+
+
+def test_adding_memory_to_a_finished_sweep_computes_only_the_memory(checkpoints, worker, tmp_path):
+    plain = config_from_dict(_doc(checkpoints, tmp_path / "run.zarr", names=("llama",), memory=False))
+    assert run_sweep(plain, client=worker, progress=False).exit_code == 0
+    g = zarr.open_group(plain.store, path="llama", mode="r")
+    before = g["eigenvalues"][...]
+    cfg = config_from_dict(_doc(checkpoints, tmp_path / "run.zarr", names=("llama",)))
+    again = run_sweep(cfg, client=worker, progress=False, resume=True)
+    assert again.exit_code == 0 and again.planned == 0
+    kinds = {tuple(sorted(k for k in ("memory_layer", "layer", "residual_seqs") if k in r))
+             for r in again.results if "software" in r}
+    assert kinds == {("memory_layer",)}                       # no block, no residual stream
+    np.testing.assert_array_equal(g["eigenvalues"][...], before)
+    assert np.isfinite(open_store(cfg.store, model="llama").memory(1, 1)[6]).all()
+    other = config_from_dict(_doc(checkpoints, tmp_path / "run.zarr", names=("llama",), probes=8))
+    with pytest.raises(StoreMismatch) as e:
+        run_sweep(other, client=worker, progress=False, resume=True)
+    assert "\n" not in str(e.value) and "memory.probes: 0 -> 8" in str(e.value)
+
+
+@pytest.mark.parametrize("memory, field", [
+    ({"lags": L}, "memory.lags: 8 lags need 0 <= lags < inputs.length (8)"),
+    ({"lags": LAGS, "probes": -1}, "memory.probes: must be >= 0"),
+    ({"lags": LAGS, "every": 0}, "memory.every: must be >= 1"),
+    ({"lag": 3}, "memory"),
+])
+def test_bad_memory_configs_are_one_line_at_load(checkpoints, tmp_path, memory, field):
+    doc = {**_doc(checkpoints, tmp_path / "run.zarr", names=("llama",)), "memory": memory}
+    with pytest.raises(ConfigError) as e:
+        config_from_dict(doc)
+    assert str(e.value).startswith(field) and "\n" not in str(e.value)
