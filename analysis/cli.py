@@ -36,6 +36,8 @@ def _settings_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-positions", type=int, default=None, metavar="K",
                    help="leave token positions t < K out of every number (default 0)")
     p.add_argument("--seed", type=int, default=None, help="seed of every resampling (default 0)")
+    p.add_argument("--memory-window", nargs=2, type=int, default=None, metavar=("K_LO", "K_HI"),
+                   help="lags the token-memory fits use (default: analysis.memory_window, else 1..lags)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -45,7 +47,8 @@ def settings_from(args, store_path) -> Settings:
     return Settings.from_store(root, window=tuple(args.window) if args.window else None,
                                modes=args.modes, lengths=args.lengths, layer=args.layer,
                                level=args.level, n_boot=args.n_boot,
-                               skip_positions=args.skip_positions, seed=args.seed)
+                               skip_positions=args.skip_positions, seed=args.seed,
+                               memory_window=tuple(args.memory_window) if args.memory_window else None)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -27,6 +27,7 @@ import numpy as np
 
 from .aggregate import aggregate
 from .depth import compare_depth, depth_study
+from .memory_report import compare_memory, memory_study
 from .rates import MODES
 from .resampling import difference_interval
 from .settings import Settings
@@ -190,6 +191,8 @@ class Comparison:
     settings: Settings
     depth: dict = field(default_factory=dict)          # {name: DepthStudy} when all swept `depth:`
     depth_deltas: list = field(default_factory=list)   # depth.DepthDelta of every pair
+    memory: dict = field(default_factory=dict)         # {name: MemoryStudy} when all swept `memory:`
+    memory_deltas: list = field(default_factory=list)  # memory_report.MemoryDelta of every pair
 
     def at_representative(self, modes=None) -> list:
         """The Δβ of each pair and count at the representative layers and the shared L."""
@@ -199,6 +202,11 @@ class Comparison:
                     and d.layer_a == self._side(d.a).layer and d.layer_b == self._side(d.b).layer):
                 out.setdefault((d.a, d.b, d.modes), d)
         return list(out.values())
+
+    @property
+    def memory_layers(self) -> dict:
+        """{name: representative layer}: where the memory comparison is made."""
+        return {s.name: s.layer for s in self.sides}
 
     def _side(self, name) -> ModelSide:
         return next(s for s in self.sides if s.name == name)
@@ -216,7 +224,10 @@ class Comparison:
                 "pairs": [d.to_dict() for d in self.deltas],
                 **({"depth": {"models": {n: d.to_dict() for n, d in self.depth.items()},
                               "pairs": [d.to_dict() for d in self.depth_deltas]}}
-                   if self.depth else {})}
+                   if self.depth else {}),
+                **({"memory": {"models": {n: m.to_dict() for n, m in self.memory.items()},
+                               "pairs": [d.to_dict() for d in self.memory_deltas]}}
+                   if self.memory else {})}
 
 
 def compare_models(sources, settings: Settings | None = None) -> Comparison:
@@ -235,4 +246,8 @@ def compare_models(sources, settings: Settings | None = None) -> Comparison:
         c.depth = {s.name: depth_study(st, dataclasses.replace(settings, seed=settings.seed + i))
                    for i, (s, st) in enumerate(zip(sides, stores))}
         c.depth_deltas = compare_depth(c.depth, settings.level)
+    if all(st.group.attrs.get("memory") for st in stores):
+        c.memory = {s.name: memory_study(st, dataclasses.replace(settings, seed=settings.seed + i))
+                    for i, (s, st) in enumerate(zip(sides, stores))}
+        c.memory_deltas = compare_memory(c.memory, c.memory_layers, settings.level)
     return c

@@ -11,6 +11,8 @@ from .aggregate import aggregate
 from .compare import Comparison, matched_layers
 from .depth_report import comparison_figure as depth_figure
 from .depth_report import comparison_markdown as depth_markdown
+from .memory_report import comparison_figure as memory_figure
+from .memory_report import comparison_markdown as memory_markdown
 from .observables import memory_kernel_from_hist, tdos
 from .rates import MODES
 from .report_json import dump_json
@@ -64,7 +66,7 @@ def comparison_markdown(c: Comparison, heading_level=2, rel="") -> list:
     s = c.settings
     units = sorted({u for d in c.deltas for u in d.units})
     md = [f"{h} Do the models' β agree?", "",
-          f"Models: " + "; ".join(f"{x.label} ({x.arch}, {x.n_layers} layers, representative "
+          "Models: " + "; ".join(f"{x.label} ({x.arch}, {x.n_layers} layers, representative "
                                    f"layer {x.layer})" for x in c.sides) + ".",
           f"Settings: {s.describe()}.", "",
           f"Δβ = β_a − β_b of the cumulative fit (the paper's estimator), its {s.level:.0%} CI "
@@ -81,6 +83,9 @@ def comparison_markdown(c: Comparison, heading_level=2, rel="") -> list:
     if c.depth:
         md += depth_markdown(c.depth, c.depth_deltas, h + "#")
         figures.append("compare_depth.png")
+    if c.memory:
+        md += memory_markdown(c.memory, c.memory_layers, c.memory_deltas, h + "#")
+        figures.append("compare_memory.png")
     for f in figures:
         md += [f"**{f}** — {FIGURE_CAPTIONS.get(f, '')}", "", f"![{f}]({rel}{f})", ""]
     return md
@@ -103,10 +108,14 @@ def _figures(c: Comparison, out: Path) -> list:
                for x, g in zip(c.sides, aggs)]
     save(F.fig_compare_kernel(kernels, s.window, f"K(t) at L = {a.L} [{s.modes} modes]"),
          out / "compare_kernel.png")
+    files = list(FIGURES)
     if c.depth:
         save(depth_figure(c.depth), out / "compare_depth.png")
-        return [*FIGURES, "compare_depth.png"]
-    return list(FIGURES)
+        files.append("compare_depth.png")
+    if c.memory:
+        save(memory_figure(c.memory, c.memory_layers), out / "compare_memory.png")
+        files.append("compare_memory.png")
+    return files
 
 
 def _length(side, agg, layer) -> int:

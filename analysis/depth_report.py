@@ -50,13 +50,15 @@ def figure(d: DepthStudy, title: str):
     edges = np.logspace(-12, 3, 151)
     longest = max(d.spans)
     gam = -d.lyapunov[np.isfinite(d.lyapunov)]
+    drawn = 0
     for lam, label in ((d.rates[1], "single blocks λ"), (d.rates[longest], f"stack s = {longest}: λ^(s)"),
                        (gam[gam > 0], "Lyapunov rates −γ > 0")):
         h, _ = np.histogram(lam, edges)
+        drawn += h.sum()
         ax[2].step(edges[:-1], h / max(len(lam), 1) / np.diff(np.log10(edges)), where="post", label=label)
     window_lines(ax[2], d.window)
     ax[2].set_xscale("log")
-    if len(d.rates[1]) or len(d.rates[longest]) or (gam > 0).any():
+    if drawn:
         ax[2].set_yscale("log")
     ax[2].set_xlabel("rate")
     ax[2].set_ylabel("density per decade")

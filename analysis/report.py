@@ -18,6 +18,9 @@ from .compare_report import write_comparison
 from .depth import DepthStudy, depth_study
 from .depth_report import FIGURE as DEPTH_FIGURE
 from .depth_report import figure as depth_figure
+from .memory_report import FIGURE as MEMORY_FIGURE
+from .memory_report import MemoryStudy, memory_study
+from .memory_report import figure as memory_figure
 from .observables import (a_log_distribution, a_log_shift, complex_spectrum, effective_vs_length,
                           has_s4d_init,
                           intrinsic_by_layer, intrinsic_spectrum, memory_kernel,
@@ -90,6 +93,7 @@ class ModelResult:
     precision: list = field(default_factory=list)      # PrecisionComparison.to_dict()s
     files: list = field(default_factory=list)
     stacks: DepthStudy | None = None       # stacked blocks (a store swept with `depth:`)
+    memory: MemoryStudy | None = None      # token memory (a store swept with `memory:`)
 
     @property
     def modes(self) -> str:
@@ -156,6 +160,11 @@ def analyze_model(st, agg, out, settings, progress=True) -> ModelResult:
         save(depth_figure(res.stacks, f"{st.name}: stacked blocks, layers {res.stacks.layers[0]}.."
                           f"{res.stacks.layers[1]}"), out / DEPTH_FIGURE)
         res.files.append(DEPTH_FIGURE)
+    if st.group.attrs.get("memory"):
+        res.memory = memory_study(st, settings)
+        save(memory_figure(res.memory, f"{st.name}: token memory ({res.memory.meta['estimator']})"),
+             out / MEMORY_FIGURE)
+        res.files.append(MEMORY_FIGURE)
     res.table.to_csv(out / "table1.csv")
     (out / "table1.md").write_text(table_markdown(res) + "\n")
     res.files += ["table1.csv", "table1.md"]

@@ -64,6 +64,8 @@ def model_doc(r) -> dict:
         doc["precision"] = r.precision
     if r.stacks is not None:
         doc["depth"] = r.stacks.to_dict()
+    if r.memory is not None:
+        doc["memory"] = r.memory.to_dict()
     return doc
 
 

@@ -8,6 +8,8 @@ import numpy as np
 
 from .depth_report import CAPTION as DEPTH_CAPTION
 from .depth_report import markdown as depth_markdown
+from .memory_report import CAPTION as MEMORY_CAPTION
+from .memory_report import markdown as memory_markdown
 from .inputs_md import inputs_lines
 from .paper import NOTE, reference, reference_line
 from .rates import MODES, SCALE_RESIDUAL_MAX
@@ -39,6 +41,9 @@ FIGURE_CAPTIONS = {
                         "matched relative depth",
     "compare_kernel.png": "K(t) of every model at its representative layer and the shared L",
     "depth.png": DEPTH_CAPTION,
+    "memory.png": MEMORY_CAPTION,
+    "compare_memory.png": "token memory of every model at its representative layer: m(k) on "
+                          "(a) log-log and (b) lin-log axes with CIs, K_A(k) dashed",
     "compare_depth.png": "stacked blocks of every model: (a) β of the per-step rates against "
                          "span s, both counts, with CIs; (b) the top Lyapunov exponent γ_1",
 }
@@ -177,7 +182,8 @@ def _model_section(name, r, rel) -> list:
           *estimator_lines(r), gof_markdown(r.table), "", *power_law_lines(r),
           f"### β across depth (L = {r.L})", "", r.depth.to_markdown(), "",
           *laws_markdown(r.laws.to_dict() if r.laws is not None else None),
-          *(depth_markdown(r.stacks) if r.stacks is not None else [])]
+          *(depth_markdown(r.stacks) if r.stacks is not None else []),
+          *(memory_markdown(r.memory) if r.memory is not None else [])]
     for p in r.precision:
         if p["reference"] == name:
             md += precision_lines(p)

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from .rates import DEFAULT_MODES, MODES
 
 WINDOW = (1e-4, 5e-2)       # the paper's fit window in λ (docs/paper.md)
-FIELDS = ("window", "level", "n_boot", "modes", "lengths", "layer", "skip_positions", "seed")
+FIELDS = ("window", "level", "n_boot", "modes", "lengths", "layer", "skip_positions", "seed",
+          "memory_window")
 
 
 class SettingsError(ValueError):
@@ -34,11 +35,15 @@ class Settings:
     layer: int | None = None        # representative layer; None: 24 when stored, else middle
     skip_positions: int = 0         # token positions t < skip_positions left out of every number
     seed: int = 0                   # seed of every resampling and simulation
+    memory_window: tuple | None = None   # (k_lo, k_hi) lags the token-memory fits use; None: 1..lags
 
     def __post_init__(self):
         lengths = None if self.lengths is None else tuple(int(L) for L in self.lengths)
         object.__setattr__(self, "window", tuple(float(v) for v in self.window))
         object.__setattr__(self, "lengths", lengths)
+        if self.memory_window is not None:
+            mw = self.memory_window
+            object.__setattr__(self, "memory_window", tuple(mw) if isinstance(mw, (list, tuple)) else (mw,))
         self.check()
 
     def check(self) -> "Settings":
@@ -63,6 +68,11 @@ class Settings:
                  "0 keeps every position; 1 drops position 0 (a BOS or attention sink)")
         if _not_int(self.seed) or self.seed < 0:
             _bad("seed", f"must be an integer >= 0, got {self.seed!r}", "e.g. 0")
+        mw = self.memory_window
+        if mw is not None and not (len(mw) == 2 and not any(_not_int(k) for k in mw)
+                                   and 1 <= mw[0] < mw[1]):
+            _bad("memory_window", f"expected two lags 1 <= k_lo < k_hi, got {list(mw)}",
+                 "e.g. [1, 64]")
         return self
 
     def replace(self, **changes) -> "Settings":

@@ -114,6 +114,7 @@ class AnalysisConfig:
     layer: int | None = None        # representative layer (default 24 if swept, else the middle)
     skip_positions: int = 0         # token positions t < k left out of every number
     seed: int = 0                   # seed of every resampling and simulation
+    memory_window: typing.Any = None   # [k_lo, k_hi] lags of the token-memory fits (default 1..lags)
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ _YAML_FIELDS = {
     DepthConfig: ("spans",),
     MemoryConfig: ("lags", "probes", "every"),
     AnalysisConfig: ("window", "level", "n_boot", "modes", "lengths", "layer", "skip_positions",
-                     "seed"),
+                     "seed", "memory_window"),
 }
 
 
@@ -322,7 +323,8 @@ def _check_analysis(a: AnalysisConfig, length: int) -> AnalysisConfig:
     try:
         window = parse_window(a.window)
         Settings(window=window, level=a.level, n_boot=a.n_boot, modes=a.modes,
-                 layer=a.layer, skip_positions=a.skip_positions, seed=a.seed)
+                 layer=a.layer, skip_positions=a.skip_positions, seed=a.seed,
+                 memory_window=a.memory_window)
     except SettingsError as e:
         raise ConfigError(str(e)) from None
     if a.skip_positions >= length:
