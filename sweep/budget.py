@@ -40,6 +40,7 @@ LOAD_S_PER_GB = 16.7                # cold task of Mamba-370M fp32: 24.9 s for 1
 FP64_LOAD_FACTOR = 1.67             # its fp64 cold task: 41.7 s
 PROCESS_BYTES = int(0.5 * GiB)      # a worker with torch + transformers imported, no model
 JAC_CHUNK = 512                     # cotangents per batched backward (sweep.generic.decode)
+GRAPH_PER_TOKEN = 20                # a memory task's kept graph: activations of block_params / d
 _REAL = {"float32": 4, "float64": 8}
 
 
@@ -191,7 +192,10 @@ def _store_bytes(m, planned: int, cfg) -> int:
         starts = sum(n - s + 1 for s in m.depth_spans)
         swept = cfg.inputs.sequences * m.rows[0][1]
         stacks = swept * (starts * (info.d_model * 2 + 1) + info.d_model) * real
-    return planned * per_token + a_log + tokens + stacks
+    memory = 0
+    if cfg.memory is not None:        # m_t(k) and its standard error: (layer, seq, L, K+1) each
+        memory = 2 * len(m.rows) * cfg.inputs.sequences * cfg.inputs.length * (cfg.memory.lags + 1) * real
+    return planned * per_token + a_log + tokens + stacks + memory
 
 
 def _worker_bytes(m, cfg) -> tuple[int, str]:
@@ -226,12 +230,17 @@ def _worker_bytes(m, cfg) -> tuple[int, str]:
     # the product being formed: (T, d, d) each, beside the block's own
     walk = (max(m.depth_spans) + 1) * jac if m.depth_spans else 0
     block += walk
+    # a memory task keeps the layer's whole-sequence graph (bench_memory measured up to 18
+    # activations of block_params / d per token, Mamba's scan) and a gradient per cotangent
+    graph = L * GRAPH_PER_TOKEN * m.info.block_params // d * real if cfg.memory is not None else 0
+    memory = graph + 3 * h if graph else 0
     parts = (f"process {_gib(PROCESS_BYTES)} + {held} + max(block: J_tt {_gib(jac)} + eig "
              f"{_gib(eig)}" + (f" + backward {_gib(work)}" if work else "")
              + (f" + stacks {_gib(walk)}" if walk else "") + f" + h_l {_gib(h)}, "
-             f"residual task {_gib(stream)}) [{m.name}, {m.spec.dtype}"
+             f"residual task {_gib(stream)}" + (f", memory task {_gib(memory)}" if memory else "")
+             + f") [{m.name}, {m.spec.dtype}"
              + (f"; whole model: {m.info.not_local}]" if m.info.not_local else "; layer-local]"))
-    return PROCESS_BYTES + weights + max(block, stream), parts
+    return PROCESS_BYTES + weights + max(block, stream, memory), parts
 
 
 def _memory_limit(limit) -> int | None:

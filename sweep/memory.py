@@ -11,28 +11,60 @@ gives uᵀJ_{t,s} for every s ≤ t at once. So:
   E‖J_{t,s}ᵀu‖² = tr(J_{t,s} J_{t,s}ᵀ) = ‖J_{t,s}‖_F²; the standard error is the sample
   standard deviation of the p values over √p.
 
-Cotangents of all sampled t go through the backward in batches (`is_grads_batched`), at
-most `CHUNK_ELEMENTS` cotangent entries at a time. Pure tensor code: no store, no Dask.
+The layer's forward runs once and every cotangent goes back through its kept graph. On the
+CPU one cotangent per backward is fastest (batching them with `is_grads_batched` was, per
+cotangent, 1.4× slower for the demo's GPT-NeoX layer and 2.7–12× for its Mamba layer, whose
+reference scan is memory-bound; d = 1024: benchmarks/results/bench_memory.md); on an
+accelerator they go back in batches. A batched backward holds about one copy of the forward's saved activations per
+cotangent, so a batch has at most `BACKWARD_BYTES` / (bytes the forward saved, the weights
+left out) cotangents, and at most `CHUNK_ELEMENTS` cotangent entries. Pure tensor code: no
+store, no Dask.
 """
 from __future__ import annotations
 
 import torch
 
 CHUNK_ELEMENTS = 1 << 24       # cotangent entries per batched backward (64 MiB in float32)
+BACKWARD_BYTES = 1 << 30       # activations one batched backward may hold (sweep/budget.py)
 
 
-def lag_profile(call, ts, lags: int, probes: int, seed: int = 0):
+def _graph(call):
+    """(x, y, bytes) of one forward of `call` with its graph kept: x its input leaf, y its
+    output, bytes the activations autograd saved for the backward (the weights left out)."""
+    weights = {p.untyped_storage().data_ptr() for p in call.layer.parameters()}
+    saved = {}
+
+    def pack(t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in weights:
+            saved[ptr] = t.untyped_storage().nbytes()
+        return t
+    x = call.x.clone().requires_grad_(True)
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = call(x)
+    return x, y, sum(saved.values())
+
+
+def rows_per_backward(x: torch.Tensor, saved: int) -> int:
+    """Cotangents per backward (module docstring): 1 on the CPU, else as many as the bounds allow."""
+    if x.device.type == "cpu":
+        return 1
+    _, n, d = x.shape
+    return max(1, min(CHUNK_ELEMENTS // (n * d), BACKWARD_BYTES // max(saved, 1)))
+
+
+def lag_profile(call, ts, lags: int, probes: int, seed: int = 0, rows: int | None = None):
     """(m (len(ts), lags+1), stderr (len(ts), lags+1)) float64 of the output tokens `ts` of
-    `call` (a WholeSequenceCall over n tokens); NaN where t − k < 0; stderr 0 when exact."""
-    from sweep.generic.selfcheck import input_gradients
-
+    `call` (a WholeSequenceCall over n tokens); NaN where t − k < 0; stderr 0 when exact.
+    `rows`: cotangents per backward (default `rows_per_backward`)."""
     _, n, d = call.x.shape
+    x, y, saved = _graph(call)
     ts = [int(t) for t in ts]
     per_t = d if probes == 0 else probes
     gen = torch.Generator().manual_seed(seed)
     pairs = [(i, j) for i in range(len(ts)) for j in range(per_t)]       # (token index, cotangent)
     values = torch.full((len(ts), per_t, lags + 1), float("nan"), dtype=torch.float64)
-    chunk = max(1, CHUNK_ELEMENTS // (n * d))
+    chunk = rows or rows_per_backward(x, saved)
     for c0 in range(0, len(pairs), chunk):
         batch = pairs[c0:c0 + chunk]
         w = torch.zeros(len(batch), 1, n, d, dtype=call.x.dtype)
@@ -41,7 +73,10 @@ def lag_profile(call, ts, lags: int, probes: int, seed: int = 0):
                 w[b, 0, ts[i], j] = 1.0
             else:
                 w[b, 0, ts[i]] = torch.randint(0, 2, (d,), generator=gen).to(w.dtype) * 2 - 1
-        g = input_gradients(call, w.to(call.x.device))[:, 0]                 # (b, n, d)
+        with torch.enable_grad():
+            g, = torch.autograd.grad(y, x, w.to(x.device)[0] if len(batch) == 1 else w.to(x.device),
+                                     retain_graph=True, is_grads_batched=len(batch) > 1)
+        g = g.reshape(len(batch), n, d)                                      # (b, n, d)
         sq = g.double().square().sum(-1).cpu()                               # (b, n) ‖uᵀJ_{t,s}‖²
         for b, (i, j) in enumerate(batch):
             t = ts[i]

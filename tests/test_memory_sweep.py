@@ -123,6 +123,26 @@ def test_hutchinson_is_within_its_standard_error_of_the_exact_profile(checkpoint
             assert se_mean > 0
 
 
+@pytest.mark.parametrize("name", ["llama", "mamba2"])
+def test_batched_cotangents_give_what_one_at_a_time_gives(checkpoints, name):
+    """The accelerator's batched backward (is_grads_batched) against the CPU's one cotangent
+    per backward, exact and Hutchinson (the same Rademacher draws)."""
+    from sweep.generic.selfcheck import whole_sequence_call
+    from sweep.memory import lag_profile
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(checkpoints[name], dtype=torch.float64).eval()
+    call = whole_sequence_call(model, 1, torch.arange(L) % model.config.vocab_size)
+    # Mamba-2's layer rounds to float32 inside a float64 model: the two routes' float32
+    # roundings differ there (measured 6e-9 relative)
+    rtol = 1e-12 if name == "llama" else 1e-6
+    for probes in (0, 3):
+        one = lag_profile(call, [2, 5, 7], LAGS, probes, seed=4, rows=1)
+        many = lag_profile(call, [2, 5, 7], LAGS, probes, seed=4, rows=5)
+        for a, b in zip(one, many):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=rtol, atol=0)
+
+
 def test_adding_memory_to_a_finished_sweep_computes_only_the_memory(checkpoints, worker, tmp_path):
     plain = config_from_dict(_doc(checkpoints, tmp_path / "run.zarr", names=("llama",), memory=False))
     assert run_sweep(plain, client=worker, progress=False).exit_code == 0
@@ -153,3 +173,54 @@ def test_bad_memory_configs_are_one_line_at_load(checkpoints, tmp_path, memory, 
     with pytest.raises(ConfigError) as e:
         config_from_dict(doc)
     assert str(e.value).startswith(field) and "\n" not in str(e.value)
+
+
+def test_tdos_analyze_and_compare_show_the_memory_sections(swept, tmp_path):
+    import json
+
+    from analysis.cli import compare_main, main
+
+    cfg, _ = swept
+    rep = tmp_path / "rep"
+    assert main([cfg.store, "--model", "mamba", "--out", str(rep), "--n-boot", "50", "--quiet",
+                 "--memory-window", "1", str(LAGS)]) == 0
+    md = (rep / "report.md").read_text()
+    assert f"### Token memory (exact, lags 0..{LAGS}, every {EVERY}th output token)" in md
+    assert "K_A(k)" in md                                  # Mamba layers: the intrinsic kernel
+    mem = json.loads((rep / "fits.json").read_text())["models"]["mamba"]["memory"]
+    assert mem["settings"]["lags"] == LAGS and set(mem["layers"]) == {"0", "1"}
+    one = mem["layers"]["0"]
+    assert one["window"] == [1, LAGS] and one["preferred"] in ("exponential", "power law")
+    assert one["profile"][0] == 1.0 and len(one["intrinsic_K_A"]) == LAGS + 1
+    assert (rep / "memory.png").stat().st_size > 20_000
+    assert compare_main([f"{cfg.store}:llama", f"{cfg.store}:mamba", "--out",
+                         str(tmp_path / "cmp"), "--n-boot", "50"]) == 0
+    pairs = json.loads((tmp_path / "cmp" / "compare.json").read_text())["memory"]["pairs"]
+    assert {p["what"] for p in pairs} == {"alpha", "xi"}
+    assert all(p["verdict"] in ("differ", "not fitted") or p["verdict"].startswith("agree")
+               for p in pairs)
+    assert "Token memory side by side" in (tmp_path / "cmp" / "compare.md").read_text()
+    assert (tmp_path / "cmp" / "compare_memory.png").is_file()
+
+
+def test_the_budget_counts_the_memory_arrays_and_bounds_the_kept_graph(checkpoints, tmp_path):
+    """`tdos sweep --dry-run`'s store bytes grow by exactly the two memory arrays, and its
+    worker estimate of the kept whole-sequence graph is at least what autograd saves."""
+    from sweep.budget import GRAPH_PER_TOKEN, plan_sweep
+    from sweep.generic.selfcheck import whole_sequence_call
+    from sweep.memory import _graph
+    from sweep.plan import make_plan
+    from transformers import AutoModelForCausalLM
+
+    with_memory = make_plan(config_from_dict(_doc(checkpoints, tmp_path / "a.zarr")))
+    without = make_plan(config_from_dict(_doc(checkpoints, tmp_path / "b.zarr", memory=False)))
+    arrays = sum(2 * len(m.rows) * SEQS * L * (LAGS + 1) * 8 for m in with_memory.models)
+    budget = plan_sweep(with_memory, workers=1)
+    assert budget.store_bytes - plan_sweep(without, workers=1).store_bytes == arrays
+    assert "memory task" in budget.worker_parts
+    for m in with_memory.models:
+        model = AutoModelForCausalLM.from_pretrained(checkpoints[m.name], dtype=torch.float64).eval()
+        call = whole_sequence_call(model, 1, torch.arange(L) % model.config.vocab_size)
+        saved = _graph(call)[2]
+        estimate = L * GRAPH_PER_TOKEN * m.info.block_params // m.info.d_model * 8
+        assert saved <= estimate, (m.name, saved, estimate)
