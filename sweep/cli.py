@@ -140,7 +140,7 @@ def _print_summary(store: str) -> None:
 
 
 def _status(args) -> int:
-    from sweep.ledger import status_rows, walk_rows
+    from sweep.ledger import memory_rows, status_rows, walk_rows
     from sweep.validate import existing_store
 
     existing_store(args.store)
@@ -157,6 +157,10 @@ def _status(args) -> int:
         l0, l1 = w["layers"]
         print(f"{w['model']}: {w['done']}/{w['total']} walks up layers {l0}..{l1} done (stacks of "
               f"spans {w['spans']}, Lyapunov exponents; a walk is one sequence's token block)")
+    for m in memory_rows(args.store):
+        print(f"{m['model']}: {m['done']}/{m['total']} token-memory profiles done (lags 0..{m['lags']}, "
+              f"{m['estimator']}, output tokens t = 0, {m['every']}, {2 * m['every']}, ...; a profile "
+              f"is one layer's sequence)")
     if args.spectra:
         _print_summary(args.store)
     return 0

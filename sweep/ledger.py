@@ -117,20 +117,30 @@ def _missing_a_log(g: zarr.Group) -> list[int]:
     return [i for i, k in enumerate(kinds) if schema.is_ssm(k) and np.isnan(a[i]).all()]
 
 
+def _groups_with(path: str, array: str):
+    """(model name, group, its Ledger) of every group of the store at `path` holding `array`."""
+    root = zarr.open_group(str(path), mode="r")
+    for name in root.attrs.get("models", []):
+        if name in root and array in root[name]:
+            yield name, root[name], Ledger.read(root[name])
+
+
 def walk_rows(path: str) -> list[dict]:
     """Per model swept with `depth:`: its spans, run of layers, and walks done / planned."""
-    root = zarr.open_group(str(path), mode="r")
     out = []
-    for name in root.attrs.get("models", []):
-        g = root[name] if name in root else None
-        if g is None or "depth_ledger" not in g:
-            continue
-        led = Ledger.read(g)
+    for name, g, led in _groups_with(path, "depth_ledger"):
         total = int(led.planned[0].sum())
         out.append({"model": name, "spans": g.attrs["depth"]["spans"],
                     "layers": g.attrs["depth"]["layers"], "total": total,
                     "done": total - len(led.pending_walks())})
     return out
+
+
+def memory_rows(path: str) -> list[dict]:
+    """Per model swept with `memory:`: its settings and (layer, sequence) profiles done / planned."""
+    return [{"model": name, **g.attrs["memory"], "total": led.memory.size,
+             "done": led.memory.size - len(led.pending_memory())}
+            for name, g, led in _groups_with(path, "memory_ledger")]
 
 
 def status_rows(path: str) -> list[dict]:

@@ -143,7 +143,10 @@ def test_batched_cotangents_give_what_one_at_a_time_gives(checkpoints, name):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=rtol, atol=0)
 
 
-def test_adding_memory_to_a_finished_sweep_computes_only_the_memory(checkpoints, worker, tmp_path):
+def test_adding_memory_to_a_finished_sweep_computes_only_the_memory(checkpoints, worker, tmp_path,
+                                                                    capsys):
+    from sweep.cli import main
+
     plain = config_from_dict(_doc(checkpoints, tmp_path / "run.zarr", names=("llama",), memory=False))
     assert run_sweep(plain, client=worker, progress=False).exit_code == 0
     g = zarr.open_group(plain.store, path="llama", mode="r")
@@ -156,6 +159,12 @@ def test_adding_memory_to_a_finished_sweep_computes_only_the_memory(checkpoints,
     assert kinds == {("memory_layer",)}                       # no block, no residual stream
     np.testing.assert_array_equal(g["eigenvalues"][...], before)
     assert np.isfinite(open_store(cfg.store, model="llama").memory(1, 1)[6]).all()
+    zarr.open_group(cfg.store, path="llama", mode="r+")["memory_ledger"][0, 1] = 0
+    assert main(["status", cfg.store]) == 0
+    assert (f"llama: 3/4 token-memory profiles done (lags 0..{LAGS}, exact, output tokens t = 0, "
+            f"{EVERY}, {2 * EVERY}, ...;") in capsys.readouterr().out
+    redo = run_sweep(cfg, client=worker, progress=False, resume=True)
+    assert [(r["memory_layer"], r["seq"]) for r in redo.results if "memory_layer" in r] == [(0, 1)]
     other = config_from_dict(_doc(checkpoints, tmp_path / "run.zarr", names=("llama",), probes=8))
     with pytest.raises(StoreMismatch) as e:
         run_sweep(other, client=worker, progress=False, resume=True)
