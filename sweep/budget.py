@@ -13,7 +13,9 @@ blocks; the generic path: bench_generic, Qwen3-0.6B and Mamba-2-370m shapes), sc
 (d_model / 1024)^3 because the eigensolver and the J_tt products are cubic in d_model, plus
 each worker's start-up and model loads (bench_block_mamba-T32's cold task). Against the
 recorded `tdos sweep configs/mamba370m-paper.yaml` on the random-init 370M (2 workers,
-435 s wall = 0.24 core-hours, benchmarks/README.md) it gives 0.21 core-hours.
+435 s wall = 0.24 core-hours, benchmarks/README.md) it gives 0.21 core-hours. Token memory
+(`memory:`) adds its cotangents times one cotangent's measured backward
+(bench_memory: d_model = 1024, L = 512), linear in L and quadratic in d_model.
 """
 from __future__ import annotations
 
@@ -35,6 +37,11 @@ SECONDS_PER_TOKEN = {
     ("attention", "float32"): 0.830, ("attention", "float64"): 1.669,  # bench_block_attention-v3
     ("generic", "float32"): 1.30, ("generic", "float64"): 2.60,        # bench_generic
 }
+# token memory: seconds of one cotangent's backward through a layer's whole-sequence call at
+# d_model = 1024 and L = 512, float32, one core (benchmarks/results/bench_memory.md; the Mamba-1
+# scan on mamba.py's parallel scan); linear in L, quadratic in d_model
+MEMORY_SECONDS_PER_COTANGENT = {"mamba": 0.77, "attention": 0.25}
+MEMORY_L_REF = 512
 WORKER_START_S = 5.0                # importing torch, transformers, distributed in a worker
 LOAD_S_PER_GB = 16.7                # cold task of Mamba-370M fp32: 24.9 s for 1.49 GB of weights
 FP64_LOAD_FACTOR = 1.67             # its fp64 cold task: 41.7 s
@@ -132,6 +139,7 @@ def plan_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = N
         planned = S * sum(tokens for _, tokens in m.rows)              # token spectra
         store_bytes += _store_bytes(m, planned, cfg)
         seconds += planned * _seconds_per_token(m)
+        seconds += _memory_seconds(m, cfg)
         seconds += n * _load_seconds(m.info, m.spec.dtype)
         need, what = _worker_bytes(m, cfg)
         if need > peak:
@@ -170,6 +178,18 @@ def _seconds_per_token(m) -> float:
     else:
         family = "mamba" if m.info.arch == "mamba" else "attention"
     return SECONDS_PER_TOKEN[family, m.spec.dtype] * (m.info.d_model / D_REF) ** 3
+
+
+def _memory_seconds(m, cfg) -> float:
+    """The memory tasks' cotangents (every layer and sequence, (L / every) sampled tokens, p or
+    d each) times one cotangent's backward; float64 twice float32."""
+    mem = cfg.memory
+    if mem is None:
+        return 0.0
+    L, d = cfg.inputs.length, m.info.d_model
+    cotangents = len(m.rows) * cfg.inputs.sequences * -(-L // mem.every) * (mem.probes or d)
+    one = MEMORY_SECONDS_PER_COTANGENT["mamba" if m.info.arch == "mamba" else "attention"]
+    return cotangents * one * (L / MEMORY_L_REF) * (d / D_REF) ** 2 * (2 if m.spec.dtype == "float64" else 1)
 
 
 def _load_seconds(info, dtype: str) -> float:

@@ -13,19 +13,54 @@ gives uᵀJ_{t,s} for every s ≤ t at once. So:
 
 The layer's forward runs once and every cotangent goes back through its kept graph. On the
 CPU one cotangent per backward is fastest (batching them with `is_grads_batched` was, per
-cotangent, 1.4× slower for the demo's GPT-NeoX layer and 2.7–12× for its Mamba layer, whose
-reference scan is memory-bound; d = 1024: benchmarks/results/bench_memory.md); on an
-accelerator they go back in batches. A batched backward holds about one copy of the forward's saved activations per
-cotangent, so a batch has at most `BACKWARD_BYTES` / (bytes the forward saved, the weights
-left out) cotangents, and at most `CHUNK_ELEMENTS` cotangent entries. Pure tensor code: no
-store, no Dask.
+cotangent, 1.4× slower for the demo's GPT-NeoX layer and 2.7–12× for its Mamba layer); on an
+accelerator they go back in batches. A batched backward holds about one copy of the
+forward's saved activations per cotangent, so a batch has at most `BACKWARD_BYTES` / (bytes
+the forward saved, the weights left out) cotangents, and at most `CHUNK_ELEMENTS` cotangent
+entries.
+
+Mamba-1's scan: transformers' reference recurrence (used wherever mamba_ssm's kernels are
+not, e.g. on the CPU) indexes its (d_inner, L, N) decay and drive tensors one token at a
+time, and autograd turns each index into a full-size gradient, so one backward costs
+O(L²·d_inner·N): 38 s per cotangent at Mamba-370M's shapes and L = 512. transformers' own
+alternative, mamba.py's parallel scan (the `use_mambapy` option of Mamba's config, read from
+the mixer's attribute of that name at each call), computes the same states (3e-7 relative
+in float32) with an O(L) backward: 0.76 s there. The memory call's forward switches it on
+for the layer while the graph is built (`_mambapy`), when mambapy is installed (a
+dependency of tdos); nothing else the sweep computes goes through it. Its scan, like
+mamba_ssm's kernels, is an autograd.Function without a batching rule, so a layer with a
+Mamba-1 mixer takes one cotangent per backward on every device.
+
+Pure tensor code: no store, no Dask.
 """
 from __future__ import annotations
+
+import contextlib
+import importlib.util
 
 import torch
 
 CHUNK_ELEMENTS = 1 << 24       # cotangent entries per batched backward (64 MiB in float32)
 BACKWARD_BYTES = 1 << 30       # activations one batched backward may hold (sweep/budget.py)
+
+
+def _mamba1_mixers(layer: torch.nn.Module) -> list:
+    return [m for m in layer.modules() if isinstance(getattr(m, "use_mambapy", None), bool)]
+
+
+@contextlib.contextmanager
+def _mambapy(layer: torch.nn.Module):
+    """Mamba-1 mixers of `layer` on mamba.py's parallel scan (module docstring), restored after."""
+    mixers = _mamba1_mixers(layer)
+    before = [m.use_mambapy for m in mixers]
+    try:
+        if importlib.util.find_spec("mambapy") is not None:
+            for m in mixers:
+                m.use_mambapy = True
+        yield
+    finally:
+        for m, b in zip(mixers, before):
+            m.use_mambapy = b
 
 
 def _graph(call):
@@ -40,14 +75,16 @@ def _graph(call):
             saved[ptr] = t.untyped_storage().nbytes()
         return t
     x = call.x.clone().requires_grad_(True)
-    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), \
+            _mambapy(call.layer):
         y = call(x)
     return x, y, sum(saved.values())
 
 
-def rows_per_backward(x: torch.Tensor, saved: int) -> int:
-    """Cotangents per backward (module docstring): 1 on the CPU, else as many as the bounds allow."""
-    if x.device.type == "cpu":
+def rows_per_backward(call, x: torch.Tensor, saved: int) -> int:
+    """Cotangents per backward (module docstring): 1 on the CPU or through a Mamba-1 scan, else
+    as many as the bounds allow."""
+    if x.device.type == "cpu" or _mamba1_mixers(call.layer):
         return 1
     _, n, d = x.shape
     return max(1, min(CHUNK_ELEMENTS // (n * d), BACKWARD_BYTES // max(saved, 1)))
@@ -64,7 +101,7 @@ def lag_profile(call, ts, lags: int, probes: int, seed: int = 0, rows: int | Non
     gen = torch.Generator().manual_seed(seed)
     pairs = [(i, j) for i in range(len(ts)) for j in range(per_t)]       # (token index, cotangent)
     values = torch.full((len(ts), per_t, lags + 1), float("nan"), dtype=torch.float64)
-    chunk = rows or rows_per_backward(x, saved)
+    chunk = rows or rows_per_backward(call, x, saved)
     for c0 in range(0, len(pairs), chunk):
         batch = pairs[c0:c0 + chunk]
         w = torch.zeros(len(batch), 1, n, d, dtype=call.x.dtype)

@@ -143,6 +143,24 @@ def test_batched_cotangents_give_what_one_at_a_time_gives(checkpoints, name):
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=rtol, atol=0)
 
 
+def test_mamba1_goes_through_transformers_parallel_scan_and_the_layer_is_restored(checkpoints):
+    """sweep/memory.py builds a Mamba-1 layer's graph on mamba.py's scan (transformers'
+    `use_mambapy`; its O(L) backward), only while it builds it (the oracle test above holds
+    the values to the unmodified sequential layer)."""
+    from sweep.generic.selfcheck import whole_sequence_call
+    from sweep.memory import lag_profile
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(checkpoints["mamba"], dtype=torch.float64).eval()
+    mixer = model.backbone.layers[1].mixer
+    seen = []
+    mixer.register_forward_pre_hook(lambda module, args: seen.append(module.use_mambapy))
+    call = whole_sequence_call(model, 1, torch.arange(L) % model.config.vocab_size)
+    seen.clear()
+    lag_profile(call, [L - 1], LAGS, 2)
+    assert seen == [True] and mixer.use_mambapy is False
+
+
 def test_adding_memory_to_a_finished_sweep_computes_only_the_memory(checkpoints, worker, tmp_path,
                                                                     capsys):
     from sweep.cli import main
