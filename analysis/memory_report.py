@@ -72,8 +72,8 @@ def _ci(lo, hi) -> str:
 def markdown(m: MemoryStudy) -> list:
     meta = m.meta
     first = next(iter(m.fits.values()))
-    md = [f"### Token memory ({meta['estimator']}, lags 0..{meta['lags']}, every "
-          f"{meta['every']}th output token)", "",
+    md = [f"### Token memory ({meta['estimator']}, lags 0..{meta['lags']}, output tokens "
+          f"t = 0, {meta['every']}, {2 * meta['every']}, …)", "",
           f"m(k) = ⟨‖J_{{t,t−k}}‖_F² / ‖J_tt‖_F²⟩ over the sampled tokens t ≥ k; each layer fitted "
           f"over lags {first.window[0]}..{first.window[1]} by {first.method}. χ² p-values are "
           f"indicative (neighbouring lags are correlated). {first.level:.0%} CIs resampling "

@@ -212,7 +212,7 @@ def test_tdos_analyze_and_compare_show_the_memory_sections(swept, tmp_path):
     assert main([cfg.store, "--model", "mamba", "--out", str(rep), "--n-boot", "50", "--quiet",
                  "--memory-window", "1", str(LAGS)]) == 0
     md = (rep / "report.md").read_text()
-    assert f"### Token memory (exact, lags 0..{LAGS}, every {EVERY}th output token)" in md
+    assert f"### Token memory (exact, lags 0..{LAGS}, output tokens t = 0, {EVERY}, {2 * EVERY}, …)" in md
     assert "K_A(k)" in md                                  # Mamba layers: the intrinsic kernel
     mem = json.loads((rep / "fits.json").read_text())["models"]["mamba"]["memory"]
     assert mem["settings"]["lags"] == LAGS and set(mem["layers"]) == {"0", "1"}
