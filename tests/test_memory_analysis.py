@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 import zarr
 from analysis import fit_memory, memory_profile, open_store
 from analysis.memory_report import compare_memory, figure, markdown, memory_study
@@ -19,7 +20,9 @@ SEQS, L, K, EVERY, XI, ALPHA = 24, 96, 24, 2, 6.0, 1.5
 SETTINGS = Settings(n_boot=200)
 
 
-def _store(path, name="syn", seed=0, xi=XI, alpha=ALPHA):
+def _store(path, name="syn", seed=0, xi=XI, alpha=ALPHA, profiles=None):
+    """A Mamba-like group with memory profiles of known law: drawn here, or `profiles(layer,
+    seq, ts, law)` -> (m, stderr)."""
     rng = np.random.default_rng(seed)
     root = zarr.open_group(str(path), mode="a")
     root.attrs.update({"tdos_format": schema.FORMAT, "creation_id": "0" * 32, "fingerprint": "s",
@@ -45,6 +48,9 @@ def _store(path, name="syn", seed=0, xi=XI, alpha=ALPHA):
         for q in range(SEQS):
             write_block(g, layer, q, 0, 0, BlockValues(np.full((L, d), 0.5 + 0j),
                                                        delta=np.full((L, d_inner), 0.25)))
+            if profiles is not None:
+                write_memory(g, layer, q, ts, *profiles(layer, q, ts, law))
+                continue
             amp = rng.lognormal(0, 0.5, (len(ts), 1))
             m = amp * law[None] * rng.lognormal(0, 0.15, (len(ts), K + 1))
             m[:, 0] = amp[:, 0]
@@ -65,6 +71,50 @@ def test_an_exponential_and_a_power_law_are_told_apart_and_recovered(tmp_path):
     # a window of the user's: the fit uses only those lags
     part = fit_memory(memory_profile(st, 1, SETTINGS), window=(2, 10), settings=SETTINGS)
     assert part.window == (2, 10) and part.n_lags == 9
+
+
+class _Decaying(torch.nn.Module):
+    """A layer built to have a known memory: y_t = Σ_{k=0..K} a_k c_{t,k} Q_k x_{t−k} / √d with
+    Q_k orthogonal, so ‖J_{t,t−k}‖_F² = a_k² c_{t,k}², c_{t,0} = 1 and c² a fixed per-token
+    gain of mean 1 (lognormal): the profile's expectation is the law a_k²."""
+
+    def __init__(self, law, seed, d=8):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        q, _ = torch.linalg.qr(torch.randn(K + 1, d, d, generator=g, dtype=torch.float64))
+        sigma = 0.3
+        c2 = torch.exp(sigma * torch.randn(L, K + 1, generator=g, dtype=torch.float64) - sigma ** 2 / 2)
+        c2[:, 0] = 1.0
+        self.register_buffer("q", q / d ** 0.5)
+        self.register_buffer("gain", (torch.as_tensor(law) * c2).sqrt())              # (L, K+1)
+
+    def forward(self, x):                                                            # (1, n, d)
+        n = x.shape[1]
+        y = torch.zeros_like(x)
+        for k in range(K + 1):
+            y[:, k:] = y[:, k:] + self.gain[k:n, k, None] * (x[:, : n - k] @ self.q[k].T)
+        return y
+
+
+def test_a_layer_built_with_a_known_decay_is_measured_and_fitted(tmp_path):
+    """The sweep's own lag_profile (exact, autograd of the layer's whole-sequence call) on
+    layers built to have ‖J_{t,t−k}‖_F² ∝ e^{−k/ξ} (layer 0) and ∝ k^{−α} (layer 1), written
+    through the sweep's writer: the right law is preferred and ξ or α is inside its CI."""
+    from sweep.generic.selfcheck import WholeSequenceCall
+    from sweep.memory import lag_profile
+
+    def profiles(layer, q, ts, law):
+        module = _Decaying(law, seed=1000 * layer + q)
+        x = torch.randn(1, L, 8, generator=torch.Generator().manual_seed(q), dtype=torch.float64)
+        m, err = lag_profile(WholeSequenceCall(module, x, (), {}), ts, K, probes=0, rows=len(ts) * 8)
+        return m.numpy(), err.numpy()
+
+    st = _store(tmp_path / "layer.zarr", profiles=profiles)
+    exp = fit_memory(memory_profile(st, 0, SETTINGS), settings=SETTINGS)
+    assert exp.preferred == "exponential" and exp.xi_lo <= XI <= exp.xi_hi, (exp.xi, exp.xi_lo, exp.xi_hi)
+    pw = fit_memory(memory_profile(st, 1, SETTINGS), settings=SETTINGS)
+    assert pw.preferred == "power law" and pw.alpha_lo <= ALPHA <= pw.alpha_hi, (pw.alpha, pw.alpha_lo, pw.alpha_hi)
+    assert exp.xi_hi - exp.xi_lo < 1.0 and pw.alpha_hi - pw.alpha_lo < 0.2
 
 
 def test_the_profile_counts_only_tokens_that_reach_back_k(tmp_path):
