@@ -14,7 +14,7 @@ from . import figures as F
 from ._plot import save
 from .aggregate import aggregate
 from .compare import compare_models
-from .compare_report import write_comparison
+from .compare_report import comparison_markdown, write_comparison
 from .depth import DepthStudy, depth_study
 from .depth_report import FIGURE as DEPTH_FIGURE
 from .depth_report import figure as depth_figure
@@ -135,7 +135,8 @@ def analyze(store_path, out=None, settings=None, model=None, progress=True) -> d
         comparison = compare_models([f"{store_path}:{n}" for n in names], settings)
         extra_files += write_comparison(comparison, out, markdown=False)
     write_json(results, out / "fits.json", store_path, settings, comparison)
-    write_report(results, out / "report.md", store_path, settings, extra_files, comparison)
+    write_report(results, out / "report.md", store_path, settings, extra_files,
+                 None if comparison is None else comparison_markdown(comparison, heading_level=3))
     return results
 
 

@@ -201,7 +201,9 @@ def _model_section(name, r, rel) -> list:
     return md
 
 
-def write_report(results, path, store_path, settings, extra_files, comparison=None):
+def write_report(results, path, store_path, settings, extra_files, comparison_md=None):
+    """report.md of `results`; `comparison_md`: the "Across models" lines of the comparison
+    (compare_report.comparison_markdown), passed in so this module never imports it back."""
     lo, hi = settings.window
     md = [f"# tdos analysis of `{os.path.abspath(store_path)}`", "",
           f"Settings: {settings.describe()}.", "",
@@ -218,11 +220,9 @@ def write_report(results, path, store_path, settings, extra_files, comparison=No
         md += [f"*{NOTE}*", ""]
     for name, r in results.items():
         md += _model_section(name, r, f"{name}/" if len(results) > 1 else "")
-    if comparison is not None or extra_files:
+    if comparison_md is not None or extra_files:
         md += ["## Across models", ""]
-        if comparison is not None:
-            from .compare_report import comparison_markdown
-            md += comparison_markdown(comparison, heading_level=3)
+        md += comparison_md or []
         for f in extra_files:
             if f.startswith("compare_"):
                 continue
