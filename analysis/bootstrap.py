@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from ._plot import axes_or_new
 from .fits import WINDOW, IRFit, _clean, fit_ir_exponent, fit_ir_from_hist
@@ -53,11 +52,7 @@ class BootstrapIR:
     @property
     def stretch(self) -> float:
         """Factor applied to each side of the percentile interval (see Resampling.interval)."""
-        if self.resampling is None:
-            return 1.0
-        q = (1 + self.level) / 2
-        return float(np.sqrt(self.resampling.variance_factor) * stats.t.ppf(q, self.dof)
-                     / stats.norm.ppf(q))
+        return 1.0 if self.resampling is None else self.resampling.stretch(self.level)
 
     @property
     def method(self) -> str:

@@ -23,13 +23,12 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from .aggregate import aggregate
 from .depth import compare_depth, depth_study
 from .memory_report import compare_memory, memory_study
 from .rates import MODES
-from .resampling import difference_interval
+from .resampling import difference_interval, verdict
 from .settings import Settings
 from .store import StoreError, open_store
 from .tables import bootstrap_from_agg, default_lengths
@@ -53,9 +52,7 @@ class DeltaBeta:
 
     @property
     def verdict(self) -> str:
-        if not np.isfinite(self.lo):
-            return "not fitted"
-        return f"agree at {self.level * 100:g} %" if self.lo <= 0 <= self.hi else "differ"
+        return verdict(self.lo, self.hi, self.level)
 
     def to_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "modes": self.modes, "L": self.L,

@@ -30,11 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from .bootstrap import bootstrap_ir_exponent
 from .rates import MODES, classify_rows, marginal_threshold
-from .resampling import difference_interval, resampling_for
+from .resampling import difference_interval, resampling_for, verdict
 from .settings import Settings
 from .tables import ModeRow, mode_row
 
@@ -215,11 +214,6 @@ def _kernel(st, spans, walked, skip, seq, settings) -> list:
     return out
 
 
-def _stretch(plan, level) -> float:
-    q = (1 + level) / 2
-    return float(np.sqrt(plan.variance_factor) * stats.t.ppf(q, plan.dof) / stats.norm.ppf(q))
-
-
 def _means(x, seq, settings) -> list:
     """[MeanCI] of each column of x (N, k) over tokens, resampled as β's bootstrap is."""
     x = np.asarray(x, np.float64)
@@ -228,7 +222,7 @@ def _means(x, seq, settings) -> list:
     ones = np.ones((len(x), 1))
     sums = plan.replicate_sums(np.concatenate([x, ones], 1), settings.n_boot, settings.seed)
     reps = sums[:, :-1] / sums[:, -1:]
-    c = _stretch(plan, settings.level)
+    c = plan.stretch(settings.level)
     return [MeanCI(float(mean[j]), *plan.interval(mean[j], reps[:, j], settings.level), plan.unit,
                    reps[:, j], c) for j in range(x.shape[1])]
 
@@ -240,7 +234,7 @@ def _ratio(a, b, seq, settings) -> MeanCI:
     sums = plan.replicate_sums(np.stack([a, b], 1), settings.n_boot, settings.seed)
     reps = sums[:, 0] / sums[:, 1]
     return MeanCI(float(r), *plan.interval(r, reps, settings.level), plan.unit, reps,
-                  _stretch(plan, settings.level))
+                  plan.stretch(settings.level))
 
 
 @dataclass
@@ -258,9 +252,7 @@ class DepthDelta:
 
     @property
     def verdict(self) -> str:
-        if not np.isfinite(self.lo):
-            return "not fitted"
-        return f"agree at {self.level * 100:g} %" if self.lo <= 0 <= self.hi else "differ"
+        return verdict(self.lo, self.hi, self.level)
 
     def to_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "what": self.what, "span": self.span,

@@ -24,6 +24,7 @@ import numpy as np
 from scipy import stats
 
 from ._plot import axes_or_new
+from .observables import memory_kernel
 from .resampling import Resampling, difference_interval, resampling_for
 from .settings import Settings
 
@@ -157,11 +158,11 @@ def _intrinsic(st, layer, K, skip) -> np.ndarray | None:
     """K_A(k) = ⟨e^{−Δ_t λ_A k}⟩ over the tokens and modes of a Mamba-style layer, else None."""
     if layer not in st.ssm_layers:
         return None
-    rates = np.concatenate([st.effective_rates(layer, q)[skip:].reshape(-1)
-                            for q in range(st.n_seqs)])
-    rates = rates[np.isfinite(rates)]
-    k = np.arange(K + 1)
-    return np.array([np.exp(-rates * kk).mean() for kk in k]) if len(rates) else None
+    k = np.arange(K + 1, dtype=np.float64)
+    kernels = [memory_kernel(st.effective_rates(layer, q)[skip:].reshape(-1), t=k)
+               for q in range(st.n_seqs)]                       # one sequence's rates at a time
+    n = sum(kern.n_modes for kern in kernels)
+    return sum(kern.K * kern.n_modes for kern in kernels) / n if n else None
 
 
 def _window(lags, value, reps, window):
@@ -219,11 +220,9 @@ def fit_memory(profile: MemoryProfile, window=None, settings: Settings | None = 
     other = 3 if col == 2 else 2
     ok = np.isfinite(reps[:, col]) & np.isfinite(reps[:, other])
     share = float((reps[ok, col] <= reps[ok, other]).mean()) if ok.any() else np.nan
-    q = (1 + level) / 2
-    stretch = float(np.sqrt(plan.variance_factor) * stats.t.ppf(q, plan.dof) / stats.norm.ppf(q))
     return MemoryFit(profile.layer, window, len(ks), xi, *ci(xi, 0), alpha, *ci(alpha, 1), chi2,
                      dof, p, preferred, share, profile.unit, level,
-                     {"xi": reps[:, 0], "alpha": reps[:, 1]}, stretch, profile)
+                     {"xi": reps[:, 0], "alpha": reps[:, 1]}, plan.stretch(level), profile)
 
 
 def delta(a: MemoryFit, b: MemoryFit, what: str, level: float) -> tuple:

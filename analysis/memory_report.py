@@ -8,6 +8,7 @@ import numpy as np
 
 from ._plot import new_figure, panel_label, sweep_colors
 from .memory import delta, fit_memory, memory_profile
+from .resampling import verdict
 
 FIGURE = "memory.png"
 CAPTION = ("token memory: the normalised lag profile m(k) = ⟨‖J_{t,t−k}‖_F² / ‖J_tt‖_F²⟩ of "
@@ -112,9 +113,7 @@ class MemoryDelta:
 
     @property
     def verdict(self) -> str:
-        if not np.isfinite(self.lo):
-            return "not fitted"
-        return f"agree at {self.level * 100:g} %" if self.lo <= 0 <= self.hi else "differ"
+        return verdict(self.lo, self.hi, self.level)
 
     def to_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "layer_a": self.layer_a, "layer_b": self.layer_b,

@@ -101,8 +101,13 @@ class Resampling:
             return np.nan, np.nan
         q = (1 + level) / 2
         lo, hi = np.quantile(r, [1 - q, q])
-        c = np.sqrt(self.variance_factor) * stats.t.ppf(q, self.dof) / stats.norm.ppf(q)
+        c = self.stretch(level)
         return float(point - (point - lo) * c), float(point + (hi - point) * c)
+
+    def stretch(self, level) -> float:
+        """The factor `interval` stretches each side by: √variance_factor · t_dof/z."""
+        q = (1 + level) / 2
+        return float(np.sqrt(self.variance_factor) * stats.t.ppf(q, self.dof) / stats.norm.ppf(q))
 
     def replicate_sums(self, values, n_boot, seed=0) -> np.ndarray:
         """(n_boot, p) per-replicate sums of an additive per-token quantity `values` (N, p).
@@ -162,6 +167,13 @@ def difference_interval(a, reps_a, stretch_a, b, reps_b, stretch_b, level) -> tu
     q = (1 + level) / 2
     lo, hi = np.quantile(reps, [1 - q, q])
     return float(d), float(lo), float(hi)
+
+
+def verdict(lo, hi, level) -> str:
+    """What a difference's CI says: "agree at 90 %" when it holds 0, "differ", or "not fitted"."""
+    if not np.isfinite(lo):
+        return "not fitted"
+    return f"agree at {level * 100:g} %" if lo <= 0 <= hi else "differ"
 
 
 def group_by_sequence(seq, n):

@@ -39,11 +39,17 @@ def _checkpoints(root: Path) -> dict:
               "Pythia-410M layers (random, d 1024)": (GPTNeoXForCausalLM, GPTNeoXConfig(
                   vocab_size=1024, hidden_size=1024, num_hidden_layers=4, num_attention_heads=16,
                   intermediate_size=4096, rotary_pct=0.25))}
+    return {**out, **save_random(shapes, root)}
+
+
+def save_random(shapes: dict, root: Path) -> dict:
+    """{name: path}: a randomly initialised (seed 0) model of each {name: (class, config)},
+    save_pretrained under root / the name's first word."""
+    out = {}
     for name, (cls, cfg) in shapes.items():
         torch.manual_seed(0)
-        path = root / name.split()[0]
-        cls(cfg).save_pretrained(str(path))
-        out[name] = path
+        out[name] = root / name.split()[0]
+        cls(cfg).save_pretrained(str(out[name]))
     return out
 
 

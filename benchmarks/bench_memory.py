@@ -37,6 +37,7 @@ sys.path.insert(0, str(REPO))
 
 
 def _checkpoints(root: Path) -> dict:
+    from bench_depth import save_random
     from transformers import MambaConfig, MambaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
     shapes = {"Mamba-370M layer (random, d 1024)": (MambaForCausalLM, MambaConfig(
@@ -45,13 +46,7 @@ def _checkpoints(root: Path) -> dict:
               "Qwen3-0.6B layer (random, d 1024)": (Qwen3ForCausalLM, Qwen3Config(
                   vocab_size=1024, hidden_size=1024, intermediate_size=3072, num_hidden_layers=2,
                   num_attention_heads=16, num_key_value_heads=8, head_dim=128))}
-    out = {}
-    for name, (cls, cfg) in shapes.items():
-        torch.manual_seed(0)
-        path = root / name.split()[0]
-        cls(cfg).save_pretrained(str(path))
-        out[name] = path
-    return out
+    return save_random(shapes, root)
 
 
 def _jtt_seconds_per_token(path: Path, length: int, tokens: int) -> float:
