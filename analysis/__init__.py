@@ -1,38 +1,47 @@
-"""tdos analysis: reads only the store (and its aggregate beside it). See docs/api.md.
+"""tdos analysis: reads only the store. Rooms, each importing only the ones above it:
 
-Names load lazily (PEP 562): `from analysis import schema` — what every sweep worker imports
-to write a store — brings in neither matplotlib nor scipy.
+    _plot       the figures' shared axes and saving
+    spectrum/   rates of a block's eigenvalues under a mode count; TDOS, K(t), Δ_t, A_log
+    io/         the store's declaration (schema), its reader, the analysis settings, the
+                incremental aggregate beside the store
+    fit/        β by least squares and bounded MLE, windows, goodness of fit, resampling CIs
+    laws/       App. B self-averaging and K(t) laws with their uncertainty
+    studies/    Table I and β against depth, fp32 vs fp64, two models compared, stacked
+                blocks (depth) and token memory
+    report/     figures, report.md, fits.json, compare.md: renderers of the studies
+    views/      the live view during a sweep, the summary after it
+    cli         `tdos analyze` / `tdos compare`
+
+Names load lazily (PEP 562): `from analysis.io import schema`, what every sweep worker
+imports to write a store, brings in neither matplotlib nor scipy. See ARCHITECTURE.md.
 """
 import importlib
 
-# the function `aggregate` shares its name with its module: bound now, as the submodule's
-# first import would otherwise leave the module under that name (it needs no scipy)
-from .aggregate import Aggregate, aggregate  # noqa: E402
-
 _EXPORTS = {
-    "alternatives": ["Alternative", "compare_alternatives"],
-    "bootstrap": ["BootstrapIR", "bootstrap_ir_exponent", "bootstrap_ir_from_hists"],
-    "compare": ["Comparison", "DeltaBeta", "compare_models"],
-    "depth": ["DepthStudy", "depth_study"],
-    "fits": ["IRFit", "MLEFit", "fit_ir_exponent", "fit_ir_from_hist", "mle_ir_exponent"],
-    "gof": ["PowerLawGOF", "power_law_gof"],
-    "memory": ["MemoryFit", "MemoryProfile", "fit_memory", "memory_profile"],
-    "observables": ["ComplexSpectrum", "MemoryKernel", "Spectrum", "SpectrumFamily",
+    "io.aggregate": ["Aggregate", "aggregate"],
+    "fit.alternatives": ["Alternative", "compare_alternatives"],
+    "fit.bootstrap": ["BootstrapIR", "bootstrap_ir_exponent", "bootstrap_ir_from_hists"],
+    "studies.compare": ["Comparison", "DeltaBeta", "compare_models"],
+    "studies.depth": ["DepthStudy", "depth_study"],
+    "fit.fits": ["IRFit", "MLEFit", "fit_ir_exponent", "fit_ir_from_hist", "mle_ir_exponent"],
+    "fit.gof": ["PowerLawGOF", "power_law_gof"],
+    "studies.memory": ["MemoryFit", "MemoryProfile", "fit_memory", "memory_profile"],
+    "spectrum.observables": ["ComplexSpectrum", "MemoryKernel", "Spectrum", "SpectrumFamily",
                     "a_log_distribution", "block_rates", "complex_spectrum", "delta_distribution",
                     "effective_spectrum", "effective_vs_length", "intrinsic_by_layer",
                     "intrinsic_spectrum", "memory_kernel", "memory_kernel_from_hist", "tdos",
                     "tdos_from_rates", "tdos_vs_depth", "tdos_vs_length"],
-    "precision": ["PrecisionComparison", "compare_precision", "match_tokens"],
-    "rates": ["MODES", "classify", "classify_rows", "marginal_threshold", "rates_of"],
-    "selfavg": ["ir_resolution", "self_averaging"],
-    "settings": ["Settings", "SettingsError"],
-    "store": ["Store", "StoreError", "open_store"],
-    "tables": ["IRTable", "beta_vs_depth", "beta_vs_length"],
-    "window": ["LocalExponent", "MLEInterval", "WindowSensitivity", "bootstrap_mle",
+    "studies.precision": ["PrecisionComparison", "compare_precision", "match_tokens"],
+    "spectrum.rates": ["MODES", "classify", "classify_rows", "marginal_threshold", "rates_of"],
+    "laws.selfavg": ["ir_resolution", "self_averaging"],
+    "io.settings": ["Settings", "SettingsError"],
+    "io.store": ["Store", "StoreError", "open_store"],
+    "studies.tables": ["IRTable", "beta_vs_depth", "beta_vs_length"],
+    "fit.window": ["LocalExponent", "MLEInterval", "WindowSensitivity", "bootstrap_mle",
                "local_exponent", "window_sensitivity"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
-__all__ = sorted([*_WHERE, "Aggregate", "aggregate"])
+__all__ = sorted(_WHERE)
 
 
 def __getattr__(name):

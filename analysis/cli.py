@@ -1,6 +1,6 @@
 """`tdos analyze STORE ...` and `tdos compare STORE[:MODEL] ... ` (sweep/cli.py delegates
 here). Every option left out comes from the config's `analysis:` section that the sweep
-recorded in the store, then from the defaults (analysis/settings.py)."""
+recorded in the store, then from the defaults (analysis/io/settings.py)."""
 from __future__ import annotations
 
 import argparse
@@ -8,13 +8,13 @@ import sys
 
 import numpy as np
 
-from .compare import compare_models, parse_source
-from .compare_report import verdict_lines, write_comparison
-from .rates import MODES
-from .report import analyze
-from .settings import Settings, SettingsError
-from .store import StoreError, open_store
-from .uncertainty import law_lines
+from analysis.studies.compare import compare_models, parse_source
+from analysis.report.compare import verdict_lines, write_comparison
+from analysis.spectrum.rates import MODES
+from analysis.report.analyze import analyze
+from analysis.io.settings import Settings, SettingsError
+from analysis.io.store import StoreError, open_store
+from analysis.laws.uncertainty import law_lines
 
 
 def _settings_flags(p: argparse.ArgumentParser) -> None:

@@ -5,11 +5,11 @@
 
 One block = T tokens of one (layer, sequence): hidden states (advancing the cached
 residual stream by one layer, what a sweep task pays when it reaches a new layer),
-J_tt (+ Δ_t for Mamba), eig, the zarr chunk + ledger write through sweep.store, and the
+J_tt (+ Δ_t for Mamba), eig, the zarr chunk + ledger write through sweep.store.writer, and the
 Dask overhead of running the same block as a task on a real 1-worker LocalCluster
 (task wall seen by the client minus the compute the task reports). fp32 and fp64; 1 and 2
 threads. Models are random-init from their configs (no download), saved once with
-save_pretrained and loaded by sweep.model.load_model:
+save_pretrained and loaded by sweep.worker.model.load_model:
 
     mamba-370m       MambaConfig d 1024, 48 layers, d_state 16, expand 2, conv 4, dt_rank 64;
                      layer 24 (random init: A_log = log(1..16); fine for timing)
@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sweep import linalg
+from sweep.numerics import linalg
 
 D_MODEL = 1024
 DTYPES = ("float32", "float64")
@@ -182,7 +182,7 @@ def _plan_name(choice: str, plan: dict) -> str:
 
 def bench_config(models: dict, store: Path, length: int, T: int):
     """One store, one group per (model, dtype), each planning `length` tokens at its layer."""
-    from sweep.config import config_from_dict
+    from sweep.config.load import config_from_dict
 
     entries = [{"path": str(path), "dtype": dtype, "name": f"{name}-{dtype}", "layers": {layer: length}}
                for name, (path, layer) in models.items() for dtype in DTYPES]
@@ -192,10 +192,10 @@ def bench_config(models: dict, store: Path, length: int, T: int):
 
 
 def block_task(plan, root, group: str, t0: int):
-    """The planned BlockTask of `group` starting at token t0 (`plan` from sweep.plan.make_plan,
-    `root` the store sweep.store.open_store made from it), its residual h_l stored first
+    """The planned BlockTask of `group` starting at token t0 (`plan` from sweep.plan.make.make_plan,
+    `root` the store sweep.store.writer.open_store made from it), its residual h_l stored first
     (the residual task runs here)."""
-    from sweep.task import run_task
+    from sweep.worker.task import run_task
     from sweep.tasks import BlockTask, ResidualTask, pending_tasks
 
     tasks = pending_tasks(plan, root)
@@ -209,11 +209,11 @@ def phases(model, task, g, reps: int) -> dict:
     """Seconds per phase of one block, in this process, at the current thread count.
 
     J_tt goes into the reused per-thread buffer with glibc's thresholds raised, as on a
-    worker (sweep/task.py): a fresh (T, d, d) block per call would add its page faults.
+    worker (sweep/worker/task.py): a fresh (T, d, d) block per call would add its page faults.
     """
-    from sweep import store
-    from sweep.spectra import eigvals
-    from sweep.task import _jacobian_buffer, _keep_temporaries_on_heap
+    from sweep.store import writer as store
+    from sweep.numerics.spectra import eigvals
+    from sweep.worker.task import _jacobian_buffer, _keep_temporaries_on_heap
 
     _keep_temporaries_on_heap()
 
@@ -248,7 +248,7 @@ def _task_with_faults(task):
 
     import torch as th
 
-    from sweep.task import run_task
+    from sweep.worker.task import run_task
 
     f0 = r.getrusage(r.RUSAGE_SELF).ru_minflt
     out = run_task(task)
@@ -323,9 +323,9 @@ def bench_naive(model, layer: int, h: torch.Tensor, positions, ours: dict) -> li
 
 def run(args) -> dict:
     from cluster import ClusterConfig, connect
-    from sweep import store as st
-    from sweep.model import load_model
-    from sweep.plan import make_plan
+    from sweep.store import writer as st
+    from sweep.worker.model import load_model
+    from sweep.plan.make import make_plan
 
     work = Path(args.work)
     models = save_models(work / "models", args.models)
@@ -375,7 +375,7 @@ def run(args) -> dict:
 
 def naive_section(models: dict, args, blocks: list[dict]) -> list[dict]:
     """Naive vs structured on Mamba-370M fp32, 1 thread (ours: this run's 1-thread block)."""
-    from sweep.model import load_model
+    from sweep.worker.model import load_model
 
     name = next(n for n in models if n.startswith("mamba"))
     path, layer = models[name]

@@ -55,11 +55,11 @@ def save_random(shapes: dict, root: Path) -> dict:
 
 def _sweep_seconds(path: Path, tokens: int, block: int, spans, device="cpu") -> tuple[float, dict]:
     """(summed task seconds, {phase: seconds}) of sweeping every layer of `path`."""
-    from sweep import resident
-    from sweep import task as worker
-    from sweep.config import config_from_dict
-    from sweep.plan import make_plan
-    from sweep.store import open_store
+    from sweep.worker import resident
+    from sweep.worker import task as worker
+    from sweep.config.load import config_from_dict
+    from sweep.plan.make import make_plan
+    from sweep.store.writer import open_store
     from sweep.tasks import pending_tasks
 
     store = Path(tempfile.mkdtemp(prefix="bench-depth-")) / "r.zarr"

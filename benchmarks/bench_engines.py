@@ -8,7 +8,7 @@ For each architecture with a hand-written block (sweep/blocks/), a random-init m
 - fast: the hand-written J_tt (`BlockOps.jacobians`) on the layer's input hidden states;
 - generic: `sweep.generic.decode.LayerJacobians.run`, everything included (its prefill of
   the prefix through layers 0..1, the decode steps, the batched backward passes);
-- eig: the eigenvalues of those J_tt (`sweep.spectra.eigvals`), the same for both.
+- eig: the eigenvalues of those J_tt (`sweep.numerics.spectra.eigvals`), the same for both.
 End to end = J_tt + eig per token; the ratio generic / fast decides (>= 1.3 keeps the fast
 path, issue 21). Both J_tt are compared (relative max difference). Writes
 benchmarks/results/bench_engines.{md,json}.
@@ -59,7 +59,7 @@ def build(cfg, dtype=torch.float32):
 def hidden_in(model, ids, layer):
     """(n, d): the residual stream entering `layer` in transformers' own parallel forward
     (read by a hook: Mamba's output_hidden_states[0] is not its embedding)."""
-    from sweep.generic.layers import decoder_layers
+    from sweep.plan.layers import decoder_layers
 
     got = []
     hook = decoder_layers(model)[layer].register_forward_pre_hook(
@@ -86,7 +86,7 @@ def measure(name, cfg, ops_path, T, P, reps) -> dict:
     import importlib
 
     from sweep.generic.decode import LayerJacobians
-    from sweep.spectra import eigvals
+    from sweep.numerics.spectra import eigvals
 
     model = build(cfg)
     ids = torch.randint(0, cfg.vocab_size, (P + T,), generator=torch.Generator().manual_seed(1))

@@ -11,8 +11,8 @@ process with one thread, as a sweep worker runs (OMP/MKL/OPENBLAS_NUM_THREADS=1)
 One block = --tokens tokens starting at each --position of a 512-token random sequence,
 through what a task runs: LayerJacobians.run (the model's own decoding: the prefill of the
 prefix through layers 0..l, the decode steps, the batched backward passes), then the
-eigenvalues and the two norm directions (sweep.spectra). Reported per token: the block's
-wall time, the eig share (the same J_tt through sweep.spectra.eigvals, one thread), their
+eigenvalues and the two norm directions (sweep.numerics.spectra). Reported per token: the block's
+wall time, the eig share (the same J_tt through sweep.numerics.spectra.eigvals, one thread), their
 ratio (issue 21's target: <= 3.0, aiming for 2.0), and the process's peak RSS (target <= 4
 GiB). Writes benchmarks/results/bench_generic.{md,json}.
 """
@@ -44,7 +44,7 @@ def build(name: str, dtype):
                             head_dim=128, max_position_embeddings=40960, rms_norm_eps=1e-6,
                             tie_word_embeddings=True)
     else:
-        from sweep.architecture import mamba_ssm_to_hf_config
+        from sweep.plan.architecture import mamba_ssm_to_hf_config
 
         cfg = mamba_ssm_to_hf_config({"d_model": 1024, "n_layer": 48, "vocab_size": 50277,
                                       "ssm_cfg": {"layer": "Mamba2"}, "pad_vocab_size_multiple": 16})
@@ -62,7 +62,7 @@ def one_model(name: str, positions, T: int, dtype_name: str) -> dict:
     import torch
 
     from sweep.generic.decode import LayerJacobians
-    from sweep.spectra import eigvals, scale_direction, shift_direction
+    from sweep.numerics.spectra import eigvals, scale_direction, shift_direction
 
     torch.set_num_threads(1)
     dtype = getattr(torch, dtype_name)

@@ -77,7 +77,7 @@ def main() -> None:
     from oracle import matched_eigvals_error
     from sweep.generic.decode import LayerJacobians
     from sweep.generic.local import LocalModel
-    from sweep.model import _use_tdos_attention
+    from sweep.worker.model import _use_tdos_attention
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default="/tmp/llama3-8b-shaped")

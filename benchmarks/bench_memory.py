@@ -14,7 +14,7 @@ process (the worker's code, no cluster).
   K = 64, every = 8: 512 cotangents; exact (p = 0): 64 · d of them. One cotangent's
   backward is also timed at L/4 and L/2, which shows how it grows with L.
 - `--batched`: the same cotangents in one `is_grads_batched` backward, per cotangent, against
-  one at a time (sweep/memory.py goes one at a time on the CPU).
+  one at a time (sweep/numerics/memory.py goes one at a time on the CPU).
 
     .venv/bin/python benchmarks/bench_memory.py [--length 512] [--rows 2] [--jtt-tokens 32] [--batched]
 
@@ -51,11 +51,11 @@ def _checkpoints(root: Path) -> dict:
 
 def _jtt_seconds_per_token(path: Path, length: int, tokens: int) -> float:
     """J_tt + eig + write seconds per token of layer 1 (block tasks only)."""
-    from sweep import resident
-    from sweep import task as worker
-    from sweep.config import config_from_dict
-    from sweep.plan import make_plan
-    from sweep.store import open_store
+    from sweep.worker import resident
+    from sweep.worker import task as worker
+    from sweep.config.load import config_from_dict
+    from sweep.plan.make import make_plan
+    from sweep.store.writer import open_store
     from sweep.tasks import BlockTask, pending_tasks
 
     store = Path(tempfile.mkdtemp(prefix="bench-memory-")) / "r.zarr"
@@ -76,7 +76,7 @@ def _jtt_seconds_per_token(path: Path, length: int, tokens: int) -> float:
 def _memory_seconds(path: Path, length: int, rows: int, batched: bool) -> dict:
     """Seconds of the forward with its graph, and per cotangent one at a time (and batched)."""
     from sweep.generic.selfcheck import whole_sequence_call
-    from sweep.memory import _graph
+    from sweep.numerics.memory import _graph
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()

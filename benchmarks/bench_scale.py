@@ -157,8 +157,8 @@ def part_8b(args) -> list[str]:
     from bench_local import write_checkpoint
     from oracle import matched_eigvals_error
     from sweep.budget import plan_sweep
-    from sweep.config import load_config
-    from sweep.plan import Plan, make_plan
+    from sweep.config.load import load_config
+    from sweep.plan.make import Plan, make_plan
     from sweep.run import run_sweep
 
     root = Path(args.dir)
@@ -226,13 +226,13 @@ def part_8b(args) -> list[str]:
 
 def _route_seconds(path: Path, dtype: str, whole: bool, tokens: int, seqs: int, block: int):
     """(seconds per block of J_tt, stream seconds, blocks) at the deepest layer, one route."""
-    from sweep import task as worker
-    from sweep.config import config_from_dict
-    from sweep.plan import make_plan
-    from sweep.store import open_store
+    from sweep.worker import task as worker
+    from sweep.config.load import config_from_dict
+    from sweep.plan.make import make_plan
+    from sweep.store.writer import open_store
     from sweep.tasks import BlockTask, ResidualTask, pending_tasks
 
-    from sweep.checkpoint import inspect_checkpoint
+    from sweep.plan.checkpoint import inspect_checkpoint
 
     store = Path(tempfile.mkdtemp(prefix="bench-route-")) / "r.zarr"
     deepest = inspect_checkpoint(str(path), None, "model.path").n_layers - 1
@@ -254,7 +254,7 @@ def _route_seconds(path: Path, dtype: str, whole: bool, tokens: int, seqs: int, 
         elif isinstance(t, BlockTask):
             jac.append(r["seconds"]["jacobian"] + r["seconds"]["hidden"])
     worker._models.clear()
-    from sweep import resident
+    from sweep.worker import resident
 
     resident.drop()
     return statistics.median(jac[1:] or jac), stream, len(jac), deepest

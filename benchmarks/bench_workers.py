@@ -57,10 +57,10 @@ def save_small_mamba(root: Path) -> Path:
 
 def scaling(work: Path, workers=(1, 2), sequences: int = 3, length: int = 64, block: int = 8) -> list[dict]:
     from cluster import connect
-    from sweep.config import config_from_dict
-    from sweep.plan import make_plan
+    from sweep.config.load import config_from_dict
+    from sweep.plan.make import make_plan
     from sweep.run import run_sweep
-    from sweep.store import open_store
+    from sweep.store.writer import open_store
 
     path = save_small_mamba(work / "models")
     rows = []

@@ -27,7 +27,7 @@ L = 9
 def measure(name, root, gen) -> list[dict]:
     from families import save_family
     from oracle import matched_eigvals_error, oracle_model, scan_deltas, sequence_jacobian
-    from sweep.model import load_model
+    from sweep.worker.model import load_model
 
     path = save_family(name, root, gen)
     ours = load_model(path, dtype="float64")

@@ -14,7 +14,7 @@ from cluster.build import (
     slurm_job_script,
     task_resources,
 )
-from cluster.config import ClusterConfig, ConfigError, SlurmConfig, TLSConfig
+from sweep.config.cluster import ClusterConfig, ConfigError, SlurmConfig, TLSConfig
 from cluster.gpu import detect_gpus
 from cluster.security import make_security
 

@@ -20,7 +20,7 @@ from typing import Iterator
 
 from distributed import Client, LocalCluster
 
-from cluster.config import ClusterConfig, ConfigError, check_address
+from sweep.config.cluster import ClusterConfig, ConfigError, check_address
 from cluster.gpu import detect_gpus
 from cluster.security import make_security
 

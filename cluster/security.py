@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from distributed.security import Security
 
-from cluster.config import TLSConfig
+from sweep.config.cluster import TLSConfig
 
 
 def make_security(tls: TLSConfig | None) -> Security | None:

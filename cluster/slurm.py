@@ -15,7 +15,7 @@ import asyncio
 import logging
 import os
 
-from cluster.config import ClusterConfig, ConfigError
+from sweep.config.cluster import ClusterConfig, ConfigError
 from cluster.security import make_security
 
 SCRIPT_SCHEDULER = "SCHEDULER-ADDRESS"   # stands in for the address in a dry-run job script

@@ -1,0 +1,15 @@
+"""tdos sweep: a YAML config becomes a store of Jacobian spectra. The data path, one way:
+
+    errors.py   the user-facing errors (imports nothing)
+    config/     YAML -> SweepConfig: every section's allowed values and checks (choices.py,
+                inputs.py, cluster.py, validate.py); imports only errors and the declarations
+    plan/       SweepConfig -> Plan: checkpoints inspected, model.path resolved once, token ids,
+                layers, kinds, file identity; imports config, loads no torch at import
+    store/      Plan -> the zarr store: writer, the sweep's view of the ledger, upgrade, lock
+    tasks.py    Plan + ledger -> the tasks still to do (ModelRef carries the resolved location)
+    worker/     runs a task: the model (layer-local or whole), J_tt, eig, chunks, ledger cell
+    numerics/, blocks/, generic/   block math: torch only, no Dask
+    budget.py, run.py, cli.py      the client: --dry-run, the sweep on a cluster, `tdos`
+
+tests/test_layers.py holds these arrows as data. See ARCHITECTURE.md.
+"""

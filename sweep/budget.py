@@ -1,6 +1,6 @@
 """What a sweep will cost before it runs: blocks, bytes on disk, memory per worker, core-hours.
 
-Everything here comes from the plan (sweep/plan.py: the config and the checkpoints'
+Everything here comes from the plan (sweep/plan/make.py: the config and the checkpoints'
 headers; no weights are loaded), so `tdos sweep --dry-run` answers in seconds, and a real
 run refuses a sweep whose store cannot fit on the disk or whose workers cannot fit in
 memory before the store exists.
@@ -26,8 +26,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from sweep.errors import ConfigError
-from sweep.plan import Plan
+from sweep.plan.make import Plan
 
 GiB, MiB = 1 << 30, 1 << 20
 D_REF = 1024                        # d_model of the measured blocks
@@ -48,7 +50,6 @@ FP64_LOAD_FACTOR = 1.67             # its fp64 cold task: 41.7 s
 PROCESS_BYTES = int(0.5 * GiB)      # a worker with torch + transformers imported, no model
 JAC_CHUNK = 512                     # cotangents per batched backward (sweep.generic.decode)
 GRAPH_PER_TOKEN = 20                # a memory task's kept graph: activations of block_params / d
-_REAL = {"float32": 4, "float64": 8}
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ def check_fits(plan: SweepPlan) -> None:
 def _check_existing_store(plan: Plan) -> None:
     """A store made from another config is refused here too (read-only), so --dry-run says
     what the real run would."""
-    from sweep.store import check_same_config
+    from sweep.store.writer import check_same_config
 
     meta = Path(plan.store) / "zarr.json"
     if not meta.is_file():
@@ -199,7 +200,7 @@ def _load_seconds(info, dtype: str) -> float:
 def _store_bytes(m, planned: int, cfg) -> int:
     """Bytes of the arrays a finished sweep writes for model `m` (chunks never written,
     beyond each layer's length, take no space)."""
-    real = _REAL[m.spec.dtype]
+    real = np.dtype(m.spec.dtype).itemsize
     info = m.info
     per_token = info.d_model * 2 * real + 4 * real          # eigenvalues + scale/shift ρ, r
     channels = max((k.delta_channels for k in info.kinds if k.ssm), default=0)
@@ -227,7 +228,7 @@ def _worker_bytes(m, cfg) -> tuple[int, str]:
     h_l, or a residual task's batch of sequences, two layers' worth)."""
     from sweep.tasks import residual_batch
 
-    real, d, B, L = _REAL[m.spec.dtype], m.info.d_model, cfg.token_block, cfg.inputs.length
+    real, d, B, L = np.dtype(m.spec.dtype).itemsize, m.info.d_model, cfg.token_block, cfg.inputs.length
     layer = m.info.block_params * real
     jac = B * d * d * real
     eig = 4 * d * d * 2 * real                             # a complex (d, d) and LAPACK's copies

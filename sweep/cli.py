@@ -100,14 +100,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def _sweep(args) -> int:
     from sweep.budget import check_fits, plan_sweep
-    from sweep.config import load_config
-    from sweep.versions import require_transformers
+    from sweep.config.load import load_config
+    from sweep.worker.versions import require_transformers
 
     require_transformers()
     overrides = {"store": args.store} if args.store else {}
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers: must be >= 1, got {args.workers} — leave it out for one per core")
-    from sweep.plan import make_plan
+    from sweep.plan.make import make_plan
 
     plan = make_plan(load_config(args.config, overrides))     # every input read and checked
     cost = plan_sweep(plan, args.workers, args.scheduler)
@@ -133,15 +133,15 @@ def _sweep(args) -> int:
 
 
 def _print_summary(store: str) -> None:
-    from analysis.summary import summary_text
+    from analysis.views.summary import summary_text
 
     print(f"\nstore: {store}   (tdos analyze {store} --out DIR for figures and fits)")
     print(summary_text(store))
 
 
 def _status(args) -> int:
-    from sweep.ledger import memory_rows, status_rows, walk_rows
-    from sweep.validate import existing_store
+    from sweep.store.ledger import memory_rows, status_rows, walk_rows
+    from sweep.config.validate import existing_store
 
     existing_store(args.store)
     rows = status_rows(args.store)
@@ -171,8 +171,8 @@ def _s(v) -> str:
 
 
 def _upgrade(args) -> int:
-    from analysis.schema import FORMAT
-    from sweep.upgrade import upgrade
+    from analysis.io.schema import FORMAT
+    from sweep.store.upgrade import upgrade
 
     old = upgrade(args.store)
     print(f"{args.store}: format {FORMAT}" + (" already" if old == FORMAT else f" (was {old})"))

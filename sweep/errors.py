@@ -1,6 +1,6 @@
 """The user-facing errors of a sweep, in one dependency-free module.
 
-sweep/config.py and cluster/config.py both raise ConfigError, and importing this module
+sweep/config/load.py and sweep/config/cluster.py both raise ConfigError, and importing this module
 imports nothing else, so the block math and the configs share it without pulling in Dask.
 Each message is one line that names the field or path and the fix; `tdos` prints it
 without a traceback.

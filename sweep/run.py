@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from sweep import ledger
-from sweep import store as st
-from sweep.config import SweepConfig, with_store
+from sweep.store import ledger
+from sweep.store import writer as st
+from sweep.config.load import SweepConfig, with_store
 from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers
-from sweep.lock import store_lock
-from sweep.plan import Plan, make_plan
-from sweep.task import run_task
+from sweep.store.lock import store_lock
+from sweep.plan.make import Plan, make_plan
+from sweep.worker.task import run_task
 from sweep.tasks import ALogTask, BlockTask, DepthTask, MemoryTask, ResidualTask, pending_tasks
 
 RETRIES = 2          # task exceptions; a killed worker's tasks are rescheduled by the scheduler
@@ -78,7 +78,7 @@ def _connect(cfg, workers, scheduler, client):
 
 def _tdos_page(client, cfg):
     """The dashboard's /tdos page (cluster/page.py): registered now, updated until the end."""
-    from analysis.live import live_snapshot
+    from analysis.views.live import live_snapshot
     from cluster.dashboard import TdosPage
 
     return TdosPage(client, lambda running: live_snapshot(cfg.store, running), cfg.compute.live_every)
@@ -207,7 +207,7 @@ def _say(line: str) -> None:
 
 class _LivePlot:
     """Every `every` seconds, redraw the growing TDOS next to the store (<store>.live.png)
-    with analysis.live.render_live when the analysis package provides it."""
+    with analysis.views.live.render_live when the analysis package provides it."""
 
     def __init__(self, store: str, every: float):
         self.store, self.every = store, every
@@ -216,7 +216,7 @@ class _LivePlot:
         self._render = None
         if every > 0:
             with contextlib.suppress(ImportError):
-                from analysis.live import render_live
+                from analysis.views.live import render_live
 
                 self._render = render_live
         self._thread = threading.Thread(target=self._loop, daemon=True, name="tdos-live")

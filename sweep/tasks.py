@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 import zarr
 
-from analysis.schema import PENDING
-from sweep.ledger import Ledger
-from sweep.plan import ModelPlan, Plan
+from analysis.io.schema import PENDING
+from sweep.store.ledger import Ledger
+from sweep.plan.make import ModelPlan, Plan
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class ModelRef:
 
     store: str
     group: str
-    path: str
+    path: str         # model.path as the config wrote it: how messages name the model
+    location: str     # the checkpoint directory the plan resolved it to: what workers load
     dtype: str
     revision: str | None
     device: str
@@ -37,10 +38,10 @@ class ModelRef:
     store_id: str     # its creation_id             } cache is keyed by both
     files: tuple[tuple[str, str], ...]  # ((file, sha256), ...) recorded at store creation
     engine: str = "generic"    # "fast" | "generic"
-    cpu_linalg: str = "auto"   # compute.cpu_linalg, resolved by each worker (sweep/linalg.py)
+    cpu_linalg: str = "auto"   # compute.cpu_linalg, resolved by each worker (sweep/numerics/linalg.py)
     trust_remote_code: bool = False
     # ((file, size, mtime_ns), ...) recorded with the hashes: a layer-local worker trusts a
-    # file it reads whose stat agrees, and hashes the others (sweep/resident.py)
+    # file it reads whose stat agrees, and hashes the others (sweep/worker/resident.py)
     stats: tuple[tuple[str, int, int], ...] = ()
     not_local: str = ""        # why blocks load the whole model (empty: one layer resident)
     resident_layers: int = 1   # compute.resident_layers: decoder layers a worker holds at most
@@ -109,7 +110,7 @@ class DepthTask:
 
 @dataclass(frozen=True)
 class MemoryTask:
-    """m_t(k) of one (layer, sequence) at output tokens `ts` (sweep/memory.py)."""
+    """m_t(k) of one (layer, sequence) at output tokens `ts` (sweep/numerics/memory.py)."""
 
     model: ModelRef
     layer: int
@@ -200,7 +201,8 @@ def residual_tasks(ref: ModelRef, led: Ledger, seqs, n_ctx: int, batch: int) -> 
 def model_ref(plan: Plan, m: ModelPlan, root: zarr.Group) -> ModelRef:
     files = root[m.name].attrs["checkpoint"]["files"]
     c = plan.config.compute
-    return ModelRef(store=plan.store, group=m.name, path=m.spec.path, dtype=m.spec.dtype,
+    return ModelRef(store=plan.store, group=m.name, path=m.spec.path,
+                    location=m.checkpoint["dir"], dtype=m.spec.dtype,
                     revision=m.spec.revision, device=c.device, fingerprint=plan.fingerprint,
                     store_id=root.attrs["creation_id"],
                     files=tuple(sorted((f, r["sha256"]) for f, r in files.items())),

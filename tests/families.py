@@ -98,7 +98,7 @@ FAMILIES = {
 NEWER = sorted(n for n in FAMILIES if n not in CONFIG_MAPPING_NAMES)
 FAMILIES = {n: f for n, f in FAMILIES.items() if n not in NEWER}
 
-# what sweep.generic.layers calls each layer of the configs above
+# what sweep.plan.layers calls each layer of the configs above
 KINDS = {
     "mixtral": ["attention+moe"] * 2, "mamba": ["mamba"] * 2, "falcon_mamba": ["mamba"] * 2,
     "mamba2": ["mamba2"] * 2, "jamba": ["mamba", "attention+moe"], "bamba": ["mamba2", "attention"],

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from scipy.optimize import linear_sum_assignment
 
-from sweep.generic.layers import decoder_layers
+from sweep.plan.layers import decoder_layers
 
 
 class _Captured(Exception):

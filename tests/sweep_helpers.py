@@ -27,7 +27,7 @@ def sweep_doc(ck, store, cluster: dict | None = None) -> dict:
 def reference(tiny_checkpoints, tmp_path_factory):
     """Arrays of `sweep_doc` run on a local cluster: what every other cluster must reproduce.
     Modules share it by importing it (`from sweep_helpers import reference`)."""
-    from sweep.config import config_from_dict
+    from sweep.config.load import config_from_dict
     from sweep.run import run_sweep
 
     cfg = config_from_dict(sweep_doc(tiny_checkpoints, tmp_path_factory.mktemp("ref") / "run.zarr"))

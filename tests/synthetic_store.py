@@ -1,9 +1,9 @@
 """Write tdos stores of known content through the engine's own writer.
 
-Every model group is made by `sweep.store.create_group`, every block written by
-`sweep.store.write_block` (its chunks, then its ledger cell) and A_log by
-`sweep.store.write_a_log`, so analysis tests read exactly the layout a sweep writes (names,
-dtypes, chunks and codes from analysis/schema.py). Only the root attributes, which the
+Every model group is made by `sweep.store.writer.create_group`, every block written by
+`sweep.store.writer.write_block` (its chunks, then its ledger cell) and A_log by
+`sweep.store.writer.write_a_log`, so analysis tests read exactly the layout a sweep writes (names,
+dtypes, chunks and codes from analysis/io/schema.py). Only the root attributes, which the
 engine derives from a config, are set here from the content itself. The truth
 (eigenvalues, Δ, A_log, the IR exponent of the drawn spectra) is known exactly.
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import zarr
 
-from analysis import schema
-from sweep.store import BlockValues, create_group, write_a_log, write_block
+from analysis.io import schema
+from sweep.store.writer import BlockValues, create_group, write_a_log, write_block
 
 NAN_C = complex(np.nan, np.nan)
 

@@ -7,7 +7,7 @@ import pytest
 from matplotlib.image import imread
 
 from analysis.cli import main
-from analysis.live import render_live
+from analysis.views.live import render_live
 from synthetic_store import planned_mask, synthetic_model, write_blocks, write_store
 
 COMMON = ["fig1_collective_spectrum.png", "fig5_tdos_vs_length.png", "fig6_tdos_vs_depth.png",
@@ -116,5 +116,5 @@ def test_render_live_during_and_after_sweep(tmp_path):
     assert_real_png(out)
     write_blocks(tmp_path / "r.zarr", m, planned_mask(m) * (half == 0))
     render_live(tmp_path / "r.zarr", tmp_path / "live.png")
-    from analysis.aggregate import Aggregate
+    from analysis.io.aggregate import Aggregate
     assert (Aggregate(str(tmp_path / "r.zarr") + ".agg").ledger() == 1).all()

@@ -5,7 +5,7 @@ from scipy.special import gamma, gammainc
 
 from analysis import (bootstrap_ir_exponent, fit_ir_exponent, fit_ir_from_hist, memory_kernel,
                       memory_kernel_from_hist, mle_ir_exponent, tdos_from_rates)
-from analysis.rates import histogram
+from analysis.spectrum.rates import histogram
 
 WINDOW = (1e-4, 5e-2)
 

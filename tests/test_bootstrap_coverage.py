@@ -11,9 +11,9 @@ import pytest
 from scipy.signal import lfilter
 
 from analysis import bootstrap_ir_exponent, bootstrap_ir_from_hists
-from analysis.bootstrap import _slopes
-from analysis.rates import BINS_PER_DECADE, EDGES, LOG10_LO, N_COLS, grid_indices, histogram_rows
-from analysis.resampling import resampling_for
+from analysis.fit.bootstrap import _slopes
+from analysis.spectrum.rates import BINS_PER_DECADE, EDGES, LOG10_LO, N_COLS, grid_indices, histogram_rows
+from analysis.fit.resampling import resampling_for
 
 WINDOW = (1e-4, 5e-2)
 LAM_MAX, BETA0, SIGMA, PHI = 0.06, -0.2, 0.12, 0.8

@@ -5,7 +5,7 @@ import json
 import numpy as np
 
 from analysis import bootstrap_ir_exponent
-from analysis.compare import delta_beta_interval
+from analysis.studies.compare import delta_beta_interval
 from sweep.cli import main
 from synthetic_store import synthetic_model, write_store
 

@@ -8,10 +8,10 @@ import re
 import pytest
 import yaml
 
-from analysis.schema import FORMAT
+from analysis.io.schema import FORMAT
 from sweep.cli import main
-from sweep.config import ConfigError, fingerprint, load_config
-from sweep.plan import load_plan
+from sweep.config.load import ConfigError, fingerprint, load_config
+from sweep.plan.make import load_plan
 
 
 def _write(tmp_path, doc, name="cfg.yaml") -> str:
@@ -236,10 +236,10 @@ def test_core_hours_match_the_recorded_paper_sweep(tiny_checkpoints, tmp_path):
     shapes: benchmarks/README.md records 435 s on 2 workers = 870 core-seconds."""
     import dataclasses
 
-    from sweep.architecture import ModelInfo
+    from sweep.plan.architecture import ModelInfo
     from sweep.budget import plan_sweep
-    from sweep.generic.layers import LayerKind
-    from sweep.plan import Plan
+    from sweep.plan.layers import LayerKind
+    from sweep.plan.make import Plan
 
     plan = load_plan(_write(tmp_path, _base(tiny_checkpoints, tmp_path)))
     cfg, m = plan.config, plan.models[0]
@@ -274,10 +274,10 @@ def test_dry_run_memory_of_llama3_8b_shapes_layer_local_and_whole(tiny_checkpoin
     refused in one line naming the field."""
     import dataclasses
 
-    from sweep.architecture import ModelInfo
+    from sweep.plan.architecture import ModelInfo
     from sweep.budget import GiB, plan_sweep
-    from sweep.generic.layers import LayerKind
-    from sweep.plan import Plan
+    from sweep.plan.layers import LayerKind
+    from sweep.plan.make import Plan
 
     plan = load_plan(_write(tmp_path, _base(tiny_checkpoints, tmp_path)))
     cfg, m = plan.config, plan.models[0]

@@ -19,7 +19,7 @@ from distributed import Client, LocalCluster
 
 from analysis import aggregate, fit_ir_from_hist
 from cluster.dashboard import TdosPage, page_link
-from sweep.config import config_from_dict
+from sweep.config.load import config_from_dict
 from sweep.run import run_sweep
 from sweep_helpers import sweep_doc
 

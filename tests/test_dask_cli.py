@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from distributed import Client
 
-from sweep.config import config_from_dict
+from sweep.config.load import config_from_dict
 from sweep.run import run_sweep
 from sweep_helpers import (TOTAL, assert_equal_arrays, reference,  # noqa: F401 (fixture)
                            sweep_doc, wait_for_blocks)
@@ -92,10 +92,18 @@ def _once_each(result) -> Counter:
     return counts
 
 
-def test_sweep_on_dask_cli_and_the_tdos_page(dask_cli, tiny_checkpoints, tmp_path, reference, capsys):
+def test_sweep_on_dask_cli_and_the_tdos_page(dask_cli, tiny_checkpoints, tmp_path, reference, capsys,
+                                             monkeypatch):
+    """Also: model.path relative to the client's working directory, while the `dask worker`
+    processes run in another one (tmp_path): the plan resolves the path once and the workers
+    load the directory it resolved to."""
     info = dask_cli.scheduler()
     dask_cli.worker(), dask_cli.worker()
-    cfg = config_from_dict(sweep_doc(tiny_checkpoints, tmp_path / "run.zarr"))
+    doc = sweep_doc(tiny_checkpoints, tmp_path / "run.zarr")
+    monkeypatch.chdir(tiny_checkpoints["mamba"].parent)
+    doc["model"]["path"] = tiny_checkpoints["mamba"].name
+    assert not (tmp_path / doc["model"]["path"]).exists()      # nothing by that name where workers run
+    cfg = config_from_dict(doc)
     with Client(info["address"]) as c:
         _wait_workers(c, 2)
     result = run_sweep(cfg, scheduler=info["address"], progress=False)

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 import dataset_helpers as dh
-from sweep.config import config_from_dict, fingerprint
-from sweep.plan import load_plan as load_config
+from sweep.config.load import config_from_dict, fingerprint
+from sweep.plan.make import load_plan as load_config
 from sweep.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def test_dataset_tokens_and_record_reach_the_config(tmp_path):
 
 
 def cfg_inputs(cfg) -> dict:
-    from sweep.config import identity_dict
+    from sweep.config.load import identity_dict
 
     return identity_dict(cfg)["inputs"]
 
@@ -127,7 +127,7 @@ HASH = "0123456789abcdef0123456789abcdef01234567"     # the commit a hub downloa
 DRIVER = """
 import contextlib, io, json, os, sys, time
 from sweep.cli import main
-from sweep.plan import load_plan
+from sweep.plan.make import load_plan
 for path in sys.argv[1:]:
     err, t0 = io.StringIO(), time.monotonic()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -195,7 +195,7 @@ def re_match(pattern: str, err: str) -> bool:
 def test_unreachable_hub_is_not_waited_for(tmp_path, hub_cache):
     """Without HF_HUB_OFFLINE, an unreachable hub is seen in one probe: datasets' own
     retries (~25 s) never start, and the cache answers."""
-    from sweep.checkpoint import hub_reachable
+    from sweep.plan.checkpoint import hub_reachable
 
     if hub_reachable():
         pytest.skip("the Hugging Face hub answers from here: this checks the unreachable case")
@@ -241,7 +241,7 @@ def test_llama_sweep_on_a_dataset_starts_every_sequence_with_bos(tmp_path, tiny_
 def test_shipped_dataset_config_is_valid_up_to_the_hub(tmp_path):
     """configs/wikitext.yaml: every field checks out; offline it stops, in one line, where it
     needs the hub (the dataset, or the model when the dataset is already cached)."""
-    from sweep.checkpoint import hub_reachable
+    from sweep.plan.checkpoint import hub_reachable
 
     if hub_reachable():
         pytest.skip("the Hugging Face hub answers from here: the config would download")

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import dataset_helpers as dh
-from sweep.config import InputsConfig
-from sweep.documents import SHUFFLE_BUFFER
+from sweep.config.load import InputsConfig
+from sweep.plan.documents import SHUFFLE_BUFFER
 from sweep.errors import ConfigError
-from sweep.windows import resolve_dataset
+from sweep.plan.windows import resolve_dataset
 
 LENGTHS = dh.lengths()
 DOCS = dh.corpus(LENGTHS)
@@ -178,8 +178,8 @@ def test_text_files_are_one_document_each(tmp_path, toks):
 def test_bos_rule_on_packed_text(tmp_path, toks):
     """inputs.text with `bos`: BOS + length - 1 consecutive tokens per window; without it,
     the joined text keeps the tokenizer's own special tokens (only window 0 has a BOS)."""
-    from sweep.inputs import read_text
-    from sweep.windows import text_tokens
+    from sweep.plan.inputs import read_text
+    from sweep.plan.windows import text_tokens
 
     (tmp_path / "t.txt").write_text(DOCS[0] + " " + DOCS[1])
     source = read_text("t.txt", tmp_path)

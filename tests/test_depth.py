@@ -1,4 +1,4 @@
-"""Stacked blocks (sweep/depth.py): products of J_tt across consecutive layers and the
+"""Stacked blocks (sweep/numerics/depth.py): products of J_tt across consecutive layers and the
 finite-depth Lyapunov exponents, against explicit matrix products and determinants."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from sweep.depth import DepthWalk, gain
+from sweep.numerics.depth import DepthWalk, gain
 
 
 def _jacobians(layers: int, T: int, d: int, seed: int = 0) -> list[torch.Tensor]:

@@ -1,5 +1,5 @@
-"""The depth section's numbers (analysis/depth.py) on stores written from matrices made for
-it, through the engine's own writers and walk (sweep/store.py, sweep/depth.py), where the
+"""The depth section's numbers (analysis/studies/depth.py) on stores written from matrices made for
+it, through the engine's own writers and walk (sweep/store/writer.py, sweep/numerics/depth.py), where the
 truth is known in closed form:
 
 - one normal J repeated: the measured kernel equals the inferred one (ratio 1), Henrici's
@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 import torch
 from analysis import open_store
-from analysis.depth import compare_depth, depth_study
-from analysis.depth_report import figure, markdown
-from analysis.settings import Settings
+from analysis.studies.depth import compare_depth, depth_study
+from analysis.report.depth import figure, markdown
+from analysis.io.settings import Settings
 from scipy.stats import ortho_group
 from synthetic_store import power_law_rates
 
-from analysis import schema
-from sweep.depth import DepthWalk, gain
-from sweep.spectra import eigvals, henrici
-from sweep.store import BlockValues, create_group, write_block, write_lyapunov, write_stack
+from analysis.io import schema
+from sweep.numerics.depth import DepthWalk, gain
+from sweep.numerics.spectra import eigvals, henrici
+from sweep.store.writer import BlockValues, create_group, write_block, write_lyapunov, write_stack
 
 SPANS, LAYERS, SEQS, L, B = [2, 4], 4, 4, 16, 8
 SETTINGS = Settings(n_boot=200)
@@ -144,7 +144,7 @@ def test_two_models_compare_at_every_span_and_on_the_top_exponent(tmp_path):
 
 
 def test_readers_refuse_what_was_not_swept(tmp_path):
-    from analysis.schema import StoreError
+    from analysis.io.schema import StoreError
 
     st = _write(tmp_path / "s.zarr", "j", lambda ly, s, t: np.eye(4) * 0.5)
     with pytest.raises(StoreError, match="span 3 not swept"):

@@ -1,6 +1,6 @@
 """Every family of tests/families.py, through the generic path, against independent oracles.
 
-Each tiny checkpoint is written with save_pretrained and loaded by sweep.model.load_model
+Each tiny checkpoint is written with save_pretrained and loaded by sweep.worker.model.load_model
 (the path a hub id takes). In float64:
 - the whole-sequence Jacobian of the unmodified layer is block lower-triangular: every block
   above the diagonal is exactly zero (so the union of eig(J_tt) is its spectrum);
@@ -40,7 +40,7 @@ def test_the_locked_transformers_has_every_family():
     """Only an older release than the lock's may leave families out (a misspelt name may not)."""
     from importlib.metadata import version
 
-    from sweep.versions import release
+    from sweep.worker.versions import release
 
     locked = next(l.split("==")[1] for l in (Path(__file__).parents[1] / "requirements.lock")
                   .read_text().splitlines() if l.startswith("transformers=="))
@@ -49,7 +49,7 @@ def test_the_locked_transformers_has_every_family():
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_generic_path_equals_whole_sequence_autograd(family_checkpoints, family):
-    from sweep.model import load_model
+    from sweep.worker.model import load_model
 
     tol = tolerance(family)
     ours = load_model(family_checkpoints[family], dtype="float64")
@@ -82,7 +82,7 @@ def test_plain_autograd_route_equals_whole_sequence_autograd(family_checkpoints,
     recognise), on the prefix's private copy of the cache: the same J_tt, and the real
     cache untouched (the copy's output checks that every token)."""
     from sweep.generic.decode import LayerJacobians
-    from sweep.model import load_model
+    from sweep.worker.model import load_model
 
     ours = load_model(family_checkpoints[family], dtype="float64")
     ref = oracle_model(family_checkpoints[family])
@@ -138,7 +138,7 @@ def test_hand_written_paths_equal_the_generic_path(tiny_checkpoints, arch):
     Mamba, the rotary tables of GPT-NeoX and LLaMA (cos/sin of position x inv_freq taken in
     float32 whatever the model's dtype; measured 2e-9 and 7e-8 over these 8 positions, the
     hand-written blocks compute them in the compute dtype)."""
-    from sweep.model import load_model
+    from sweep.worker.model import load_model
 
     m = load_model(tiny_checkpoints[arch], dtype="float64")
     ids = _ids(m.vocab_size, seed=3)[:8]

@@ -7,7 +7,7 @@ import powerlaw
 import pytest
 
 from analysis import compare_alternatives, power_law_gof
-from analysis.fits import mle_ir_exponent
+from analysis.fit.fits import mle_ir_exponent
 
 W = (1e-4, 5e-2)
 

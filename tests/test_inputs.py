@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import yaml
 
-from sweep.config import ConfigError, fingerprint
-from sweep.plan import load_plan as load_config
-from sweep.inputs import DEFAULT_TEXT
+from sweep.config.load import ConfigError, fingerprint
+from sweep.plan.make import load_plan as load_config
+from sweep.plan.inputs import DEFAULT_TEXT
 
 ROOT = Path(__file__).resolve().parents[1]
 BYTES_MAMBA = ROOT / "checkpoints" / "tiny-mamba-bytes"      # ships tokenizer.json (bytes)

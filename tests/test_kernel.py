@@ -4,8 +4,8 @@ import pytest
 from scipy.special import gamma, gammainc
 
 from analysis import memory_kernel, memory_kernel_from_hist, tdos_from_rates
-from analysis.kernel import T_RANGE, kernel_exponent_from_hists
-from analysis.rates import histogram_rows
+from analysis.fit.kernel import T_RANGE, kernel_exponent_from_hists
+from analysis.spectrum.rates import histogram_rows
 
 BETA, N_SEQ, N_TOK, D = -0.3, 2, 256, 64
 
@@ -63,8 +63,8 @@ def test_every_result_plots_on_a_given_axes():
     from matplotlib.figure import Figure
 
     from analysis import bootstrap_ir_from_hists
-    from analysis.selfavg import ir_resolution_from_hists, self_averaging_from_hists
-    from analysis.uncertainty import MeasuredLaws
+    from analysis.laws.selfavg import ir_resolution_from_hists, self_averaging_from_hists
+    from analysis.laws.uncertainty import MeasuredLaws
     lam, seq = tokens(np.random.default_rng(3))
     h = histogram_rows(lam)
     by_seq = [h[seq == s] for s in range(N_SEQ)]

@@ -1,4 +1,4 @@
-"""Layer-local sweeps on real worker processes (sweep/resident.py, docs/scale.md).
+"""Layer-local sweeps on real worker processes (sweep/worker/resident.py, docs/scale.md).
 
 A sharded LLaMA (several safetensors files and the index; the hand-written fast path) and an
 unsharded Mamba-2 (the generic path), float64, four layers each: every stored h_l equals the
@@ -21,9 +21,9 @@ from analysis import open_store
 from conftest import local_client
 from families import FAMILIES, tolerance
 from oracle import layer_input, matched_eigvals_error, oracle_model, sequence_jacobian
-from sweep.config import config_from_dict
+from sweep.config.load import config_from_dict
 from sweep.run import run_sweep
-from sweep.spectra import eigvals
+from sweep.numerics.spectra import eigvals
 
 LAYERS, SEQS, L = [1, 3], 2, 6
 GROUPS = ("llama-float64", "mamba2-float64")             # the store's model groups
@@ -141,10 +141,10 @@ def test_a_resumed_sweep_reuses_the_stored_residual(checkpoints, one_worker, tmp
 
 def test_a_worker_refuses_a_checkpoint_file_unlike_the_record(checkpoints, tmp_path):
     """A worker checks the files it reads: stat equal to the record, else the sha256."""
-    from sweep import resident
+    from sweep.worker import resident
     from sweep.errors import CheckpointChanged
-    from sweep.plan import make_plan
-    from sweep.store import open_store
+    from sweep.plan.make import make_plan
+    from sweep.store.writer import open_store
     from sweep.tasks import model_ref
 
     cfg = config_from_dict(_doc(checkpoints, tmp_path / "run.zarr"))
@@ -169,10 +169,10 @@ def test_a_worker_that_cannot_hold_one_layer_falls_back_and_says_why(tmp_path):
     worker runs the whole model, and the task's route says why."""
     from transformers import AutoModelForCausalLM
 
-    from sweep import resident
-    from sweep import task as worker
-    from sweep.plan import Plan, make_plan
-    from sweep.store import open_store
+    from sweep.worker import resident
+    from sweep.worker import task as worker
+    from sweep.plan.make import Plan, make_plan
+    from sweep.store.writer import open_store
     from sweep.tasks import BlockTask, ResidualTask, pending_tasks
 
     config = FAMILIES["rwkv"]()

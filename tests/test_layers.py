@@ -1,23 +1,155 @@
-"""The package layers: block math free of Dask and YAML, analysis free of sweep, one schema."""
+"""The package layers, as data: every module of sweep/, analysis/ and cluster/ (recursively)
+imports only the rooms its rule allows, no import cycle anywhere, and a test of the test."""
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("sweep", "analysis", "cluster")
+
+# room (a module or package prefix) -> the rooms it may import besides itself; the longest
+# prefix naming a module decides. Declarations every stage may read: sweep.errors, the store's
+# declaration analysis.io.schema and the analysis section's analysis.io.settings.
+DECLARATIONS = ("sweep.errors", "analysis.io.schema", "analysis.io.settings")
+RULES = {
+    "sweep.errors": (),
+    "sweep.config": DECLARATIONS,                                     # config imports only errors
+    "sweep.plan": (*DECLARATIONS, "sweep.config"),                    # plan imports config
+    "sweep.store": (*DECLARATIONS, "sweep.config", "sweep.plan", "analysis.io.ledger"),
+    "sweep.tasks": (*DECLARATIONS, "sweep.plan", "sweep.store", "analysis.io.ledger"),
+    "sweep.numerics": (*DECLARATIONS, "sweep.config.choices"),
+    "sweep.blocks": (*DECLARATIONS, "sweep.numerics", "sweep.plan.architecture"),
+    "sweep.generic": (*DECLARATIONS, "sweep.numerics", "sweep.plan"),
+    "sweep.worker": (*DECLARATIONS, "sweep.plan", "sweep.store", "sweep.tasks", "sweep.numerics",
+                     "sweep.blocks", "sweep.generic"),              # workers: tasks, store, plan
+    "cluster": ("sweep.errors", "sweep.config.cluster"),
+    "sweep.budget": ("sweep", "analysis.io"),
+    "sweep.run": ("sweep", "cluster", "analysis.io", "analysis.views"),
+    "sweep.cli": ("sweep", "cluster", "analysis"),
+    "sweep.__main__": ("sweep",),
+    "sweep": (),                                                      # the package docstring
+    # analysis: each room imports only the rooms above it
+    "analysis._plot": (),
+    "analysis.spectrum": ("analysis._plot",),
+    "analysis.io": ("analysis._plot", "analysis.spectrum"),
+    "analysis.fit": ("analysis._plot", "analysis.spectrum", "analysis.io"),
+    "analysis.laws": ("analysis._plot", "analysis.spectrum", "analysis.io", "analysis.fit"),
+    "analysis.studies": ("analysis._plot", "analysis.spectrum", "analysis.io", "analysis.fit",
+                         "analysis.laws"),
+    "analysis.report": ("analysis._plot", "analysis.spectrum", "analysis.io", "analysis.fit",
+                        "analysis.laws", "analysis.studies"),
+    "analysis.views": ("analysis._plot", "analysis.spectrum", "analysis.io", "analysis.fit",
+                       "analysis.studies"),
+    "analysis.cli": ("analysis",),
+    "analysis": ("analysis",),                                        # the lazy public names
+}
 
 
-def _imports(path: Path) -> set[str]:
-    """Top-level module names a file imports, at any depth of its code."""
+def _modules(root: Path) -> dict[str, Path]:
+    out = {}
+    for top in PACKAGES:
+        for p in sorted((root / top).rglob("*.py")):
+            parts = list(p.relative_to(root).with_suffix("").parts)
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return out
+
+
+def _imports(name: str, path: Path, known) -> set[str]:
+    """The repo modules `name` imports, at any depth of its code (relative ones resolved)."""
+    pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            out.add(node.module)
-    return out
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            out.add(base)
+            out |= {f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known}
+    return {m for m in out if m.split(".")[0] in PACKAGES and m != name}
+
+
+def _room(name: str) -> str:
+    return max((r for r in RULES if name == r or name.startswith(r + ".")), key=len)
+
+
+def _inside(name: str, room: str) -> bool:
+    return name == room or name.startswith(room + ".")
+
+
+def violations(root: Path = REPO) -> list[str]:
+    """Every import no rule allows, as 'module -> imported (room: allowed)'."""
+    mods = _modules(root)
+    bad = []
+    for name, path in mods.items():
+        room = _room(name)
+        for m in sorted(_imports(name, path, mods)):
+            if _inside(m, room) or any(_inside(m, a) for a in RULES[room]):
+                continue
+            if (m in mods and mods[m].name == "__init__.py"
+                    and any(_inside(a, m) for a in RULES[room])):
+                continue                    # `from pkg import module`: the package on the way
+            bad.append(f"{name} -> {m} ({room}: {', '.join(RULES[room]) or 'nothing'})")
+    return bad
+
+
+def cycles(root: Path = REPO) -> list[list[str]]:
+    """Import cycles between modules (each found once), by depth-first search."""
+    mods = _modules(root)
+    graph = {n: sorted(m for m in _imports(n, p, mods) if m in mods) for n, p in mods.items()}
+    state, stack, found = {}, [], []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in graph[n]:
+            if state.get(m) == 1:
+                found.append(stack[stack.index(m):] + [m])
+            elif m not in state:
+                visit(m)
+        stack.pop()
+        state[n] = 2
+
+    for n in graph:
+        if n not in state:
+            visit(n)
+    # a package __init__ importing its own submodules is how Python loads it, not a cycle
+    return [c for c in found if not all(_inside(x, c[0]) or _inside(c[0], x) for x in c)]
+
+
+def test_every_module_imports_only_what_its_room_allows():
+    assert violations() == []
+
+
+def test_no_import_cycle_anywhere():
+    assert cycles() == []
+
+
+def test_the_layering_test_catches_a_back_arrow_and_a_cycle(tmp_path):
+    """A test of the test: a copy of the packages with a deliberate back-arrow (config
+    importing the worker) and a cycle fails both checks."""
+    for top in PACKAGES:
+        shutil.copytree(REPO / top, tmp_path / top)
+    assert violations(tmp_path) == [] and cycles(tmp_path) == []
+    load = tmp_path / "sweep" / "config" / "load.py"
+    load.write_text(load.read_text() + "\nfrom sweep.worker.task import run_task  # back-arrow\n")
+    assert any(v.startswith("sweep.config.load -> sweep.worker.task") for v in violations(tmp_path))
+    rates = tmp_path / "analysis" / "spectrum" / "rates.py"
+    rates.write_text(rates.read_text() + "\nfrom analysis.spectrum.observables import tdos\n")
+    assert any("analysis.spectrum.rates" in c for c in cycles(tmp_path))
+
+
+def test_every_rule_names_a_module():
+    mods = _modules(REPO)
+    for room, allowed in RULES.items():
+        for r in (room, *allowed):
+            assert any(_inside(m, r) for m in mods), f"{r} names no module"
 
 
 def _loaded_after(modules: str, watched: tuple) -> list[str]:
@@ -28,39 +160,50 @@ def _loaded_after(modules: str, watched: tuple) -> list[str]:
     return out.split()
 
 
+def test_planning_imports_no_torch():
+    assert _loaded_after("sweep.config.load, sweep.plan.make, sweep.store.writer, sweep.tasks, "
+                         "sweep.budget", ("torch", "transformers")) == []
+
+
 def test_block_math_imports_neither_dask_nor_yaml():
-    assert _loaded_after("sweep.blocks.mamba, sweep.blocks.attention, sweep.linalg, sweep.spectra, "
-                         "sweep.depth", ("dask", "distributed", "yaml")) == []
+    assert _loaded_after("sweep.numerics.linalg, sweep.numerics.spectra, sweep.numerics.depth, "
+                         "sweep.numerics.memory", ("dask", "distributed", "yaml")) == []
+    # the fast paths' LLaMA/GPT-2 blocks reuse transformers' rotary code, and transformers
+    # imports yaml itself: for sweep.blocks only Dask is checked
+    assert _loaded_after("sweep.blocks", ("dask", "distributed")) == []
 
 
-def test_analysis_never_imports_sweep_or_cluster():
-    for f in sorted((REPO / "analysis").glob("*.py")):
-        bad = {m for m in _imports(f) if m.split(".")[0] in ("sweep", "cluster")}
-        assert not bad, f"{f.name} imports {sorted(bad)}"
+def test_a_worker_imports_no_plotting_and_no_scipy():
+    """Every task imports sweep.worker.task (and through it the store schema): no matplotlib,
+    no scipy pulled in with it."""
+    assert _loaded_after("sweep.worker.task", ("matplotlib", "scipy")) == []
+
+
+def test_the_generic_path_imports_no_dask():
+    """(transformers itself imports yaml, so only Dask is checked here)"""
+    assert _loaded_after("sweep.generic.decode, sweep.generic.selfcheck, sweep.worker.model",
+                         ("dask", "distributed")) == []
+
+
+def test_the_fast_path_table_and_the_plan_name_the_same_models():
+    from sweep.blocks import FAST
+    from sweep.plan.architecture import FAST_ARCHS
+
+    assert sorted(FAST) == sorted(FAST_ARCHS)
 
 
 def test_store_layout_is_declared_once():
-    """Writer, reader and the tests' synthetic stores take array names from analysis.schema."""
-    for f in ("sweep/store.py", "analysis/store.py", "tests/synthetic_store.py"):
+    """Writer, reader and the tests' synthetic stores take array names from analysis.io.schema."""
+    for f in ("sweep/store/writer.py", "analysis/io/store.py", "tests/synthetic_store.py"):
         text = (REPO / f).read_text()
         assert "schema" in text, f
         assert '"scale_rayleigh", "scale_residual"' not in text, f"{f} spells out the arrays again"
 
 
-def test_a_worker_imports_no_plotting_and_no_scipy():
-    """Every task imports sweep.task (and through it the store schema): no matplotlib, no
-    scipy pulled in with it (the issue's own check, and scipy, which the analysis uses)."""
-    assert _loaded_after("sweep.task", ("matplotlib", "scipy")) == []
+def test_every_public_name_of_the_contract_imports():
+    import analysis
 
-
-def test_the_generic_path_imports_no_dask():
-    """(transformers itself imports yaml, so only Dask is checked here)"""
-    assert _loaded_after("sweep.generic.decode, sweep.generic.selfcheck, sweep.model",
-                         ("dask", "distributed")) == []
-
-
-def test_plan_and_store_import_one_way():
-    """config -> plan -> store/tasks: the plan never imports the store, the ledger or the tasks."""
-    bad = {m for m in _imports(REPO / "sweep" / "plan.py")
-           if m in ("sweep.store", "sweep.ledger", "sweep.tasks", "sweep.task", "sweep.run")}
-    assert not bad, sorted(bad)
+    for name in analysis.__all__:
+        assert getattr(analysis, name) is not None, name
+    from analysis import (bootstrap_ir_exponent, block_rates, compare_alternatives,  # noqa: F401
+                          fit_ir_exponent, fit_memory, memory_profile, open_store, power_law_gof)

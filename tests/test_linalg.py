@@ -1,4 +1,4 @@
-"""sweep.linalg: the CPU's GEMM/eig library, chosen by config and by the CPU vendor alone."""
+"""sweep.numerics.linalg: the CPU's GEMM/eig library, chosen by config and by the CPU vendor alone."""
 from __future__ import annotations
 
 import threading
@@ -8,8 +8,8 @@ import pytest
 import torch
 from scipy.optimize import linear_sum_assignment
 
-from sweep import linalg
-from sweep.spectra import eigvals
+from sweep.numerics import linalg
+from sweep.numerics.spectra import eigvals
 
 
 def test_auto_follows_the_vendor_table_and_explicit_choices_win():

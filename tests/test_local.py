@@ -18,9 +18,9 @@ import torch
 
 from families import FAMILIES, tolerance
 from sweep.generic.decode import LayerJacobians
-from sweep.generic.layers import decoder_layers
+from sweep.plan.layers import decoder_layers
 from sweep.generic.local import LocalModel, NotLocal
-from sweep.model import load_model, prepare
+from sweep.worker.model import load_model, prepare
 
 L = 7
 
@@ -130,7 +130,7 @@ def test_an_rwkv_that_rescales_its_weights_is_swept_whole(tmp_path):
     the model computes with, so the plan gives it the whole model and says why."""
     from transformers import AutoModelForCausalLM
 
-    from sweep.checkpoint import inspect_checkpoint
+    from sweep.plan.checkpoint import inspect_checkpoint
 
     config = FAMILIES["rwkv"]()
     config.num_hidden_layers, config.rescale_every = 4, 2

@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from scipy.optimize import linear_sum_assignment
 
-from sweep import linalg
-from sweep.model import load_model
+from sweep.numerics import linalg
+from sweep.worker.model import load_model
 
 L = 10          # tokens; the tiny Mamba has d = 16, d_inner = 32, N = 4, dt_rank = 4, K = 4
 LAYER = 1

@@ -1,5 +1,5 @@
-"""The token-memory fits (analysis/memory.py) on stores written through the engine's own
-writers (sweep.store.add_memory, write_memory) with profiles of known law:
+"""The token-memory fits (analysis/studies/memory.py) on stores written through the engine's own
+writers (sweep.store.writer.add_memory, write_memory) with profiles of known law:
 ‖J_{t,t−k}‖_F² ∝ e^{−k/ξ} in one layer and ∝ k^{−α} in another, each token with its own
 amplitude and multiplicative noise. The right law is preferred and ξ or α is recovered
 within its CI; the Mamba intrinsic kernel K_A(k) is ⟨e^{−Δλ_A k}⟩ of the stored Δ and A_log."""
@@ -10,11 +10,12 @@ import pytest
 import torch
 import zarr
 from analysis import fit_memory, memory_profile, open_store
-from analysis.memory_report import compare_memory, figure, markdown, memory_study
-from analysis.settings import Settings
+from analysis.report.memory import figure, markdown
+from analysis.studies.memory import compare_memory, memory_study
+from analysis.io.settings import Settings
 
-from analysis import schema
-from sweep.store import add_memory, create_group, write_a_log, write_block, write_memory, BlockValues
+from analysis.io import schema
+from sweep.store.writer import add_memory, create_group, write_a_log, write_block, write_memory, BlockValues
 
 SEQS, L, K, EVERY, XI, ALPHA = 24, 96, 24, 2, 6.0, 1.5
 SETTINGS = Settings(n_boot=200)
@@ -101,7 +102,7 @@ def test_a_layer_built_with_a_known_decay_is_measured_and_fitted(tmp_path):
     layers built to have ‖J_{t,t−k}‖_F² ∝ e^{−k/ξ} (layer 0) and ∝ k^{−α} (layer 1), written
     through the sweep's writer: the right law is preferred and ξ or α is inside its CI."""
     from sweep.generic.selfcheck import WholeSequenceCall
-    from sweep.memory import lag_profile
+    from sweep.numerics.memory import lag_profile
 
     def profiles(layer, q, ts, law):
         module = _Decaying(law, seed=1000 * layer + q)

@@ -19,7 +19,7 @@ from analysis import open_store
 from conftest import local_client
 from families import FAMILIES, tolerance
 from oracle import oracle_model, sequence_jacobian
-from sweep.config import ConfigError, config_from_dict
+from sweep.config.load import ConfigError, config_from_dict
 from sweep.errors import StoreMismatch
 from sweep.run import run_sweep
 
@@ -128,7 +128,7 @@ def test_batched_cotangents_give_what_one_at_a_time_gives(checkpoints, name):
     """The accelerator's batched backward (is_grads_batched) against the CPU's one cotangent
     per backward, exact and Hutchinson (the same Rademacher draws)."""
     from sweep.generic.selfcheck import whole_sequence_call
-    from sweep.memory import lag_profile
+    from sweep.numerics.memory import lag_profile
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(checkpoints[name], dtype=torch.float64).eval()
@@ -144,11 +144,11 @@ def test_batched_cotangents_give_what_one_at_a_time_gives(checkpoints, name):
 
 
 def test_mamba1_goes_through_transformers_parallel_scan_and_the_layer_is_restored(checkpoints):
-    """sweep/memory.py builds a Mamba-1 layer's graph on mamba.py's scan (transformers'
+    """sweep/numerics/memory.py builds a Mamba-1 layer's graph on mamba.py's scan (transformers'
     `use_mambapy`; its O(L) backward), only while it builds it (the oracle test above holds
     the values to the unmodified sequential layer)."""
     from sweep.generic.selfcheck import whole_sequence_call
-    from sweep.memory import lag_profile
+    from sweep.numerics.memory import lag_profile
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(checkpoints["mamba"], dtype=torch.float64).eval()
@@ -235,8 +235,8 @@ def test_the_budget_counts_the_memory_arrays_and_bounds_the_kept_graph(checkpoin
     worker estimate of the kept whole-sequence graph is at least what autograd saves."""
     from sweep.budget import GRAPH_PER_TOKEN, plan_sweep
     from sweep.generic.selfcheck import whole_sequence_call
-    from sweep.memory import _graph
-    from sweep.plan import make_plan
+    from sweep.numerics.memory import _graph
+    from sweep.plan.make import make_plan
     from transformers import AutoModelForCausalLM
 
     with_memory = make_plan(config_from_dict(_doc(checkpoints, tmp_path / "a.zarr")))

@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-from sweep.checkpoint import inspect_checkpoint
+from sweep.plan.checkpoint import inspect_checkpoint
 from sweep.errors import ConfigError
-from sweep.model import LoadedModel, load_model
+from sweep.worker.model import LoadedModel, load_model
 
 ARCHS = ["mamba", "gpt2", "gpt_neox", "llama"]
 
@@ -39,7 +39,7 @@ def test_loaded_model_matches_hf(tiny_checkpoints, arch):
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     # embed(tokens) is the input of layer 0 (GPT-2's learned positions included)
     seen = []
-    from sweep.generic.layers import decoder_layers
+    from sweep.plan.layers import decoder_layers
 
     h = decoder_layers(ref)[0].register_forward_pre_hook(lambda mod, args: seen.append(args[0]))
     with torch.no_grad():
@@ -138,7 +138,7 @@ def test_bad_dtype(tiny_checkpoints):
 def test_validation_reads_what_the_loader_loads(tiny_checkpoints, arch):
     """inspect_checkpoint (config time, no weights) and load_model agree on every fact the
     plan and the store use."""
-    from sweep.generic.layers import decoder_layers
+    from sweep.plan.layers import decoder_layers
 
     info = inspect_checkpoint(str(tiny_checkpoints[arch]), None, "model.path")
     m = load_model(tiny_checkpoints[arch])

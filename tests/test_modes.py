@@ -9,11 +9,11 @@ import pytest
 import zarr
 
 from analysis import aggregate, block_rates, fit_ir_exponent, open_store
-from analysis.observables import effective_spectrum, tdos_from_rates
-from analysis.rates import EDGES
-from analysis.report import representative, table_lengths
-from analysis.settings import Settings
-from analysis.tables import beta_vs_length
+from analysis.spectrum.observables import effective_spectrum, tdos_from_rates
+from analysis.spectrum.rates import EDGES
+from analysis.report.analyze import representative, table_lengths
+from analysis.io.settings import Settings
+from analysis.studies.tables import beta_vs_length
 from synthetic_store import SyntheticModel, synthetic_model, write_store
 
 WINDOW = (1e-4, 5e-2)
@@ -173,8 +173,8 @@ def _stand_in(tmp_path, arch, n_layers):
 def test_paper_configs_name_layers_that_exist(tmp_path, name, arch, n_layers, layer, lengths):
     import yaml
 
-    from sweep.plan import plan_from_dict
-    from sweep.store import open_store
+    from sweep.plan.make import plan_from_dict
+    from sweep.store.writer import open_store
 
     raw = yaml.safe_load(open(f"configs/{name}").read())
     stand_in = _stand_in(tmp_path, arch, n_layers)

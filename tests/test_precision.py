@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from analysis import open_store
-from analysis.precision import RESOLVED_MAX, compare_precision, match_tokens, precision_pairs
+from analysis.studies.precision import RESOLVED_MAX, compare_precision, match_tokens, precision_pairs
 from synthetic_store import SyntheticModel, write_store
 
 # true eigenvalues of every J_tt (real, so a real V gives a real matrix): slow modes from

@@ -17,10 +17,10 @@ import pytest
 import yaml
 import zarr
 
-from sweep.config import config_from_dict
-from sweep.plan import make_plan
+from sweep.config.load import config_from_dict
+from sweep.plan.make import make_plan
 from sweep.run import run_sweep
-from sweep.store import open_store
+from sweep.store.writer import open_store
 
 REPO = Path(__file__).resolve().parents[1]
 NAME = "mamba"
@@ -148,7 +148,7 @@ def test_second_sweep_of_a_store_stops_and_a_crashed_ones_lock_never_blocks(
     from distributed import LocalCluster
 
     from sweep.cli import main
-    from sweep.lock import lock_path
+    from sweep.store.lock import lock_path
 
     cfg_path = tmp_path / "sweep.yaml"
     cfg_path.write_text(yaml.safe_dump(_doc(tiny_checkpoints, tmp_path / "run.zarr")))
@@ -201,7 +201,7 @@ def _wait_for_holder(lock, proc, log, timeout: float = 120) -> None:
 def test_wait_waits_for_the_other_sweep(tiny_checkpoints, tmp_path, client, reference):
     """`tdos sweep --wait` (a real CLI process) while this test holds the store's lock: it
     says whom it waits for and computes nothing until the lock is let go, then finishes."""
-    from sweep.lock import store_lock
+    from sweep.store.lock import store_lock
 
     cfg_path = tmp_path / "sweep.yaml"
     cfg_path.write_text(yaml.safe_dump(_doc(tiny_checkpoints, tmp_path / "run.zarr")))

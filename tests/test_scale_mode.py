@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from analysis.rates import SCALE_RESIDUAL_MAX, classify, marginal_threshold, mode_masks
-from sweep.model import load_model
-from sweep.spectra import eigvals, scale_direction, shift_direction
+from analysis.spectrum.rates import SCALE_RESIDUAL_MAX, classify, marginal_threshold, mode_masks
+from sweep.worker.model import load_model
+from sweep.numerics.spectra import eigvals, scale_direction, shift_direction
 
 
 def layer_summary(zeta, dtype, rho=None, resid=None) -> dict:

@@ -73,7 +73,7 @@ def test_the_check_sees_a_scaled_derivative_the_routes_agree_without(mamba2):
     """In-process, the same measure the workers take: the unbroken path sits at rounding
     (float64: < 1e-6), a 0.9x derivative of one op far above the bound."""
     from sweep.generic import ssm
-    from sweep.model import load_model
+    from sweep.worker.model import load_model
 
     model = load_model(mamba2, dtype="float64")
     ids = selfcheck.probe_ids(model.vocab_size)

@@ -8,9 +8,9 @@ import pytest
 import zarr
 
 from analysis.cli import main
-from analysis.live import render_live
-from analysis.settings import Settings, SettingsError
-from analysis.summary import summary_text
+from analysis.views.live import render_live
+from analysis.io.settings import Settings, SettingsError
+from analysis.views.summary import summary_text
 from synthetic_store import synthetic_model, write_store
 
 
@@ -106,7 +106,7 @@ def test_bad_flag_is_one_line(store, capsys):
 
 
 def test_paper_values_only_where_model_layer_and_window_match(tmp_path):
-    from analysis.paper import NOTE, reference
+    from analysis.report.paper import NOTE, reference
     s = Settings()
     assert reference({"path": "state-spaces/mamba-370m"}, 24, s)[128] == -0.165
     assert reference({"path": "state-spaces/mamba-370m"}, 2, s) == {}

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from cluster import connect
-from sweep.config import config_from_dict
+from sweep.config.load import config_from_dict
 from sweep.run import run_sweep
 from sweep_helpers import (TOTAL, assert_equal_arrays, ledger, reference,  # noqa: F401 (fixture)
                            sweep_doc, wait_for_blocks)

@@ -1,10 +1,10 @@
-"""sweep.spectra: eig per token with NaN rows for non-finite matrices."""
+"""sweep.numerics.spectra: eig per token with NaN rows for non-finite matrices."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from sweep.spectra import all_finite, eigvals
+from sweep.numerics.spectra import all_finite, eigvals
 
 
 def test_eigvals_batched_matches_numpy_and_flags_nonfinite():

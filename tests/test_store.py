@@ -1,4 +1,4 @@
-"""The zarr v3 store: the layout analysis/schema.py declares, fingerprint refusal that
+"""The zarr v3 store: the layout analysis/io/schema.py declares, fingerprint refusal that
 writes nothing, block writes confined to their own chunks, the ledger, the plan read from
 it, one message for an older format and `tdos upgrade`."""
 from __future__ import annotations
@@ -13,12 +13,12 @@ import torch
 import xarray as xr
 import zarr
 
-from analysis import schema
-from sweep import store as st
-from sweep.config import config_from_dict
-from sweep.ledger import Ledger
-from sweep.plan import make_plan
-from sweep.store import BlockValues
+from analysis.io import schema
+from sweep.store import writer as st
+from sweep.config.load import config_from_dict
+from sweep.store.ledger import Ledger
+from sweep.plan.make import make_plan
+from sweep.store.writer import BlockValues
 from sweep.tasks import ALogTask, BlockTask, ResidualTask, pending_tasks
 
 
@@ -379,7 +379,7 @@ def test_edited_config_json_is_refused(tiny_checkpoints, tmp_path):
 
 
 def test_henrici_departure_is_zero_for_a_normal_matrix_and_known_for_a_jordan_block():
-    from sweep.spectra import henrici
+    from sweep.numerics.spectra import henrici
 
     """sqrt(max(0, ‖J‖_F² − Σ|ζ|²)) / ‖J‖_F: 0 for a symmetric matrix; sqrt(a²/(2 + a²)) for
     [[1, a], [0, 1]] (‖J‖_F² = 2 + a², both eigenvalues 1)."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.fits import fit_ir_exponent
-from analysis.summary import format_summary, summary_rows
+from analysis.fit.fits import fit_ir_exponent
+from analysis.views.summary import format_summary, summary_rows
 from sweep.cli import main
 from tests.synthetic_store import synthetic_model, write_store
 

@@ -12,13 +12,13 @@ from scipy.optimize import linear_sum_assignment
 
 from analysis import aggregate, open_store
 from oracle import layer_input
-from sweep import linalg
+from sweep.numerics import linalg
 from sweep.cli import main
-from sweep.config import config_from_dict
-from sweep.model import load_model
-from sweep.plan import make_plan
+from sweep.config.load import config_from_dict
+from sweep.worker.model import load_model
+from sweep.plan.make import make_plan
 from sweep.run import run_sweep
-from sweep.spectra import eigvals, scale_direction, shift_direction
+from sweep.numerics.spectra import eigvals, scale_direction, shift_direction
 
 L, B, SEQS = 8, 4, 2
 TOL = {"float32": dict(rtol=1e-4, atol=1e-5), "float64": dict(rtol=1e-10, atol=1e-12)}
@@ -46,7 +46,7 @@ def test_sweep_completes(swept, client):
     a_log = sorted(r["model"] for r in result.results if "a_log_layers" in r)
     assert a_log == ["mamba-float64", "mamba_ssm"]
     assert {r["pid"] for r in result.results} <= set(client.run(os.getpid).values())
-    assert os.path.isfile(cfg.store + ".live.png")       # analysis.live drew the final state
+    assert os.path.isfile(cfg.store + ".live.png")       # analysis.views.live drew the final state
     assert all(set(r["seconds"]) == {"load", "hidden", "jacobian", "eig", "write"}
                for r in result.results if "block" in r)
     assert {r["jacobian_path"] for r in result.results if "block" in r} == {"hand-written"}

@@ -1,4 +1,4 @@
-"""sweep.task on the worker side: one J_tt buffer per thread, across tasks; TF32 off and
+"""sweep.worker.task on the worker side: one J_tt buffer per thread, across tasks; TF32 off and
 the eigensolver recorded for every task."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import torch
 
-from sweep.task import _jacobian_buffer
+from sweep.worker.task import _jacobian_buffer
 
 
 CPU = torch.device("cpu")
@@ -38,10 +38,10 @@ def test_every_task_switches_tf32_off_and_reports_its_eigensolver(tiny_checkpoin
     """A worker process that had TF32 on (a library's default, or user code) runs the task
     with it off: strict_fp32 runs at the start of every task, whatever the device."""
     from analysis import open_store
-    from sweep.config import config_from_dict
-    from sweep.plan import make_plan
-    from sweep.store import open_store as prepare_store
-    from sweep.task import run_task
+    from sweep.config.load import config_from_dict
+    from sweep.plan.make import make_plan
+    from sweep.store.writer import open_store as prepare_store
+    from sweep.worker.task import run_task
     from sweep.tasks import BlockTask, ResidualTask, pending_tasks
 
     cfg = config_from_dict({"model": {"path": str(tiny_checkpoints["gpt2"])}, "layers": [1],

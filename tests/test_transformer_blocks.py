@@ -28,7 +28,7 @@ from transformers import (GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, GPTNeoXFor
                           LlamaForCausalLM)
 from transformers.masking_utils import create_causal_mask
 
-from sweep import linalg
+from sweep.numerics import linalg
 from sweep.blocks.gpt2 import GPT2Ops
 from sweep.blocks.gpt_neox import GPTNeoXOps
 from sweep.blocks.llama import LlamaOps

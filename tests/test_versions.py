@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep import versions
+from sweep.worker import versions
 
 REPO = Path(__file__).resolve().parents[1]
 

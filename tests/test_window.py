@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from analysis import bootstrap_mle, local_exponent, window_sensitivity
-from analysis.window import edge_exponents
+from analysis.fit.window import edge_exponents
 
 W = (1e-4, 5e-2)
 KINK, B_LOW, B_HIGH = 3e-3, -0.5, 0.2

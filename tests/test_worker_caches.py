@@ -16,7 +16,7 @@ import torch
 import zarr
 from distributed import Client, LocalCluster
 
-from sweep.config import config_from_dict
+from sweep.config.load import config_from_dict
 from sweep.run import run_sweep
 
 ARRAYS = ("eigenvalues", "delta", "tokens", "a_log")

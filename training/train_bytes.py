@@ -204,9 +204,9 @@ def a_log_values(model) -> torch.Tensor:
 
 def a_log_shift(init: torch.Tensor, trained: torch.Tensor) -> dict:
     """How far training moved A_log (rate lambda_A = exp(A_log)) from its initialisation:
-    tdos' own measure (analysis.observables.a_log_shift: fraction moved by > 0.1, median and
+    tdos' own measure (analysis.spectrum.observables.a_log_shift: fraction moved by > 0.1, median and
     max |delta|, KS distance), plus the rate ranges for the model card."""
-    from analysis.observables import a_log_shift as shift
+    from analysis.spectrum.observables import a_log_shift as shift
 
     out = shift(trained.double().numpy(), init.double().numpy())
     out.pop("reference")

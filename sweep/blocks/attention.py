@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch.func import jvp, vjp, vmap
 
-from sweep import linalg
+from sweep.numerics import linalg
 from sweep.blocks.base import BlockOps
 
 

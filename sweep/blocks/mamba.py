@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from sweep import linalg
+from sweep.numerics import linalg
 from sweep.blocks.base import BlockOps
 
 _SOFTPLUS_THRESHOLD = 20.0   # F.softplus default: identity above it, derivative exactly 1

@@ -23,7 +23,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer, LinearAttentionCacheLayerMixin
 
 from sweep.generic import attention, prefix, ssm
-from sweep.generic.layers import decoder_layers, layer_kinds
+from sweep.plan.layers import decoder_layers, layer_kinds
 
 JAC_CHUNK = 512          # cotangents per batched backward (bench: 512 ~8 % faster than 128 at d = 1024)
 # largest |copy - real| / max |real| of a layer output accepted as "the same call"

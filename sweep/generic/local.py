@@ -3,7 +3,7 @@
 `LocalModel(local, dtype)` builds the model skeleton from config.json with every parameter
 on the meta device (buffers such as rotary frequencies are built for real: they are computed,
 not stored) and reads weights from the checkpoint's files by tensor name, under the names
-`from_pretrained` gives them (sweep.checkpoint.checkpoint_names):
+`from_pretrained` gives them (sweep.plan.checkpoint.checkpoint_names):
 
 - `resident(layer)` materialises decoder layer `layer` (the oldest held one goes back to
   meta beyond `keep`) plus, once, the small model-level modules the layers' call needs
@@ -34,10 +34,10 @@ from pathlib import Path
 
 import torch
 
-from sweep.architecture import rescales_on_first_forward
+from sweep.plan.architecture import rescales_on_first_forward
 from sweep.generic import prefix
 from sweep.generic.decode import _first, _hidden, _tensor_list
-from sweep.generic.layers import decoder_layers
+from sweep.plan.layers import decoder_layers
 
 
 class NotLocal(Exception):
@@ -108,8 +108,8 @@ class LocalModel:
                  device: str | torch.device = "cpu"):
         from transformers import AutoModelForCausalLM
 
-        from sweep.architecture import hf_config
-        from sweep.checkpoint import checkpoint_names
+        from sweep.plan.architecture import hf_config
+        from sweep.plan.checkpoint import checkpoint_names
 
         local = Path(local)
         config, rename = hf_config(json.loads((local / "config.json").read_text()), local,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sweep.generic.layers import decoder_layers
+from sweep.plan.layers import decoder_layers
 
 PROBE_TOKENS = 4
 PROBE_DIRECTIONS = 4      # random directions: a wrong entry is missed with probability 0

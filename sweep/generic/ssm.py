@@ -80,18 +80,6 @@ def op_of(name: str, fn) -> str | None:
     return next((o for o in OPS if isinstance(known, str) and known.endswith(o)), None)
 
 
-def ssm_mixer(layer: torch.nn.Module) -> torch.nn.Module | None:
-    """The Mamba-style mixer of `layer`: the module that owns a selective SSM's parameters,
-    A_log (A = -exp(A_log)) and the skip D (y = C·s + D x), or None. Gated delta-rule layers
-    (OLMo-Hybrid, Kimi-Linear, Qwen3-Next) own an A_log for their decay but no D: they advance
-    no selective state. (Not decided by the ops found: a release renaming them must stop the
-    sweep through Δ_t, not turn Mamba layers into layers without Δ_t.)"""
-    for m in layer.modules():
-        if all(isinstance(getattr(m, p, None), torch.nn.Parameter) for p in ("A_log", "D")):
-            return m
-    return None
-
-
 @contextlib.contextmanager
 def patched(layer: torch.nn.Module, recorded: list, structured: bool = True):
     """Within the block, the selective state update of `layer`'s modules records Δ of its

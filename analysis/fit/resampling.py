@@ -1,0 +1,280 @@
+"""Which tokens a bootstrap replicate draws: whole sequences, circular blocks, or single tokens.
+
+Neighbouring tokens share their context, so their spectra are correlated: a bootstrap that
+draws single tokens i.i.d. treats N correlated tokens as N independent ones and its
+intervals are too narrow (measured in docs/analysis.md, "Uncertainty"). The unit here is
+chosen by a documented rule (`resampling_for`):
+
+- **Whole sequences** when there are at least `SEQUENCES_MIN` of them. Sequences are
+  independent by construction; with n of them the percentile interval has only n units to
+  learn the spread from, and below ~20 it is both coarse and narrow (the plug-in variance is
+  (n−1)/n of the unbiased one), so fewer sequences fall through to blocks.
+- **Circular blocks of k contiguous tokens** otherwise (Politis & Romano 1992, the moving
+  block bootstrap with each sequence wrapped onto a circle so that tokens at a sequence's
+  ends are drawn as often as the others; plain moving blocks under-draw them, which shifts
+  the replicates' centre). A block never mixes two sequences; a replicate draws its blocks
+  from the blocks of all sequences pooled, so sequences mix across replicates.
+  k = 2 × the Politis–White automatic block length (Politis & White 2004, with the
+  correction of Patton, Politis & White 2009, circular-bootstrap constant), computed from
+  the autocorrelation of a per-token series (`influence`: each token's linearised
+  contribution to the statistic), pooled over sequences about the grand mean, so that a
+  difference of level between sequences reads as long-range correlation and lengthens the
+  blocks. Politis–White minimises the mean squared error of the variance; the factor 2
+  trades some of that for less downward bias (≈ −Σ|m|R(m) / (k·Σ R(m))), which is what an
+  interval's coverage needs. k is capped at the shortest sequence and at N/4 (≥ 4 blocks).
+- **Single tokens** only when asked (`unit="tokens"`), as the comparison that shows why not.
+
+The number of independent units the spread is learned from (sequences, N/k blocks, N
+tokens) is reported as `n_units`. Intervals (`Resampling.interval`) are percentile intervals
+stretched about the point estimate to undo the replicates' known downward bias of variance
+and by Student's t with the variance's effective degrees of freedom (n_units − 1, fewer
+when the units' sums are heavy-tailed).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from analysis._plot import axes_or_new
+
+SEQUENCES_MIN = 20      # sequences needed to resample whole sequences (see module docstring)
+BLOCK_FACTOR = 2        # k = BLOCK_FACTOR × Politis–White length
+UNITS = ("auto", "sequences", "blocks", "tokens")
+
+
+@dataclass
+class Resampling:
+    """A resampling plan over N tokens in token order (grouped by sequence)."""
+    kind: str                  # "sequences" | "blocks" | "tokens"
+    block_length: int          # tokens per block: 1 for single tokens, 0 for whole sequences
+    seq: np.ndarray = field(repr=False)     # (N,) sequence id of each token, grouped
+    n_units: float = 0.0       # independent units: sequences, N/k blocks or N tokens
+    rule: str = ""             # how kind and block_length were chosen, in words
+    acf: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # ρ(lag) used for k
+    variance_factor: float = 1.0   # replicate variance × this = the estimate (see `interval`)
+    dof: float = np.inf        # degrees of freedom of that variance (see `effective_dof`)
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.seq)
+
+    @property
+    def n_seqs(self) -> int:
+        return len(np.unique(self.seq))
+
+    @property
+    def unit(self) -> str:
+        """What one draw is, in words."""
+        return {"sequences": "sequences", "tokens": "single tokens (i.i.d.)"}.get(
+            self.kind, f"circular blocks of {self.block_length} tokens")
+
+    def plot(self, ax=None):
+        """The measured autocorrelation that set k, with k marked."""
+        ax = axes_or_new(ax)
+        if len(self.acf):
+            ax.plot(np.arange(len(self.acf)), self.acf, "o-", ms=3, label="ρ(lag), influence series")
+        if self.kind == "blocks":
+            ax.axvline(self.block_length, color="C3", ls="--", label=f"k = {self.block_length}")
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_xlabel("lag (tokens)")
+        ax.set_ylabel("autocorrelation")
+        ax.set_title(self.unit, fontsize=9)
+        ax.legend(fontsize=8)
+        return ax
+
+    def interval(self, point, replicates, level):
+        """(lo, hi): the percentile interval of `replicates`, each side stretched about
+        `point` by √variance_factor · t_dof/z (NaN with fewer than 2 units).
+
+        variance_factor undoes the known downward biases of the replicates' variance: each
+        replicate's units are centred on the sample's own mean, which removes a share
+        1/n_units of the variance (hence n/(n−1) for n sequences, 1/(1 − k/N) for blocks), and
+        blocks cut the correlation at their ends, a share G/(k·g) more (Künsch 1989; Lahiri
+        2003, Thm 3.1; G/g from the autocorrelation that set k).
+        Student's t: the spread itself is learned from n_units independent units, fewer in
+        effect when their sums are heavy-tailed (`effective_dof`)."""
+        r = np.asarray(replicates, np.float64)
+        r = r[np.isfinite(r)]
+        if self.n_units < 2 or len(r) < 2:
+            return np.nan, np.nan
+        q = (1 + level) / 2
+        lo, hi = np.quantile(r, [1 - q, q])
+        c = self.stretch(level)
+        return float(point - (point - lo) * c), float(point + (hi - point) * c)
+
+    def stretch(self, level) -> float:
+        """The factor `interval` stretches each side by: √variance_factor · t_dof/z."""
+        q = (1 + level) / 2
+        return float(np.sqrt(self.variance_factor) * stats.t.ppf(q, self.dof) / stats.norm.ppf(q))
+
+    def replicate_sums(self, values, n_boot, seed=0) -> np.ndarray:
+        """(n_boot, p) per-replicate sums of an additive per-token quantity `values` (N, p).
+
+        Replicates hold about N tokens (round(N/k) blocks of k); every statistic built on them
+        here is a ratio or a log-slope, which a common factor does not change."""
+        v = np.asarray(values, np.float64).reshape(self.n_tokens, -1)      # (N, p)
+        rng = np.random.default_rng(seed)
+        if self.kind == "sequences":
+            units = np.stack([v[self.seq == s].sum(0) for s in np.unique(self.seq)])  # (n_seq, p)
+            n_draw = len(units)
+        else:
+            units = _circular_block_sums(v, self.seq, max(self.block_length, 1))   # (N, p)
+            n_draw = max(1, round(self.n_tokens / max(self.block_length, 1)))
+        return _draw_sums(units, n_draw, n_boot, rng)
+
+
+def _circular_block_sums(v, seq, k):
+    """(N, p): the sum of the k tokens starting at each token, wrapping within its sequence."""
+    out = np.empty_like(v)
+    for s in np.unique(seq):
+        idx = np.nonzero(seq == s)[0]
+        x = v[idx]                                                   # (n_s, p)
+        reps = -(-(len(x) + k) // len(x))                            # wrap more than once if k > n_s
+        c = np.concatenate([np.zeros((1, v.shape[1])), np.cumsum(np.tile(x, (reps, 1)), 0)])
+        out[idx] = c[k:k + len(x)] - c[:len(x)]
+    return out
+
+
+def _draw_sums(units, n_draw, n_boot, rng):
+    """(n_boot, p): sums of n_draw units drawn uniformly with replacement, per replicate.
+    Few draws (blocks): gather the drawn units; many (single tokens): a (chunk, n_units)
+    count matrix times the units, chunked to stay ~32 MB. The draws are the same either way."""
+    n, p = units.shape
+    chunk = max(1, min(n_boot, 2 ** 22 // max(n_draw * p if n_draw < n else n, 1)))
+    out = np.empty((n_boot, p))
+    for b0 in range(0, n_boot, chunk):
+        c = min(chunk, n_boot - b0)
+        draws = rng.integers(0, n, size=(c, n_draw))
+        if n_draw < n:
+            out[b0:b0 + c] = units[draws].sum(1)
+        else:
+            flat = (draws + n * np.arange(c)[:, None]).ravel()
+            out[b0:b0 + c] = np.bincount(flat, minlength=c * n).reshape(c, n).astype(np.float64) @ units
+    return out
+
+
+def difference_interval(a, reps_a, stretch_a, b, reps_b, stretch_b, level) -> tuple:
+    """(a − b, lo, hi): the percentile interval of a − b from each side's own replicates
+    drawn independently, each stretched as its own interval is (`Resampling.interval`):
+    replicates (a − b) + c_a (a* − a) − c_b (b* − b)."""
+    d = a - b
+    reps = d + stretch_a * (np.asarray(reps_a) - a) - stretch_b * (np.asarray(reps_b) - b)
+    reps = reps[np.isfinite(reps)]
+    if not np.isfinite(d) or len(reps) < 2:
+        return float(d), np.nan, np.nan
+    q = (1 + level) / 2
+    lo, hi = np.quantile(reps, [1 - q, q])
+    return float(d), float(lo), float(hi)
+
+
+def verdict(lo, hi, level) -> str:
+    """What a difference's CI says: "agree at 90 %" when it holds 0, "differ", or "not fitted"."""
+    if not np.isfinite(lo):
+        return "not fitted"
+    return f"agree at {level * 100:g} %" if lo <= 0 <= hi else "differ"
+
+
+def group_by_sequence(seq, n):
+    """(order, seq): a stable order that groups entries by sequence id, token order kept."""
+    s = np.zeros(n, np.int64) if seq is None else np.asarray(seq).ravel()
+    if len(s) != n:
+        raise ValueError(f"seq has {len(s)} entries for {n} tokens")
+    if len(s) < 2 or (s[1:] >= s[:-1]).all():     # already grouped: no copy of the data
+        return np.arange(len(s)), s
+    order = np.argsort(s, kind="stable")
+    return order, s[order]
+
+
+def resampling_for(influence, seq, unit="auto", block_length=None) -> Resampling:
+    """The plan for tokens with per-token series `influence` (N,) and ids `seq` (N,), grouped.
+
+    unit: "auto" (the module rule), "sequences", "blocks" or "tokens"; block_length forces k."""
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {UNITS}, not {unit!r}")
+    seq = np.asarray(seq)
+    n, n_seq = len(seq), len(np.unique(seq))
+    if unit == "tokens":
+        return Resampling("tokens", 1, seq, float(n), "single tokens i.i.d. (asked for)",
+                          dof=effective_dof(influence, n))
+    if unit == "sequences" or (unit == "auto" and n_seq >= SEQUENCES_MIN and block_length is None):
+        why = "asked for" if unit == "sequences" else f"{n_seq} ≥ {SEQUENCES_MIN} sequences"
+        sums = np.bincount(np.unique(seq, return_inverse=True)[1], weights=influence)
+        return Resampling("sequences", 0, seq, float(n_seq), f"whole sequences ({why})",
+                          variance_factor=n_seq / max(n_seq - 1, 1), dof=effective_dof(sums, n_seq))
+    lengths = np.bincount(np.unique(seq, return_inverse=True)[1])
+    k_pw, acf, g_ratio = politis_white(influence, seq)
+    if block_length is None:
+        k = int(np.clip(BLOCK_FACTOR * k_pw, 1, max(1, min(lengths.min(), n // 4))))
+        why = (f"k = {BLOCK_FACTOR} × Politis–White length {k_pw} of the per-token influence "
+               f"series' autocorrelation (cap: shortest sequence {lengths.min()}, N/4 = {n // 4})")
+    else:
+        k, why = int(block_length), "k asked for"
+    sums = _circular_block_sums(np.asarray(influence, np.float64)[:, None], seq, k)[:, 0]
+    return Resampling("blocks", k, seq, n / k,
+                      f"circular blocks of {k} tokens within each of {n_seq} sequence(s); {why}",
+                      acf, (1 + g_ratio / k) / max(1 - k / n, 0.5), effective_dof(sums, n / k))
+
+
+def effective_dof(unit_sums, n_units):
+    """Degrees of freedom of a variance learned from n_units units whose sums (the per-unit
+    totals of the influence series) have excess kurtosis κ: Var(s²)/σ⁴ ≈ (2 + κ)/n_units,
+    and a scaled χ² with that relative variance has 2·n_units/(2 + κ) degrees of freedom
+    (n_units − 1 for Gaussian sums, fewer for heavy-tailed ones). κ < 0 is taken as 0."""
+    s = np.asarray(unit_sums, np.float64)
+    kappa = max(stats.kurtosis(s, bias=False), 0.0) if len(s) > 3 and s.std() > 0 else 0.0
+    return max(2 * n_units / (2 + kappa) - 1, 1.0)
+
+
+def autocorrelation(x, seq, max_lag):
+    """ρ(0..max_lag) of x about its grand mean, from pairs inside one sequence only."""
+    x = np.asarray(x, np.float64) - np.mean(x)
+    R = np.zeros(max_lag + 1)
+    for s in np.unique(seq):
+        xs = x[seq == s]
+        for m in range(min(max_lag, len(xs) - 1) + 1):
+            R[m] += xs[:len(xs) - m] @ xs[m:]
+    R /= len(x)
+    return R / R[0] if R[0] > 0 else np.r_[1.0, np.zeros(max_lag)]
+
+
+def politis_white(x, seq):
+    """(k, ρ, G/g): the Politis–White circular-block length of series x, the ρ it used, and
+    the ratio G/g that sets the block variance's first-order bias −G/(k·g).
+
+    m̂ = the first lag after which K_N = max(5, ⌈√log10 N⌉) consecutive |ρ| stay below
+    2√(log10 N / N); with the flat-top window λ over lags |m| ≤ M = 2m̂,
+    G = Σ λ(m/M)|m|R(m), g = Σ λ(m/M)R(m), k = (2G² / ((4/3)g²))^{1/3} N^{1/3}."""
+    x = np.asarray(x, np.float64)
+    n = len(x)
+    kn = max(5, int(np.ceil(np.sqrt(np.log10(max(n, 10))))))
+    m_max = max(1, min(int(np.ceil(np.sqrt(n))) + kn, n - 1))
+    rho = autocorrelation(x, seq, m_max)
+    if n < 4 or not np.isfinite(rho).all():
+        return 1, rho, 0.0
+    small = np.abs(rho[1:]) < 2 * np.sqrt(np.log10(n) / n)           # lags 1..m_max
+    runs = [m for m in range(0, m_max - kn + 1) if small[m:m + kn].all()]
+    M = min(2 * max(runs[0] if runs else m_max, 1), m_max)
+    lag = np.arange(-M, M + 1)
+    a = np.abs(lag) / M
+    w = np.where(a <= 0.5, 1.0, np.where(a <= 1, 2 * (1 - a), 0.0))   # flat-top window
+    r = rho[np.abs(lag)]
+    G, g = (w * np.abs(lag) * r).sum(), (w * r).sum()
+    if g <= 0:
+        return 1, rho, 0.0
+    k = max(1, int(np.ceil((2 * G ** 2 / (4 / 3 * g ** 2)) ** (1 / 3) * n ** (1 / 3))))
+    return k, rho, max(G / g, 0.0)
+
+
+def log_slope_influence(values, logx):
+    """(N,) each token's linearised contribution to the least-squares slope of
+    log Σ_t values[t, j] on logx[j] (points with a zero total skipped). A normaliser common to
+    all points (a kernel's mode count) only shifts the line, so it does not enter."""
+    v = np.asarray(values, np.float64)                                   # (N, p)
+    tot = v.sum(0)
+    ok = tot > 0
+    if ok.sum() < 2:
+        return np.zeros(len(v))
+    dx = logx[ok] - logx[ok].mean()
+    return v[:, ok] @ (dx / tot[ok])

@@ -1,0 +1,110 @@
+"""What is done: the one reading of a store's ledger that every caller uses (the sweep's task
+list and `tdos status`, the analysis reader, the aggregate, the live view).
+
+The ledger array (layer row, seq, block) holds 0 (pending), 1 (done) or 2 (done, with a
+non-finite value: flagged). "Done" always means a cell that is not pending — flagged blocks
+included, since rerunning them would give the same values — and only planned cells count
+(a row's blocks beyond its layer_length do not exist). A_log layers are done once written
+(Mamba-style layers only). In a group swept with `depth:`, each (sequence, token block)'s walk
+up the layers is done once its `depth_ledger` cell is set, which its task does last.
+
+"Usable" is narrower: a block is read as values only when DONE (all finite); a flagged block
+reads as NaN rows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import zarr
+
+from analysis.io import schema
+from analysis.io.schema import DONE, FLAGGED, PENDING
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """One model group's completion state."""
+
+    cells: np.ndarray            # (R, S, nb) int8
+    planned: np.ndarray          # (R, S, nb) bool: cells inside each row's layer_length
+    layers: np.ndarray           # (R,) model layer of each row
+    lengths: np.ndarray          # (R,) tokens planned per row
+    residual: np.ndarray         # (R, S) int8: h_l of the row's layer stored (DONE) or not
+    walks: np.ndarray | None = None   # (S, nb) int8 depth_ledger; None: swept without depth
+    memory: np.ndarray | None = None  # (R, S) int8 memory_ledger; None: no `memory:` yet
+    group: zarr.Group | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def read(cls, g: zarr.Group) -> "Ledger":
+        cells = g["ledger"][...]
+        R, S, nb = cells.shape
+        B = g.attrs["inputs"]["token_block"]
+        lengths = g["layer_length"][...]
+        mask = np.arange(nb)[None, :] < (-(-lengths // B))[:, None]          # (R, nb)
+        return cls(cells, np.broadcast_to(mask[:, None, :], (R, S, nb)), g["layer"][...],
+                   lengths, g["residual_ledger"][...],
+                   g["depth_ledger"][...] if "depth_ledger" in g else None,
+                   g["memory_ledger"][...] if "memory_ledger" in g else None, g)
+
+    @cached_property
+    def missing_a_log(self) -> tuple[int, ...]:
+        """Mamba-style model layers whose A_log is not written (read on first use: A_log is the
+        one array here as large as a layer's parameters)."""
+        return tuple(_missing_a_log(self.group))
+
+    def pending(self):
+        """(row, seq, block) of every planned cell still at 0, rows in store order."""
+        r, s, b = np.nonzero((self.cells == PENDING) & self.planned)
+        return list(zip(r.tolist(), s.tolist(), b.tolist()))
+
+    def pending_walks(self):
+        """(seq, block) of every walk up the layers not finished (depth only; rows share one
+        length there)."""
+        if self.walks is None:
+            return []
+        s, b = np.nonzero((self.walks == PENDING) & self.planned[0])
+        return list(zip(s.tolist(), b.tolist()))
+
+    def pending_memory(self):
+        """(row, seq) of every lag profile not written (memory only)."""
+        if self.memory is None:
+            return []
+        r, s = np.nonzero(self.memory == PENDING)
+        return list(zip(r.tolist(), s.tolist()))
+
+    @property
+    def total(self) -> int:
+        return int(self.planned.sum())
+
+    @property
+    def done(self) -> int:
+        return int(((self.cells != PENDING) & self.planned).sum())
+
+    @property
+    def flagged(self) -> int:
+        return int(((self.cells == FLAGGED) & self.planned).sum())
+
+    def row_counts(self, row: int) -> tuple[int, int, int]:
+        """(done, flagged, total) of one row."""
+        cells = self.cells[row][self.planned[row]]
+        return int((cells != PENDING).sum()), int((cells == FLAGGED).sum()), int(cells.size)
+
+    @property
+    def unplanned_marked(self) -> np.ndarray:
+        """(R, S, nb) int8: the cells, -1 beyond each row's planned length."""
+        return np.where(self.planned, self.cells, np.int8(-1)).astype(np.int8)
+
+    def usable(self, row: int, seq: int) -> np.ndarray:
+        """(nb,) bool: the blocks of (row, seq) whose values are read (DONE: done, all finite)."""
+        return (self.cells[row, seq] == DONE) & self.planned[row, seq]
+
+
+def _missing_a_log(g: zarr.Group) -> list[int]:
+    """Mamba-style model layers whose A_log is not written yet (all NaN)."""
+    if "a_log" not in g:
+        return []
+    kinds = g.attrs.get("layer_kinds") or []
+    a = g["a_log"][...]                                   # (n_layers, channel, state)
+    return [i for i, k in enumerate(kinds) if schema.is_ssm(k) and np.isnan(a[i]).all()]

@@ -1,0 +1,360 @@
+"""Read a tdos store (docs/store.md; names in analysis/io/schema.py). The store is the only
+input of analysis/.
+
+Rows of `eigenvalues`/`delta` are token positions: row t = eig(J_tt). Blocks whose ledger
+cell is not 1 (pending, or flagged for non-finite values) read as NaN rows, so row t is
+always token t and every consumer filters with `np.isfinite`.
+"""
+from __future__ import annotations
+
+import os
+from functools import cached_property
+
+import numpy as np
+import zarr
+
+from analysis.io import schema
+from analysis.io.ledger import Ledger
+from analysis.io.schema import DONE, SCALE_ARRAYS, SHIFT_ARRAYS, StoreError
+
+
+
+def open_store(path, model=None) -> "Store":
+    """Open `path` read-only; `model` picks a group (default: the first model of the store)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise StoreError(f"no store at {path}")
+    try:
+        root = zarr.open_group(path, mode="r")
+        attrs = dict(root.attrs)
+    except Exception as exc:  # zarr raises several types for a non-zarr folder
+        raise StoreError(f"{path} is not a zarr store ({type(exc).__name__})") from None
+    schema.check_format(attrs, path)
+    models = list(root.attrs.get("models", []))
+    if not models:
+        raise StoreError(f"{path} holds no model groups")
+    name = models[0] if model is None else model
+    if name not in models:
+        raise StoreError(f"model {name!r} not in {path}; models: {', '.join(models)}")
+    return Store(path, root, name)
+
+
+class Store:
+    """One model group of a store. See docs/api.md for the public reading API."""
+
+    def __init__(self, path, root, name):
+        self.path, self.root, self.name = path, root, name
+        self.group = root[name]
+        self.models = list(root.attrs["models"])
+
+    def model(self, name) -> "Store":
+        return open_store(self.path, name)
+
+    def __repr__(self):
+        c = self.block_counts()
+        return (f"Store({self.path!r}, model={self.name!r}, arch={self.arch}, dtype={self.dtype}, "
+                f"layers={self.layers}, done={c['done']}/{c['planned']})")
+
+    # ------------------------------------------------------------------ metadata
+    @cached_property
+    def identity(self) -> dict:
+        return dict(self.group.attrs.get("model", {}))
+
+    @cached_property
+    def inputs(self) -> dict:
+        return dict(self.group.attrs.get("inputs", {}))
+
+    @property
+    def arch(self) -> str:
+        return self.identity.get("arch", "unknown")
+
+    @property
+    def is_mamba(self) -> bool:
+        """Whether any layer is Mamba-style (has Δ_t and A_log): `ssm_layers` says which."""
+        return "delta" in self.group and "a_log" in self.group
+
+    @cached_property
+    def layer_kinds(self) -> list[str]:
+        """The kind of every model layer ("attention", "mamba", "mamba2", "recurrent",
+        "mamba2+attention", … with "+moe" when it routes to experts)."""
+        kinds = self.group.attrs.get("layer_kinds")
+        if kinds:
+            return list(kinds)
+        n = int(self.group["a_log"].shape[0]) if self.is_mamba else max(self.layers) + 1
+        return ["mamba" if self.is_mamba else "attention"] * n
+
+    def layer_kind(self, layer) -> str:
+        return self.layer_kinds[int(layer)]
+
+    @property
+    def ssm_layers(self) -> list[int]:
+        """Model layers with Δ_t and A_log (Mamba-1 or Mamba-2 style), swept or not."""
+        return [i for i, k in enumerate(self.layer_kinds) if schema.is_ssm(k)]
+
+    def _a_log_shape(self, layer) -> tuple[int, ...]:
+        shapes = self.group.attrs.get("a_log_shapes")
+        if shapes:
+            return tuple(shapes[int(layer)] or ())
+        return tuple(self.group["a_log"].shape[1:])
+
+    @property
+    def dtype(self) -> str:
+        """Compute dtype of the sweep ('float32' | 'float64')."""
+        return self.identity["dtype"]
+
+    @cached_property
+    def software(self) -> dict:
+        """Versions on the machine that made the store (torch, cuda, ...); {} if upgraded."""
+        return dict(self.root.attrs.get("software") or {})
+
+    @cached_property
+    def worker_software(self) -> list[dict]:
+        """The distinct software of the workers that computed this group's blocks."""
+        return list(self.group.attrs.get("worker_software", []))
+
+    def eig_backend(self, layer) -> np.ndarray:
+        """(seq, block) str: the eigensolver that computed each block (schema.EIG_BACKENDS;
+        "unknown" for blocks not written, or written before format 2)."""
+        codes = np.asarray(self.group["eig_backend"][self.row(layer)])
+        return np.asarray(schema.EIG_BACKENDS, dtype=object)[codes]
+
+    def jacobian_path(self, layer) -> np.ndarray:
+        """(seq, block) str: which code computed each block's J_tt (schema.JACOBIAN_PATHS:
+        "hand-written", "generic"; "unknown" for blocks not written, or before format 3)."""
+        if "jacobian_path" not in self.group:
+            return np.full(self.group["ledger"].shape[1:], "unknown", dtype=object)
+        codes = np.asarray(self.group["jacobian_path"][self.row(layer)])
+        return np.asarray(schema.JACOBIAN_PATHS, dtype=object)[codes]
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.root.attrs.get("fingerprint", ""))
+
+    @property
+    def creation_id(self) -> str:
+        """New each time a store is created: with the fingerprint, the store's identity."""
+        return str(self.root.attrs["creation_id"])
+
+    @cached_property
+    def layers(self) -> list[int]:
+        """Model layer index of each planned row."""
+        return [int(x) for x in self.group["layer"][:]]
+
+    @cached_property
+    def layer_length(self) -> dict[int, int]:
+        return dict(zip(self.layers, (int(x) for x in self.group["layer_length"][:])))
+
+    @property
+    def n_seqs(self) -> int:
+        return int(self.group["eigenvalues"].shape[1])
+
+    @property
+    def max_length(self) -> int:
+        return int(self.group["eigenvalues"].shape[2])
+
+    @property
+    def d_model(self) -> int:
+        return int(self.group["eigenvalues"].shape[3])
+
+    @property
+    def token_block(self) -> int:
+        return int(self.inputs["token_block"])
+
+    def row(self, layer) -> int:
+        try:
+            return self.layers.index(int(layer))
+        except ValueError:
+            raise StoreError(f"layer {layer} not in store (layers: {self.layers})") from None
+
+    # ------------------------------------------------------------------ ledger
+    def ledger(self) -> np.ndarray:
+        """(rows, seq, block) int8 ledger, -1 beyond each row's planned length (analysis.io.ledger)."""
+        return Ledger.read(self.group).unplanned_marked
+
+    def usable_blocks(self) -> list[tuple[int, int, int]]:
+        """(layer, seq, block) of every block read as values: DONE, all finite (not flagged)."""
+        i, s, b = np.nonzero(self.ledger() == DONE)
+        return [(self.layers[r], int(q), int(c)) for r, q, c in zip(i, s, b)]
+
+    def block_counts(self) -> dict:
+        """Planned blocks, done (flagged included, as everywhere), of which flagged, pending."""
+        led = Ledger.read(self.group)
+        return {"planned": led.total, "done": led.done, "flagged": led.flagged,
+                "pending": led.total - led.done}
+
+    def _row_mask(self, layer, seq) -> np.ndarray:
+        """(L_layer,) bool: token rows that belong to a usable block (done, not flagged)."""
+        n, B = self.layer_length[layer], self.token_block
+        return np.repeat(Ledger.read(self.group).usable(self.row(layer), seq), B)[:n]
+
+    # ------------------------------------------------------------------ data
+    def tokens(self, seq=0) -> np.ndarray:
+        return np.asarray(self.group["tokens"][seq])              # (L_max,) int64
+
+    def eigenvalues(self, layer, seq=0) -> np.ndarray:
+        """(L_layer, d) complex; rows of pending or flagged blocks are NaN."""
+        n = self.layer_length[layer]
+        ev = np.array(self.group["eigenvalues"][self.row(layer), seq, :n])
+        ev[~self._row_mask(layer, seq)] = np.nan
+        return ev
+
+    def scale_direction(self, layer, seq=0) -> tuple[np.ndarray, np.ndarray]:
+        """ρ (L_layer,), r (L_layer,) float64 of J_tt along h_t; NaN rows as in `eigenvalues`
+        and where not computed (a store upgraded from format 1): the classification then
+        uses values only."""
+        return self._direction(layer, seq, SCALE_ARRAYS)
+
+    def shift_direction(self, layer, seq=0) -> tuple[np.ndarray, np.ndarray]:
+        """ρ (L_layer,), r (L_layer,) float64 of J_tt along 𝟙/√d; as `scale_direction`."""
+        return self._direction(layer, seq, SHIFT_ARRAYS)
+
+    def norm_directions(self, layer, seq=0) -> tuple[np.ndarray, np.ndarray]:
+        """ρ (L_layer, 2), r (L_layer, 2): column 0 along h_t (scale), 1 along 𝟙/√d (shift);
+        what `analysis.spectrum.rates.mode_masks` takes to find the scale class."""
+        (a, b), (c, e) = self.scale_direction(layer, seq), self.shift_direction(layer, seq)
+        return np.stack([a, c], 1), np.stack([b, e], 1)
+
+    def _direction(self, layer, seq, names):
+        return tuple(self._per_token(layer, seq, name) for name in names)
+
+    def frobenius2(self, layer, seq=0) -> np.ndarray:
+        """(L_layer,) float64 ‖J_tt‖_F²; NaN rows as in `eigenvalues`."""
+        return self._per_token(layer, seq, "frobenius2")
+
+    def nonnormality(self, layer, seq=0) -> np.ndarray:
+        """(L_layer,) float64 Henrici's relative departure of J_tt from normality,
+        sqrt(max(0, ‖J‖_F² − Σ|ζ_i|²)) / ‖J‖_F: 0 for a normal J_tt, up to 1; NaN rows as
+        in `eigenvalues`."""
+        return self._per_token(layer, seq, "nonnormality")
+
+    def _per_token(self, layer, seq, name) -> np.ndarray:
+        n = self.layer_length[layer]
+        a = np.array(self.group[name][self.row(layer), seq, :n], np.float64)
+        a[~self._row_mask(layer, seq)] = np.nan
+        return a
+
+    # ------------------------------------------------------------------ stacked blocks (depth)
+    @cached_property
+    def depth(self) -> dict | None:
+        """{"spans": [s, ...], "layers": [l0, l1]} of a group swept with `depth:`, else None."""
+        d = self.group.attrs.get("depth")
+        return dict(d) if d else None
+
+    @property
+    def depth_spans(self) -> list[int]:
+        """The stack lengths s swept ([] without `depth:`)."""
+        return list(self._need_depth()["spans"]) if self.depth else []
+
+    @property
+    def lyapunov_layers(self) -> tuple[int, int]:
+        """(l0, l1): the run of layers the Lyapunov exponents are taken over (S = l1 − l0 + 1)."""
+        l0, l1 = self._need_depth()["layers"]
+        return int(l0), int(l1)
+
+    def _walks_done(self, seq) -> np.ndarray:
+        """(L,) bool: tokens whose walk up the layers is written."""
+        n, B = min(self.layer_length.values()), self.token_block
+        return np.repeat(np.asarray(self.group["depth_ledger"][seq]) == DONE, B)[:n]
+
+    def stack_eigenvalues(self, layer, span, seq=0) -> np.ndarray:
+        """(L, d) complex: row t = eig(P_t(layer, span)), P_t = J^(layer+span−1)_tt ⋯ J^(layer)_tt;
+        NaN rows for tokens not walked yet."""
+        return self._stack("stack_eigenvalues", layer, span, seq)
+
+    def stack_gain(self, layer, span, seq=0) -> np.ndarray:
+        """(L,) float64 ‖P_t(layer, span)‖_F² / d: the mean squared gain of a random unit
+        perturbation of h_{layer,t} after `span` blocks; NaN as in `stack_eigenvalues`."""
+        return self._stack("stack_gain", layer, span, seq).astype(np.float64)
+
+    def lyapunov(self, seq=0) -> np.ndarray:
+        """(L, d) float64 finite-depth Lyapunov exponents of each token over `lyapunov_layers`,
+        largest first; NaN rows for tokens not walked yet."""
+        self._need_depth()
+        n = min(self.layer_length.values())
+        g = np.array(self.group["lyapunov"][seq, :n], np.float64)
+        g[~self._walks_done(seq)] = np.nan
+        return g
+
+    def _stack(self, name, layer, span, seq):
+        spans = self.depth_spans
+        l0, l1 = self.lyapunov_layers
+        if int(span) not in spans:
+            raise StoreError(f"span {span} not swept in model {self.name!r} (depth.spans: {spans})")
+        if not l0 <= int(layer) <= l1 - int(span) + 1:
+            raise StoreError(f"no stack of {span} blocks starts at layer {layer} in model "
+                             f"{self.name!r}: starts run {l0}..{l1 - int(span) + 1}")
+        n = min(self.layer_length.values())
+        a = np.array(self.group[name][spans.index(int(span)), self.row(layer), seq, :n])
+        a[~self._walks_done(seq)] = np.nan
+        return a
+
+    # ------------------------------------------------------------------ token memory
+    @cached_property
+    def memory_meta(self) -> dict:
+        """{lags, probes, every, estimator} of the group's token memory (StoreError: none)."""
+        meta = self.group.attrs.get("memory")
+        if not meta:
+            raise StoreError(f"model {self.name!r} holds no token memory — add `memory: {{lags: 64, "
+                             f"probes: 8, every: 8}}` to the config and run the sweep again "
+                             f"(--resume computes only the memory)")
+        return dict(meta)
+
+    def memory(self, layer, seq=0) -> np.ndarray:
+        """(L_layer, lags+1) float64 m_t(k) = ‖J_{t,t−k}‖_F²; NaN where t − k < 0, at tokens
+        not sampled, and for profiles not written yet."""
+        return self._memory("memory", layer, seq)
+
+    def memory_stderr(self, layer, seq=0) -> np.ndarray:
+        """(L_layer, lags+1) float64: the standard error of `memory` (0 when exact)."""
+        return self._memory("memory_stderr", layer, seq)
+
+    def _memory(self, name, layer, seq):
+        self.memory_meta
+        n = self.layer_length[layer]
+        a = np.array(self.group[name][self.row(layer), seq, :n], np.float64)
+        if self.group["memory_ledger"][self.row(layer), seq] != DONE:
+            a[:] = np.nan
+        return a
+
+    def _need_depth(self) -> dict:
+        if not self.depth:
+            raise StoreError(f"model {self.name!r} was swept without `depth:` — add "
+                             f"`depth: {{spans: [2, 4]}}` to the config and sweep into a new store")
+        return self.depth
+
+    def delta(self, layer, seq=0) -> np.ndarray:
+        """(L_layer, d_inner) Mamba-1 or (L_layer, heads) Mamba-2 selective step Δ_t; NaN
+        rows as in `eigenvalues`."""
+        shape = self._need_ssm(layer, "delta")
+        n = self.layer_length[layer]
+        de = np.array(self.group["delta"][self.row(layer), seq, :n, : shape[0]])
+        de[~self._row_mask(layer, seq)] = np.nan
+        return de
+
+    def a_log(self, layer) -> np.ndarray:
+        """A_log of model layer `layer` (swept or not): (d_inner, d_state) Mamba-1, (heads,)
+        Mamba-2 (one A per head)."""
+        shape = self._need_ssm(layer, "a_log")
+        a = np.asarray(self.group["a_log"][int(layer)])                 # (channel, state)
+        return a[: shape[0], : shape[1]] if len(shape) == 2 else a[: shape[0], 0]
+
+    def intrinsic_rates(self, layer) -> np.ndarray:
+        """λ_A = exp(A_log), float64: d_inner·d_state modes (Mamba-1), one per head (Mamba-2)."""
+        return np.exp(self.a_log(layer).astype(np.float64)).ravel()
+
+    def effective_rates(self, layer, seq=0) -> np.ndarray:
+        """(L_layer, d_inner, d_state) Mamba-1 or (L_layer, heads) Mamba-2: λ_eff = Δ_t·exp(A_log)."""
+        lam = np.exp(self.a_log(layer).astype(np.float64))
+        de = self.delta(layer, seq).astype(np.float64)
+        return de[..., None] * lam[None] if lam.ndim == 2 else de * lam[None]
+
+    @property
+    def n_model_layers(self) -> int:
+        return len(self.layer_kinds)
+
+    def _need_ssm(self, layer, what) -> tuple[int, ...]:
+        if not self.is_mamba or not schema.is_ssm(self.layer_kind(layer)):
+            kind = self.layer_kinds[int(layer)] if int(layer) < len(self.layer_kinds) else "?"
+            raise StoreError(f"model {self.name!r} layer {layer} ({kind}) has no {what}: only "
+                             f"Mamba-style layers (layers {self.ssm_layers}) do")
+        return self._a_log_shape(layer)

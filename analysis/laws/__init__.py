@@ -1,0 +1,1 @@
+"""App. B laws: laws.py, selfavg.py (self-averaging), uncertainty.py (their CIs)."""

@@ -1,0 +1,296 @@
+"""`tdos analyze`: every figure, Table I, a JSON of every fitted number, one markdown report.
+Every number is computed under one `Settings` (settings.py)."""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from analysis.report import figures as F
+from analysis._plot import save
+from analysis.io.aggregate import aggregate
+from analysis.studies.compare import compare_models
+from analysis.report.compare import comparison_markdown, write_comparison
+from analysis.studies.depth import DepthStudy, depth_study
+from analysis.report.depth import FIGURE as DEPTH_FIGURE
+from analysis.report.depth import figure as depth_figure
+from analysis.report.memory import FIGURE as MEMORY_FIGURE
+from analysis.studies.memory import MemoryStudy, memory_study
+from analysis.report.memory import figure as memory_figure
+from analysis.spectrum.observables import (a_log_distribution, a_log_shift, complex_spectrum, effective_vs_length,
+                          has_s4d_init,
+                          intrinsic_by_layer, intrinsic_spectrum, memory_kernel,
+                          memory_kernel_from_hist, tdos, tdos_vs_depth, tdos_vs_length,
+                          token_rate_rows)
+from analysis.fit.gof import power_law_gof
+from analysis.studies.precision import compare_precision, precision_pairs
+from analysis.report.paper import reference
+from analysis.spectrum.rates import EDGES, MODES
+from analysis.report.fits_json import write_json
+from analysis.report.markdown import table_markdown, write_report
+from analysis.io.settings import Settings
+from analysis.io.store import open_store
+from analysis.studies.tables import IRTable, beta_vs_length, default_lengths
+from analysis.laws.uncertainty import MeasuredLaws, measured_laws
+from analysis.fit.window import WindowSensitivity, window_sensitivity
+
+
+def store_settings(st, **overrides) -> Settings:
+    """The config's `analysis:` section as the sweep recorded it, then `overrides`."""
+    return Settings.from_store(st.root.attrs, **overrides)
+
+
+def representative(st, layer=None, settings=None):
+    """A stored layer: `layer` (else the settings' layer) when the store holds it, else 24
+    (the paper's) when stored, else the middle stored layer; L = 128 or its max."""
+    settings = settings or store_settings(st)
+    wanted = layer if layer is not None else settings.layer
+    if wanted is not None and int(wanted) in st.layers:
+        layer = int(wanted)
+    else:
+        layer = 24 if 24 in st.layers else st.layers[len(st.layers) // 2]
+    return layer, min(128, st.layer_length[layer])
+
+
+def table_lengths(st, layer, lengths=None, always=None, settings=None):
+    """Table I rows of one layer: `lengths`, else the settings' lengths, else 8, 16, …;
+    `always` (the representative L) is added so the figures' L has a row of its own."""
+    configured = lengths or (settings or store_settings(st)).lengths
+    if configured and always is not None:
+        configured = [*configured, always]
+    return default_lengths(st.layer_length[layer], configured)
+
+
+@dataclass
+class ModelResult:
+    """Everything `tdos analyze` measured for one model group."""
+    name: str
+    arch: str
+    dtype: str
+    layer: int                             # representative layer
+    L: int                                 # representative length
+    settings: Settings
+    table: IRTable                         # Table I at the representative layer
+    depth: IRTable                         # β across depth at L
+    tables_by_layer: dict                  # {layer: IRTable}
+    counts: dict                           # ledger: planned / done / flagged / pending
+    special: dict                          # {modes: class counts at (layer, L)}
+    threshold: float
+    identity: dict                         # the store's record of the checkpoint
+    inputs: dict                           # the store's record of what the tokens came from
+    rate_range: dict                       # {modes: (min, max) stable rate at (layer, L)}
+    scale_by_eigenvector: bool = False     # scale mode found by ρ_t, r_t (False: older store)
+    shift_by_eigenvector: bool = False
+    laws: MeasuredLaws | None = None       # None: β not fitted at (layer, L)
+    sensitivity: dict = field(default_factory=dict)    # {modes: WindowSensitivity}
+    outside_bins: dict = field(default_factory=dict)
+    outside_bins_ssm: dict | None = None
+    a_log_shift: dict | None = None
+    precision: list = field(default_factory=list)      # PrecisionComparison.to_dict()s
+    files: list = field(default_factory=list)
+    stacks: DepthStudy | None = None       # stacked blocks (a store swept with `depth:`)
+    memory: MemoryStudy | None = None      # token memory (a store swept with `memory:`)
+
+    @property
+    def modes(self) -> str:
+        return self.settings.modes
+
+    def row(self):
+        """The Table I row at the representative L."""
+        return next((x for x in self.table.rows if x.L == self.L), self.table.rows[-1])
+
+    def empty_window_line(self, modes) -> str | None:
+        """One line when the window holds no mode of count `modes` at (layer, L), else None."""
+        if self.row().by_mode[modes].fitted:
+            return None
+        lo, hi = self.settings.window
+        a, b = self.rate_range[modes]
+        where = f"its stable rates lie in [{a:.3g}, {b:.3g}]" if np.isfinite(a) else "no stable rates"
+        return (f"the window [{lo:g}, {hi:g}] holds no {modes} modes at layer {self.layer}, "
+                f"L = {self.L} ({where}): nothing fitted")
+
+
+def analyze(store_path, out=None, settings=None, model=None, progress=True) -> dict:
+    """Write the full analysis of `store_path` into `out`; return {model: ModelResult}.
+    `settings` default: the store's recorded `analysis:` section."""
+    store_path = os.fspath(store_path)
+    out = Path(out or store_path.rstrip("/") + "-report")
+    out.mkdir(parents=True, exist_ok=True)
+    st0 = open_store(store_path, model)
+    settings = settings or store_settings(st0)
+    agg_all = aggregate(store_path, progress=None)
+    names = [st0.name] if model else st0.models
+    results = {}
+    for name in names:
+        sub = out / name if len(names) > 1 else out
+        sub.mkdir(exist_ok=True)
+        results[name] = analyze_model(st0.model(name), agg_all.model(name), sub, settings, progress)
+    extra_files = _precision_checks(store_path, names, results, out, settings)
+    comparison = None
+    if len(names) > 1:
+        comparison = compare_models([f"{store_path}:{n}" for n in names], settings)
+        extra_files += write_comparison(comparison, out, markdown=False)
+    write_json(results, out / "fits.json", store_path, settings, comparison)
+    write_report(results, out / "report.md", store_path, settings, extra_files,
+                 None if comparison is None else comparison_markdown(comparison, heading_level=3))
+    return results
+
+
+def analyze_model(st, agg, out, settings, progress=True) -> ModelResult:
+    agg = agg.skipping(settings.skip_positions)
+    layer, L = representative(st, settings=settings)
+    tables = {}
+    for ly in tqdm(st.layers, desc=f"analyze {st.name}", unit="layer", disable=not progress):
+        rows = table_lengths(st, ly, always=min(L, st.layer_length[ly]), settings=settings)
+        tables[ly] = beta_vs_length(st, agg, ly, rows, settings)
+    res = ModelResult(
+        st.name, st.arch, st.dtype, layer, L, settings, tables[layer], _depth_table(tables, st, L),
+        tables, st.block_counts(), {m: agg.special(layer, L, m) for m in MODES}, agg.threshold,
+        st.identity, st.inputs, {m: _rate_range(agg, layer, L, m) for m in MODES},
+        agg.scale_by_eigenvector, agg.shift_by_eigenvector)
+    rows = token_rate_rows(st, layer, L, skip=settings.skip_positions)
+    res.sensitivity = {m: window_sensitivity(*rows[m], settings.window, settings.n_boot,
+                                             settings.level, settings.seed) for m in MODES}
+    res.files = _model_figures(st, agg, res, out, rows)
+    if st.depth:
+        res.stacks = depth_study(st, settings)
+        save(depth_figure(res.stacks, f"{st.name}: stacked blocks, layers {res.stacks.layers[0]}.."
+                          f"{res.stacks.layers[1]}"), out / DEPTH_FIGURE)
+        res.files.append(DEPTH_FIGURE)
+    if st.group.attrs.get("memory"):
+        res.memory = memory_study(st, settings)
+        save(memory_figure(res.memory, f"{st.name}: token memory ({res.memory.meta['estimator']})"),
+             out / MEMORY_FIGURE)
+        res.files.append(MEMORY_FIGURE)
+    res.table.to_csv(out / "table1.csv")
+    (out / "table1.md").write_text(table_markdown(res) + "\n")
+    res.files += ["table1.csv", "table1.md"]
+    return res
+
+
+def _rate_range(agg, layer, L, modes) -> tuple:
+    """(lowest, highest) stable rate at (layer, L) to a bin: where the rates lie."""
+    h = agg.hist(layer, L, modes=modes)
+    nz = np.nonzero(h)[0]
+    if not len(nz):
+        return (np.nan, np.nan)
+    lo_col, hi_col = nz[0], nz[-1]
+    return (float(EDGES[max(lo_col - 1, 0)]), float(EDGES[min(hi_col, len(EDGES) - 1)]))
+
+
+def _depth_table(tables, st, L):
+    """β across depth at L (each layer's row at min(L, its length), or its longest row)."""
+    rows, fits = [], {m: {} for m in MODES}
+    for ly, t in tables.items():
+        Lx = min(L, st.layer_length[ly])
+        i = [r.L for r in t.rows].index(Lx) if Lx in [r.L for r in t.rows] else -1
+        row = t.rows[i]
+        rows.append(dataclasses.replace(row, key=ly))
+        for m in MODES:
+            fits[m][ly] = t.fits[m][row.L]
+    first = next(iter(tables.values()))
+    return IRTable(rows, "layer", first.window, first.level, fits, first.modes)
+
+
+def _model_figures(st, agg, res, out, rows):
+    """Every figure of one model; collective ones draw mode count res.modes and say so."""
+    layer, L, modes, window = res.layer, res.L, res.modes, res.settings.window
+    lengths = [r.L for r in res.table.rows]
+    tag, mtag = f"{st.name}, layer {layer}", f"[{modes} modes]"
+    files = []
+
+    def put(fig, name):
+        save(fig, out / name)
+        files.append(name)
+
+    sp = tdos(agg, layer, L, modes=modes)
+    beta = res.row().get("beta", modes)
+    kernel = memory_kernel_from_hist(sp, beta=beta if np.isfinite(beta) else None,
+                                     label=r"$K(t)=\langle e^{-\lambda t}\rangle$")
+    put(F.fig1_collective(complex_spectrum(st, layer, L), sp, kernel, f"{tag}, L = {L} {mtag}",
+                          window), "fig1_collective_spectrum.png")
+    ssm = _ssm_layer(st, layer)
+    if ssm is not None:
+        res.outside_bins_ssm = _mamba_figures(st, agg, ssm, layer, lengths, put)
+        if has_s4d_init(st, ssm):
+            res.a_log_shift = a_log_shift(st.a_log(ssm))
+    by_length = tdos_vs_length(agg, layer, lengths, modes)
+    put(F.fig_family(by_length, f"{tag}: ρ_block vs L {mtag}", ylabel="ρ_block(λ)", window=window),
+        "fig5_tdos_vs_length.png")
+    by_depth = tdos_vs_depth(agg, st.layers, L, modes)
+    put(F.fig_family(by_depth, f"{st.name}: ρ_block across depth, L = {L} {mtag}",
+                     ylabel="ρ_block(λ)", window=window), "fig6_tdos_vs_depth.png")
+    put(F.fig7_cumulative(res.table, f"{tag}: cumulative N(<λ) and fits {mtag}"),
+        "fig7_cumulative_fits.png")
+    put(F.fig_beta(res.table, f"{tag}: infrared exponent vs L {mtag}",
+                   reference(st.identity, layer, res.settings) or None), "fig8_beta_vs_length.png")
+    put(F.fig_beta(res.depth, f"{st.name}: β across depth, L = {L} {mtag}"), "beta_vs_depth.png")
+    gof = power_law_gof(rows[modes][0][np.isfinite(rows[modes][0])], window,
+                        n_sims=res.settings.n_boot, seed=res.settings.seed)
+    put(F.fig_window(res.sensitivity[modes], gof, f"{tag}, L = {L}: is it a power law? {mtag}"),
+        "window_sensitivity.png")
+    res.laws = measured_laws(st, agg, layer, L, res.row(), res.settings)
+    if res.laws is not None:
+        put(F.fig_self_averaging(res.laws.self_averaging, res.laws.resolution,
+                                 f"{tag}: self-averaging (App. B) {mtag}", res.laws.kernel),
+            "self_averaging.png")
+    res.outside_bins = {"block_vs_L": by_length.outside, "block_vs_depth": by_depth.outside}
+    return files
+
+
+def _ssm_layer(st, layer) -> int | None:
+    """The swept Mamba-style layer Figs 2–4 draw: `layer` itself, else the nearest one; None
+    when the model has no swept Mamba-style layer (Figs 2–4 apply to those alone)."""
+    swept = [ly for ly in st.layers if ly in st.ssm_layers]
+    return min(swept, key=lambda ly: (abs(ly - layer), ly)) if swept else None
+
+
+def _mamba_figures(st, agg, layer, representative, lengths, put) -> dict:
+    """Figs 2–4 (SSM rates: no mode count applies) of Mamba-style layer `layer`; returns the
+    counts beyond the bins."""
+    kind = st.layer_kind(layer)
+    modes_of = "every A_log mode" if "mamba2" not in kind else "one A per head"
+    which = (f"layer {layer} ({kind})" if layer == representative else
+             f"layer {layer} ({kind}: the Mamba-style layer nearest the representative layer "
+             f"{representative}, a {st.layer_kind(representative)} layer)")
+    lam_a = st.intrinsic_rates(layer)
+    sp_int = intrinsic_spectrum(st, layer)
+    put(F.fig2_intrinsic(a_log_distribution(st, layer), sp_int,
+                         memory_kernel(lam_a, t=np.geomspace(1e-6, 1e7, 120), label=r"$K_A(t)$"),
+                         f"{st.name}: intrinsic SSM spectrum, {which} ({modes_of})"),
+        "fig2_intrinsic.png")
+    by_layer = intrinsic_by_layer(st)
+    n = len(st.ssm_layers)
+    put(F.fig_family(by_layer, f"{st.name}: ρ_int across its {n} Mamba-style layers"
+                     + (f" of {st.n_model_layers}" if n < st.n_model_layers else "")
+                     + f" ({modes_of})", ylabel="ρ_int(λ_A)"), "fig3_intrinsic_all_layers.png")
+    eff, dlt = effective_vs_length(agg, layer, lengths)
+    put(F.fig4_effective(eff, dlt, f"{st.name}, {which}: selective dynamics vs L "
+                         f"(every Δ_t·λ_A mode)"), "fig4_effective_vs_length.png")
+    return {"intrinsic_by_layer": by_layer.outside, "effective_vs_L": eff.outside,
+            "delta_vs_L": dlt.outside, "intrinsic_min_max": [float(lam_a.min()), float(lam_a.max())]}
+
+
+def _precision_checks(store_path, names, results, out, settings):
+    """One checkpoint in two dtypes: the fp32-vs-fp64 check (figures, then each result's
+    `precision` list)."""
+    files = []
+    if len(names) < 2:
+        return files
+    stores = {n: open_store(store_path, n) for n in names}
+    for ref, other, layer in precision_pairs(stores):
+        lengths = [r.L for r in results[ref].tables_by_layer[layer].rows]
+        cmp = compare_precision(store_path, None, ref, other, layer=layer, lengths=lengths,
+                                window=settings.window, modes=settings.modes,
+                                skip=settings.skip_positions)
+        name = f"precision_{other}_vs_{ref}.png"
+        save(F.fig_precision(cmp, f"{other} ({cmp.dtypes[1]}) vs {ref} ({cmp.dtypes[0]}), layer "
+                             f"{layer} [{settings.modes} modes]"), out / name)
+        files.append(name)
+        for n in (ref, other):
+            results[n].precision.append(cmp.to_dict())
+    return files

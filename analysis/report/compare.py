@@ -1,0 +1,136 @@
+"""compare.md, compare.json and the figures of a `Comparison` (compare.py)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from analysis.report import figures as F
+from analysis._plot import save
+from analysis.io.aggregate import aggregate
+from analysis.studies.compare import Comparison, matched_layers
+from analysis.report.depth import comparison_figure as depth_figure
+from analysis.report.depth import comparison_markdown as depth_markdown
+from analysis.report.memory import comparison_figure as memory_figure
+from analysis.report.memory import comparison_markdown as memory_markdown
+from analysis.spectrum.observables import memory_kernel_from_hist, tdos
+from analysis.spectrum.rates import MODES
+from analysis.report.fits_json import dump_json
+from analysis.report.text import FIGURE_CAPTIONS
+
+FIGURES = ("compare_beta.png", "compare_delta.png", "compare_tdos.png", "compare_kernel.png")
+
+
+def _ci(lo, hi) -> str:
+    return f"[{lo:+.3f}, {hi:+.3f}]" if np.isfinite(lo) else "–"
+
+
+def verdict_lines(c: Comparison) -> list:
+    """One sentence per pair and count at the representative layers and shared L."""
+    out = []
+    for d in c.at_representative():
+        if not np.isfinite(d.delta):
+            out.append(f"- {d.a} vs {d.b} ({d.modes}, L = {d.L}): not fitted (no modes in the window)")
+            continue
+        out.append(f"- {d.a} (layer {d.layer_a}) − {d.b} (layer {d.layer_b}), {d.modes}, L = {d.L}: "
+                   f"Δβ = {d.delta:+.3f} {_ci(d.lo, d.hi)} → **{d.verdict}**")
+    return out
+
+
+def beta_table(c: Comparison, modes) -> list:
+    """β with CI of every model against L at its representative layer."""
+    Ls = list(c.sides[0].by_length[modes])
+    head = "| L | " + " | ".join(f"{s.name} (layer {s.layer})" for s in c.sides) + " |"
+    lines = [head, "|" + "---|" * (len(c.sides) + 1)]
+    for L in Ls:
+        cells = []
+        for s in c.sides:
+            b = s.by_length[modes][L]
+            cells.append(f"{b.beta:+.3f} {_ci(b.lo, b.hi)}" if np.isfinite(b.beta) else "no modes")
+        lines.append(f"| {L} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def delta_table(c: Comparison) -> list:
+    """Every Δβ: pair, count, where (L or matched layers), value, CI, verdict."""
+    lines = ["| pair | count | along | L | layers | Δβ | CI | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
+    for d in c.deltas:
+        lines.append(f"| {d.a} − {d.b} | {d.modes} | {d.along} | {d.L} | {d.layer_a} / {d.layer_b} | "
+                     f"{d.delta:+.3f} | {_ci(d.lo, d.hi)} | {d.verdict} |")
+    return lines
+
+
+def comparison_markdown(c: Comparison, heading_level=2, rel="") -> list:
+    h = "#" * heading_level
+    s = c.settings
+    units = sorted({u for d in c.deltas for u in d.units})
+    md = [f"{h} Do the models' β agree?", "",
+          "Models: " + "; ".join(f"{x.label} ({x.arch}, {x.n_layers} layers, representative "
+                                   f"layer {x.layer})" for x in c.sides) + ".",
+          f"Settings: {s.describe()}.", "",
+          f"Δβ = β_a − β_b of the cumulative fit (the paper's estimator), its {s.level:.0%} CI "
+          f"from each model's own bootstrap replicates, drawn independently (units: "
+          f"{', '.join(units)}); \"agree at {s.level * 100:g} %\" when the CI holds 0. Models fed the "
+          f"same text are correlated through it, which independent draws ignore: the interval "
+          f"is then conservative.", "",
+          *verdict_lines(c), ""]
+    for m in MODES:
+        md += [f"{h}# β against L [{m}]", "", *beta_table(c, m), ""]
+    md += [f"{h}# Every Δβ (against L at the representative layers, then against relative depth "
+           f"at L = {c.sides[0].L})", "", *delta_table(c), ""]
+    figures = list(FIGURES)
+    if c.depth:
+        md += depth_markdown(c.depth, c.depth_deltas, h + "#")
+        figures.append("compare_depth.png")
+    if c.memory:
+        md += memory_markdown(c.memory, c.memory_layers, c.memory_deltas, h + "#")
+        figures.append("compare_memory.png")
+    for f in figures:
+        md += [f"**{f}** — {FIGURE_CAPTIONS.get(f, '')}", "", f"![{f}]({rel}{f})", ""]
+    return md
+
+
+def _figures(c: Comparison, out: Path) -> list:
+    s = c.settings
+    save(F.fig_compare_beta(c), out / "compare_beta.png")
+    save(F.fig_compare_delta(c), out / "compare_delta.png")
+    aggs = [aggregate(x.store).model(x.name).skipping(s.skip_positions) for x in c.sides]
+    a, b = c.sides[0], c.sides[1]
+    pairs = matched_layers(a, b)
+    panels = [[(x.label, tdos(g, ly, min(x.L, _length(x, g, ly)), modes=s.modes))
+               for x, g, ly in zip((a, b), aggs[:2], pair)] for pair in pairs]
+    save(F.fig_compare_tdos(panels, [a.depth(p[0]) for p in pairs], s.window,
+                            f"ρ_block at L = {a.L}, matched relative depth [{s.modes} modes]"),
+         out / "compare_tdos.png")
+    kernels = [(x.label, memory_kernel_from_hist(tdos(g, x.layer, x.L, modes=s.modes),
+                                                 label=f"{x.label}, layer {x.layer}"))
+               for x, g in zip(c.sides, aggs)]
+    save(F.fig_compare_kernel(kernels, s.window, f"K(t) at L = {a.L} [{s.modes} modes]"),
+         out / "compare_kernel.png")
+    files = list(FIGURES)
+    if c.depth:
+        save(depth_figure(c.depth), out / "compare_depth.png")
+        files.append("compare_depth.png")
+    if c.memory:
+        save(memory_figure(c.memory, c.memory_layers), out / "compare_memory.png")
+        files.append("compare_memory.png")
+    return files
+
+
+def _length(side, agg, layer) -> int:
+    return int(agg.g.attrs["layer_length"][agg.layers.index(layer)])
+
+
+def write_comparison(c: Comparison, out, markdown=True) -> list:
+    """Write compare.json, the figures and (markdown=True) compare.md into `out`; return
+    the file names."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = _figures(c, out)
+    dump_json(c.to_dict(), out / "compare.json")
+    files.append("compare.json")
+    if markdown:
+        (out / "compare.md").write_text("\n".join(comparison_markdown(c, 1)) + "\n")
+        files.append("compare.md")
+    return files

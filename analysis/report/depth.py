@@ -1,0 +1,173 @@
+"""The depth section of `tdos analyze` and `tdos compare`: one figure, markdown, and the
+comparison of models' depth curves (analysis/studies/depth.py computes the numbers)."""
+from __future__ import annotations
+
+import numpy as np
+
+from analysis._plot import new_figure, panel_label, sweep_colors, window_lines
+from analysis.studies.depth import DepthStudy
+from analysis.report.text import FIGURE_CAPTIONS
+from analysis.spectrum.rates import MODES
+
+FIGURE = "depth.png"
+CAPTION = FIGURE_CAPTIONS[FIGURE]
+
+
+def _ci(m) -> str:
+    return f"[{m.lo:.3g}, {m.hi:.3g}]" if np.isfinite(m.lo) else "–"
+
+
+def _num(m) -> str:
+    return f"{m.value:.4g} {_ci(m)}"
+
+
+def figure(d: DepthStudy, title: str):
+    fig = new_figure(15, 8.5)
+    ax = fig.subplots(2, 3).ravel()
+    for k, m in enumerate(MODES):
+        rows = d.beta[m]
+        s = np.array(list(rows))
+        b = np.array([rows[x].beta for x in s])
+        err = np.array([[rows[x].beta - rows[x].ci_lo, rows[x].ci_hi - rows[x].beta] for x in s]).T
+        ax[0].errorbar(s * (1 + 0.04 * k), b, yerr=err, fmt="o-", capsize=3, label=m)
+    _span_axis(ax[0], d.spans)
+    ax[0].set_ylabel("β of λ^(s) = −ln|ζ|/s")
+    ax[0].legend(fontsize=8)
+    starts = sorted({p.layer for p in d.kernel})
+    for c, ly in zip(sweep_colors(len(starts)), starts):
+        pts = [p for p in d.kernel if p.layer == ly]
+        s = [p.span for p in pts]
+        ax[1].plot(s, [p.measured.value for p in pts], "o-", color=c, label=f"l = {ly} measured")
+        ax[1].plot(s, [p.inferred.value for p in pts], "s--", color=c, mfc="none",
+                   label=f"l = {ly} ⟨|ζ|^2s⟩")
+    ax[1].set_yscale("log")
+    _span_axis(ax[1], d.spans)
+    ax[1].set_ylabel("mean squared gain")
+    ax[1].legend(fontsize=7, ncol=2)
+    edges = np.logspace(-12, 3, 151)
+    longest = max(d.spans)
+    gam = -d.lyapunov[np.isfinite(d.lyapunov)]
+    drawn = 0
+    for lam, label in ((d.rates[1], "single blocks λ"), (d.rates[longest], f"stack s = {longest}: λ^(s)"),
+                       (gam[gam > 0], "Lyapunov rates −γ > 0")):
+        h, _ = np.histogram(lam, edges)
+        drawn += h.sum()
+        ax[2].step(edges[:-1], h / max(len(lam), 1) / np.diff(np.log10(edges)), where="post", label=label)
+    window_lines(ax[2], d.window)
+    ax[2].set_xscale("log")
+    if drawn:
+        ax[2].set_yscale("log")
+    ax[2].set_xlabel("rate")
+    ax[2].set_ylabel("density per decade")
+    ax[2].legend(fontsize=8)
+    i = (np.arange(len(d.lyapunov_mean)) + 0.5) / max(len(d.lyapunov_mean), 1)
+    mean = np.array([m.value for m in d.lyapunov_mean])
+    ax[3].fill_between(i, [m.lo for m in d.lyapunov_mean], [m.hi for m in d.lyapunov_mean], alpha=0.3)
+    ax[3].plot(i, mean, "-")
+    ax[3].axhline(0, color="k", lw=0.6)
+    ax[3].set_xlabel("exponent index i / d")
+    ax[3].set_ylabel(f"⟨γ_i⟩ over layers {d.layers[0]}..{d.layers[1]}")
+    for a, series, label in ((ax[4], d.nonnormality, "Henrici departure of J_tt"),
+                             (ax[5], d.frobenius, "‖J_tt‖_F² / d")):
+        ls = list(series)
+        a.errorbar(ls, [series[x].value for x in ls],
+                   yerr=[[series[x].value - series[x].lo for x in ls],
+                         [series[x].hi - series[x].value for x in ls]], fmt="o-", capsize=3)
+        a.set_xticks(ls)
+        a.set_xlabel("layer")
+        a.set_ylabel(label)
+    for a, letter in zip(ax, "abcdef"):
+        panel_label(a, letter)
+    fig.suptitle(title)
+    return fig
+
+
+def _span_axis(ax, spans) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(spans, [str(s) for s in spans])
+    ax.minorticks_off()
+    ax.set_xlabel("span s (blocks)")
+
+
+def markdown(d: DepthStudy) -> list:
+    """The depth section of report.md for one model."""
+    l0, l1 = d.layers
+    unit = d.top.unit if d.top else "–"
+    md = [f"### Depth: stacked blocks over layers {l0}..{l1} ({l1 - l0 + 1} blocks)", "",
+          f"Per-step rates λ^(s) = −ln|ζ|/s of the eigenvalues of P_t(l, s) = J^(l+s−1)_tt ⋯ "
+          f"J^(l)_tt, pooled over every start l and {d.n_tokens} walked tokens; s = 1 is the "
+          f"single blocks of the same layers. symmetry-removed drops, for s > 1, only the "
+          f"per-step rates below the floor {d.floor:g} (no norm direction is invariant under a "
+          f"product). Window [{d.window[0]:g}, {d.window[1]:g}], {d.level:.0%} CIs resampling "
+          f"{unit}.", "",
+          "| s | count | β (cumulative) | CI | in-window modes | MLE β | KS p | below floor |",
+          "|---|---|---|---|---|---|---|---|"]
+    for s in d.spans:
+        for m in MODES:
+            r = d.beta[m][s]
+            beta = f"{r.beta:+.3f}" if r.fitted else "not fitted"
+            md.append(f"| {s} | {m} | {beta} | [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] | {r.n_modes:,} | "
+                      f"{r.mle_beta:+.3f} | {r.gof_p:.2f} | "
+                      f"{d.below_floor[s] if m == 'all-stable' else '–'} |")
+    md += ["", "The response kernel: measured g(l, s) = ⟨‖P_t(l, s)‖_F²/d⟩ against ⟨|ζ|^{2s}⟩ of "
+           "layer l's single block over all its modes (equal for one normal block repeated).", "",
+           "| start l | s | measured g | inferred ⟨\\|ζ\\|^2s⟩ | ratio |", "|---|---|---|---|---|"]
+    md += [f"| {p.layer} | {p.span} | {_num(p.measured)} | {_num(p.inferred)} | {_num(p.ratio)} |"
+           for p in d.kernel]
+    md += ["", f"Finite-depth Lyapunov exponents over layers {l0}..{l1} (Benettin's QR, "
+           f"γ_i = ln|R_ii| / {l1 - l0 + 1}): top γ_1 = {_num(d.top)}, "
+           f"{_num(d.positive)} of {len(d.lyapunov_mean)} exponents positive per token"
+           + (f"; {d.singular} token(s) with a singular P_t left out" if d.singular else "") + ".",
+           "", "| layer | Henrici departure of J_tt | ‖J_tt‖_F²/d |", "|---|---|---|"]
+    md += [f"| {ly} | {_num(d.nonnormality[ly])} | {_num(d.frobenius[ly])} |" for ly in d.nonnormality]
+    md += ["", f"**{FIGURE}** — {CAPTION}", ""]
+    return md
+
+
+def comparison_markdown(studies: dict, deltas: list, heading: str = "###") -> list:
+    """β against s of every model side by side, then every Δ with its CI."""
+    names = list(studies)
+    spans = sorted(set().union(*(d.spans for d in studies.values())))
+    md = [f"{heading} Depth curves side by side", "",
+          "β of the per-step rates λ^(s) = −ln|ζ|/s (all-stable | symmetry-removed), each with "
+          "its CI; top Lyapunov exponent γ_1 over each model's run.", "",
+          "| s | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for s in spans:
+        cells = []
+        for n in names:
+            d = studies[n]
+            cells.append(" / ".join(f"{d.beta[m][s].beta:+.3f} [{d.beta[m][s].ci_lo:+.3f}, "
+                                    f"{d.beta[m][s].ci_hi:+.3f}]" for m in MODES)
+                         if s in d.spans else "–")
+        md.append(f"| {s} | " + " | ".join(cells) + " |")
+    md.append("| γ_1 | " + " | ".join(f"{_num(studies[n].top)} (layers {studies[n].layers[0]}.."
+                                      f"{studies[n].layers[1]})" for n in names) + " |")
+    md += ["", "| pair | quantity | s | count | Δ | CI | verdict |", "|---|---|---|---|---|---|---|"]
+    for x in deltas:
+        md.append(f"| {x.a} − {x.b} | {'β' if x.what == 'beta' else 'γ_1'} | {x.span or '–'} | "
+                  f"{x.modes or '–'} | {x.delta:+.4f} | [{x.lo:+.4f}, {x.hi:+.4f}] | {x.verdict} |")
+    return md + [""]
+
+
+def comparison_figure(studies: dict):
+    """β against s of every model (both counts) and their top Lyapunov exponents."""
+    fig = new_figure(11, 4)
+    ax = fig.subplots(1, 2)
+    for k, (n, d) in enumerate(studies.items()):
+        for j, m in enumerate(MODES):
+            s = np.array(d.spans)
+            b = np.array([d.beta[m][x].beta for x in s])
+            err = np.array([[d.beta[m][x].beta - d.beta[m][x].ci_lo,
+                             d.beta[m][x].ci_hi - d.beta[m][x].beta] for x in s]).T
+            ax[0].errorbar(s * (1 + 0.03 * (2 * k + j)), b, yerr=err, fmt="o-" if j == 0 else "s--",
+                           color=f"C{k}", capsize=3, label=f"{n} [{m}]")
+        ax[1].errorbar([k], [d.top.value], yerr=[[d.top.value - d.top.lo], [d.top.hi - d.top.value]],
+                       fmt="o", color=f"C{k}", capsize=4)
+    _span_axis(ax[0], sorted(set().union(*(d.spans for d in studies.values()))))
+    ax[0].set_ylabel("β of λ^(s)")
+    ax[0].legend(fontsize=7)
+    ax[1].set_xticks(range(len(studies)), list(studies))
+    ax[1].set_ylabel("top Lyapunov exponent γ_1")
+    panel_label(ax[0], "a")
+    panel_label(ax[1], "b")
+    return fig

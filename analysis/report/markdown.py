@@ -1,0 +1,174 @@
+"""The text of report.md: both mode counts, both estimators, whether a power law fits,
+where the symmetry modes sit, precision checks."""
+from __future__ import annotations
+
+import os
+
+from analysis.report.depth import markdown as depth_markdown
+from analysis.report.memory import markdown as memory_markdown
+from analysis.report.inputs import inputs_lines
+from analysis.report.paper import NOTE, reference, reference_line
+from analysis.spectrum.rates import MODES, SCALE_RESIDUAL_MAX
+from analysis.studies.tables import gof_markdown
+from analysis.laws.uncertainty import laws_markdown, table_note
+from analysis.report.text import ESTIMATOR_SENTENCE, FIGURE_CAPTIONS, symmetry_sentences
+
+
+def table_markdown(res) -> str:
+    """Table I of one model, both counts; the paper's β beside only where it applies."""
+    return res.table.to_markdown(reference=reference(res.identity, res.layer, res.settings) or None)
+
+
+def estimator_lines(res) -> list:
+    """The two estimators side by side, and a sentence for every row where they disagree."""
+    bad = [(r.key, m) for r in res.table.rows for m in MODES if r.by_mode[m].estimators_disagree]
+    out = [ESTIMATOR_SENTENCE, ""]
+    if bad:
+        first = res.table.rows[[r.key for r in res.table.rows].index(bad[0][0])].by_mode[bad[0][1]]
+        out += [f"**The two estimators disagree beyond their {res.table.level:.0%} CIs** in "
+                f"{len(bad)} of {len(res.table.rows) * len(MODES)} rows (L, count): "
+                + ", ".join(f"{k} {m}" for k, m in bad) + f". At L = {bad[0][0]} ({bad[0][1]}): "
+                f"cumulative {first.beta:+.3f} [{first.ci_lo:+.3f}, {first.ci_hi:+.3f}], MLE "
+                f"{first.mle_beta:+.3f} [{first.mle_ci_lo:+.3f}, {first.mle_ci_hi:+.3f}], with "
+                f"{first.n_below:,} modes below the window.", ""]
+    else:
+        out += [f"The two estimators' {res.table.level:.0%} CIs overlap in every row.", ""]
+    return out
+
+
+def power_law_lines(res) -> list:
+    """Whether a power law fits at the representative (layer, L), in numbers."""
+    x = res.row().by_mode[res.modes]
+    if not x.fitted:
+        return [f"Power law: {res.empty_window_line(res.modes)}.", ""]
+    verdict = ("rejected" if x.gof_p < 1 - res.settings.level else "not rejected")
+    alts = ", ".join(f"{a.replace('_', ' ')} R = {getattr(x, 'R_' + a):+.2f} (p = "
+                     f"{getattr(x, 'p_' + a):.2g})" for a in ("lognormal", "exponential",
+                                                             "stretched_exponential"))
+    return [f"Power law on [{res.settings.window[0]:g}, {res.settings.window[1]:g}] at layer "
+            f"{res.layer}, L = {res.L} ({res.modes}): KS = {x.ks:.4f}, Monte-Carlo p = "
+            f"{x.gof_p:.3f} ({res.settings.n_boot} synthetic sets), {verdict} at "
+            f"{1 - res.settings.level:.0%}; local β {x.local_beta_low:+.3f} in the window's lowest "
+            f"decade and {x.local_beta_high:+.3f} in its highest; against the alternatives "
+            f"(R > 0 favours the power law): {alts}. The test takes modes as independent; with "
+            f"{x.n_modes:,} modes even a small curvature is significant, so read KS and the local "
+            f"exponent for how far from a power law it is.", ""]
+
+
+def _modes_line(r) -> str:
+    """Counts of the modes each count leaves out of the fits, at the representative (layer, L)."""
+    sr, al = r.special["symmetry-removed"], r.special["all-stable"]
+    tok = max(sr.get("tokens", 1), 1)
+    if r.scale_by_eigenvector:
+        dirs = "h_t and 𝟙/√d" if r.shift_by_eigenvector else "h_t only"
+        scale = (f"scale mode (the norm's invariant directions, {dirs}: eigenvalue nearest ρ "
+                 f"where r ≤ {SCALE_RESIDUAL_MAX:g}) {sr.get('scale', 0):,} = "
+                 f"{sr.get('scale', 0) / tok:.2f} per token; ")
+    else:
+        scale = "scale mode not identified (store has no scale_rayleigh/scale_residual); "
+    return (f"{sr.get('tokens', 0)} tokens. all-stable leaves out only |ζ| ≥ 1 "
+            f"({al.get('unstable', 0):,}) and ζ = 0 ({al.get('zero', 0):,}). symmetry-removed also "
+            f"leaves out the {scale}marginal (|λ| < {r.threshold:g}) {sr.get('marginal', 0):,} = "
+            f"{sr.get('marginal', 0) / tok:.2f} per token")
+
+
+def precision_lines(p) -> list:
+    """Report lines of one fp32-vs-fp64 comparison (PrecisionComparison.to_dict())."""
+    lam = p["unresolved_below"]
+    res = ("fp32 resolves every matched rate (median relative error ≤ 10 % in every bin)"
+           if lam == 0 else f"{p['dtypes'][1]} does not resolve λ below ≈ {lam:.1e} (median "
+           f"|δλ|/λ above {p['resolved_max_rel_err']:.0%} there)")
+    out = [f"Precision: {p['other']} ({p['dtypes'][1]}) matched to {p['reference']} "
+           f"({p['dtypes'][0]}) token by token at layer {p['layer']} ({p['matched_pairs']:,} stable "
+           f"modes of {p['tokens']} tokens, Hungarian matching within each J_tt): {res}.", ""]
+    out += ["| L | " + " | ".join(f"β {m} ({p['dtypes'][0]} / {p['dtypes'][1]}) | Δβ {m}"
+                                   for m in MODES) + " |",
+            "|---|" + "---|---|" * len(MODES)]
+    for L in p["lengths"]:
+        cells = []
+        for m in MODES:
+            a, b = p["beta"][m][L]
+            cells += [f"{a:+.4f} / {b:+.4f}", f"{p['delta_beta'][m][L]:+.4f}"]
+        out.append(f"| {L} | " + " | ".join(cells) + " |")
+    return out + [""]
+
+
+def inputs_line(i: dict) -> str:
+    """What the tokens were, from the group's `inputs` record (sweep/plan/inputs.py)."""
+    shape = f"{i.get('sequences', '?')} sequence(s) x {i.get('length', '?')} tokens"
+    tok = i.get("tokenizer") or "the checkpoint's own tokenizer"
+    if i.get("dataset"):
+        return f"{shape} of dataset `{i['dataset']}` ({i.get('windows')} windows), tokenized by {tok}"
+    if not i.get("text"):
+        return f"{shape} of uniform random token ids (seed {i.get('seed', 0)})"
+    return (f"{shape} of natural text `{i['text']}` ({i.get('text_file_count', 1)} file(s), "
+            f"sha256 {str(i.get('text_sha256', ''))[:12]}…), tokenized by {tok}")
+
+
+def _model_section(name, r, rel) -> list:
+    empty = [f"- **{line}**" for line in (r.empty_window_line(m) for m in MODES) if line]
+    md = [f"## {name} ({r.arch}, {r.dtype})", "",
+          f"- blocks: {r.counts['done']} done ({r.counts['flagged']} of them flagged, excluded), "
+          f"{r.counts['pending']} pending of {r.counts['planned']} planned",
+          f"- inputs: {inputs_line(r.inputs)}", *inputs_lines(r.inputs),
+          f"- representative layer {r.layer}, L = {r.L}: {_modes_line(r)}",
+          f"- figures draw the **{r.modes}** count (`tdos analyze --modes`); tables carry both",
+          *empty, "",
+          f"### Table I (layer {r.layer})", "", table_markdown(r), "",
+          table_note(r.table, int(r.inputs.get("sequences", 1))), "",
+          *([reference_line(r.identity, r.layer, r.settings), ""]
+            if reference(r.identity, r.layer, r.settings) else []),
+          symmetry_sentences(r), "",
+          f"### Two estimators and the power-law test (layer {r.layer})", "",
+          *estimator_lines(r), gof_markdown(r.table), "", *power_law_lines(r),
+          f"### β across depth (L = {r.L})", "", r.depth.to_markdown(), "",
+          *laws_markdown(r.laws.to_dict() if r.laws is not None else None),
+          *(depth_markdown(r.stacks) if r.stacks is not None else []),
+          *(memory_markdown(r.memory) if r.memory is not None else [])]
+    for p in r.precision:
+        if p["reference"] == name:
+            md += precision_lines(p)
+    if r.arch != "mamba":
+        md += [f"Figures 2–4 skipped: {r.arch} has no SSM (A_log, Δ are Mamba-only).", ""]
+    elif shift := r.a_log_shift:
+        md += [f"A_log of layer {r.layer} against its S4D-real initialisation (log 1 … log N): "
+               f"{shift['moved']:.1%} of {shift['entries']:,} entries moved by |ΔA_log| > 0.1, "
+               f"median |ΔA_log| {shift['median_abs_delta']:.3f}, Kolmogorov–Smirnov distance "
+               f"{shift['ks']:.3f} (Fig 2a).", ""]
+    md += ["### Figures", ""]
+    for f in r.files:
+        if f.endswith(".png"):
+            md += [f"**{f}** — {FIGURE_CAPTIONS.get(f, '')}", "", f"![{f}]({rel}{f})", ""]
+    return md
+
+
+def write_report(results, path, store_path, settings, extra_files, comparison_md=None):
+    """report.md of `results`; `comparison_md`: the "Across models" lines of the comparison
+    (compare_report.comparison_markdown), passed in so this module never imports it back."""
+    lo, hi = settings.window
+    md = [f"# tdos analysis of `{os.path.abspath(store_path)}`", "",
+          f"Settings: {settings.describe()}.", "",
+          "Two mode counts throughout. **all-stable** (the paper's): every eigenvalue with "
+          "0 < |ζ| < 1 is a mode, nothing removed. **symmetry-removed**: also drops, per token, "
+          "the modes along the norm's invariant directions and |λ| below the marginal threshold. "
+          "Δβ = β all-stable − β symmetry-removed.", "",
+          f"Fit: least squares of log N(<λ) on log λ at the 20-per-decade grid points inside "
+          f"[{lo:g}, {hi:g}] (the paper's window is [1e-4, 5e-2]); β = s − 1. CIs: percentile "
+          f"bootstrap; what each CI resampled is said under each table (columns ci_unit_all_stable, "
+          f"ci_unit_symmetry_removed of table1.csv). MLE: the bounded power law on the window, "
+          f"its CI resampling the same units.", ""]
+    if not all(reference(r.identity, r.layer, r.settings) for r in results.values()):
+        md += [f"*{NOTE}*", ""]
+    for name, r in results.items():
+        md += _model_section(name, r, f"{name}/" if len(results) > 1 else "")
+    if comparison_md is not None or extra_files:
+        md += ["## Across models", ""]
+        md += comparison_md or []
+        for f in extra_files:
+            if f.startswith("compare_"):
+                continue
+            cap = FIGURE_CAPTIONS.get(f, "one checkpoint in two precisions: |δλ|/λ of matched "
+                                         "modes against λ, and both TDOS")
+            md += [f"**{f}** — {cap}", "", f"![{f}]({f})", ""]
+    path.write_text("\n".join(md))
+    return path

@@ -1,0 +1,250 @@
+"""Do two models' β agree? β of several models on shared axes, and Δβ of every pair with a
+CI (`tdos compare`, and the "Across models" section of `tdos analyze`).
+
+A model is one group of one store ("STORE:MODEL"). For each model: β (the cumulative fit,
+the paper's estimator) with its bootstrap CI (bootstrap.py) against L at its representative
+layer, and against relative depth (layer / (layers − 1)) at the shared L, under both mode
+counts. For each pair, at every L both models have and at every relative depth they share
+(each layer of the model with fewer layers against the other's nearest one):
+
+    Δβ = β_a − β_b,  replicates Δβ* = Δβ + c_a (β_a* − β_a) − c_b (β_b* − β_b)
+
+β_a* and β_b* are each model's own bootstrap replicates (its own units: sequences or
+circular blocks of its own k), drawn independently (model i uses seed + i), and c is each
+model's stretch of its percentile interval (variance bias and Student's t, resampling.py),
+so a single model's interval is reproduced when the other has no spread. The CI is the
+percentile interval of Δβ*; the verdict is "agree at 90 %" when it holds 0, "differ"
+otherwise. Two models fed the same text are positively correlated through it, which
+independent draws ignore: their Δβ interval is then conservative (too wide).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+
+from analysis.io.aggregate import aggregate
+from analysis.studies.depth import compare_depth, depth_study
+from analysis.studies.memory import compare_memory, memory_study
+from analysis.spectrum.rates import MODES
+from analysis.fit.resampling import difference_interval, verdict
+from analysis.io.settings import Settings
+from analysis.io.store import StoreError, open_store
+from analysis.studies.tables import bootstrap_from_agg, default_lengths
+
+
+@dataclass
+class DeltaBeta:
+    """Δβ = β_a − β_b at one point, with its CI and verdict."""
+    a: str
+    b: str
+    modes: str
+    L: int
+    layer_a: int
+    layer_b: int
+    delta: float
+    lo: float
+    hi: float
+    level: float
+    units: tuple               # (what a's bootstrap resampled, what b's did)
+    along: str = "L"           # "L": representative layers, this L; "depth": matched layers, shared L
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.lo, self.hi, self.level)
+
+    def to_dict(self) -> dict:
+        return {"a": self.a, "b": self.b, "modes": self.modes, "L": self.L,
+                "layer_a": self.layer_a, "layer_b": self.layer_b, "delta_beta": self.delta,
+                "ci": [self.lo, self.hi], "level": self.level, "verdict": self.verdict,
+                "units": list(self.units), "along": self.along}
+
+
+def delta_beta_interval(boot_a, boot_b, level=0.9) -> tuple:
+    """(Δβ, lo, hi) from two BootstrapIR results (module docstring)."""
+    return difference_interval(boot_a.beta, boot_a.betas, boot_a.stretch,
+                               boot_b.beta, boot_b.betas, boot_b.stretch, level)
+
+
+def compare_boots(boot_a, boot_b, level=0.9, **where) -> DeltaBeta:
+    """DeltaBeta of two BootstrapIR results; `where`: a, b, modes, L, layer_a, layer_b."""
+    d, lo, hi = delta_beta_interval(boot_a, boot_b, level)
+    return DeltaBeta(delta=d, lo=lo, hi=hi, level=level, units=(boot_a.unit, boot_b.unit), **where)
+
+
+@dataclass
+class ModelSide:
+    """One model's β points: {modes: {key: BootstrapIR}} against L and against layer."""
+    label: str                 # "STORE:MODEL" as given, or the group name
+    name: str
+    store: str
+    arch: str
+    n_layers: int              # the model's layer count (relative depth = layer / (n − 1))
+    layer: int                 # representative layer
+    L: int                     # the shared L of the depth points
+    by_length: dict = field(default_factory=dict)
+    by_layer: dict = field(default_factory=dict)
+
+    def depth(self, layer) -> float:
+        return layer / max(self.n_layers - 1, 1)
+
+
+def model_layers(st) -> int:
+    """The checkpoint's layer count from its recorded config, else the stored layers'."""
+    cfg = st.identity.get("config") or {}
+    n = cfg.get("num_hidden_layers") or cfg.get("n_layer")
+    return int(n) if n else max(st.layers) + 1
+
+
+def parse_source(text) -> list:
+    """"STORE" or "STORE:MODEL" → [(store path, model or None)]."""
+    text = os.fspath(text)
+    if ":" in text and not os.path.exists(text):
+        path, model = text.rsplit(":", 1)
+        return [(path, model)]
+    return [(text, None)]
+
+
+def resolve(sources) -> list:
+    """[(label, store path, model name)] for every model named or held by each source."""
+    out = []
+    for src in sources:
+        for path, model in parse_source(src):
+            st = open_store(path, model)
+            names = [model] if model else st.models
+            out += [(f"{path}:{n}" if len(names) > 1 or model else path, path, n) for n in names]
+    labels = [o[2] for o in out]
+    return [(lab if labels.count(n) > 1 else n, p, n) for lab, p, n in out]
+
+
+def representative_layer(st, settings) -> int:
+    if settings.layer is not None and settings.layer in st.layers:
+        return settings.layer
+    return 24 if 24 in st.layers else st.layers[len(st.layers) // 2]
+
+
+def _boot(agg, layer, L, modes, settings, seed):
+    boot, _ = bootstrap_from_agg(agg, layer, L, modes, settings.window, settings.n_boot,
+                                 settings.level, seed)
+    return boot
+
+
+def shared_lengths(stores, layers, settings) -> list:
+    """Table I lengths every model has at its representative layer."""
+    sets = [set(default_lengths(st.layer_length[ly], settings.lengths)) for st, ly in zip(stores, layers)]
+    return sorted(set.intersection(*sets))
+
+
+def model_sides(resolved, settings) -> list:
+    """ModelSide of every resolved model, each resampled with its own seed."""
+    stores = [open_store(p, n) for _, p, n in resolved]
+    layers = [representative_layer(st, settings) for st in stores]
+    lengths = shared_lengths(stores, layers, settings)
+    if not lengths:
+        raise StoreError("the models share no length L at their representative layers — "
+                         "choose --lengths that every model has")
+    L = max(x for x in lengths if x <= 128) if min(lengths) <= 128 else lengths[0]
+    sides = []
+    for i, ((label, path, name), st, ly) in enumerate(zip(resolved, stores, layers)):
+        agg = aggregate(path).model(name).skipping(settings.skip_positions)
+        seed = settings.seed + i
+        side = ModelSide(label, name, path, st.arch, model_layers(st), ly, L)
+        for m in MODES:
+            side.by_length[m] = {x: _boot(agg, ly, x, m, settings, seed) for x in lengths}
+            side.by_layer[m] = {y: _boot(agg, y, min(L, st.layer_length[y]), m, settings, seed)
+                                for y in st.layers}
+        sides.append(side)
+    return sides
+
+
+def matched_layers(a: ModelSide, b: ModelSide) -> list:
+    """(layer_a, layer_b) pairs at matched relative depth: each layer of the model with fewer
+    stored layers against the other's nearest."""
+    la, lb = list(a.by_layer[MODES[0]]), list(b.by_layer[MODES[0]])
+    if len(la) <= len(lb):
+        return [(x, min(lb, key=lambda y: abs(b.depth(y) - a.depth(x)))) for x in la]
+    return [(min(la, key=lambda x: abs(a.depth(x) - b.depth(y))), y) for y in lb]
+
+
+def pair_deltas(a: ModelSide, b: ModelSide, level) -> list:
+    """Every DeltaBeta of one pair: against L (representative layers), then against depth."""
+    out = []
+    for m in MODES:
+        for L in a.by_length[m]:
+            out.append(compare_boots(a.by_length[m][L], b.by_length[m][L], level, a=a.name,
+                                     b=b.name, modes=m, L=L, layer_a=a.layer, layer_b=b.layer))
+        for x, y in matched_layers(a, b):
+            out.append(compare_boots(a.by_layer[m][x], b.by_layer[m][y], level, a=a.name,
+                                     b=b.name, modes=m, L=a.L, layer_a=x, layer_b=y, along="depth"))
+    return out
+
+
+@dataclass
+class Comparison:
+    """β of several models and Δβ of every pair (module docstring)."""
+    sides: list
+    deltas: list               # DeltaBeta, every pair, both counts, against L and depth
+    settings: Settings
+    depth: dict = field(default_factory=dict)          # {name: DepthStudy} when all swept `depth:`
+    depth_deltas: list = field(default_factory=list)   # depth.DepthDelta of every pair
+    memory: dict = field(default_factory=dict)         # {name: MemoryStudy} when all swept `memory:`
+    memory_deltas: list = field(default_factory=list)  # studies.memory.MemoryDelta of every pair
+
+    def at_representative(self, modes=None) -> list:
+        """The Δβ of each pair and count at the representative layers and the shared L."""
+        out = {}
+        for d in self.deltas:
+            if ((modes is None or d.modes == modes) and d.L == self.sides[0].L
+                    and d.layer_a == self._side(d.a).layer and d.layer_b == self._side(d.b).layer):
+                out.setdefault((d.a, d.b, d.modes), d)
+        return list(out.values())
+
+    @property
+    def memory_layers(self) -> dict:
+        """{name: representative layer}: where the memory comparison is made."""
+        return {s.name: s.layer for s in self.sides}
+
+    def _side(self, name) -> ModelSide:
+        return next(s for s in self.sides if s.name == name)
+
+    def to_dict(self) -> dict:
+        def pts(d):
+            return [{"key": k, "beta": v.beta, "ci": [v.lo, v.hi], "unit": v.unit}
+                    for k, v in d.items()]
+        return {"settings": self.settings.to_dict(), "method": __doc__.split("\n\n")[1],
+                "models": [{"label": s.label, "name": s.name, "store": os.path.abspath(s.store),
+                            "arch": s.arch, "n_layers": s.n_layers, "layer": s.layer, "L": s.L,
+                            "beta_vs_L": {m: pts(s.by_length[m]) for m in MODES},
+                            "beta_vs_layer": {m: pts(s.by_layer[m]) for m in MODES}}
+                           for s in self.sides],
+                "pairs": [d.to_dict() for d in self.deltas],
+                **({"depth": {"models": {n: d.to_dict() for n, d in self.depth.items()},
+                              "pairs": [d.to_dict() for d in self.depth_deltas]}}
+                   if self.depth else {}),
+                **({"memory": {"models": {n: m.to_dict() for n, m in self.memory.items()},
+                               "pairs": [d.to_dict() for d in self.memory_deltas]}}
+                   if self.memory else {})}
+
+
+def compare_models(sources, settings: Settings | None = None) -> Comparison:
+    """The comparison of the models in `sources` ("STORE" or "STORE:MODEL" each)."""
+    settings = settings or Settings()
+    resolved = resolve(sources)
+    if len(resolved) < 2:
+        raise StoreError(f"compare needs at least two models; {', '.join(map(str, sources))} "
+                         f"hold(s) {len(resolved)}")
+    sides = model_sides(resolved, settings)
+    deltas = [d for i, a in enumerate(sides) for b in sides[i + 1:]
+              for d in pair_deltas(a, b, settings.level)]
+    c = Comparison(sides, deltas, settings)
+    stores = [open_store(p, n) for _, p, n in resolved]
+    if all(st.depth for st in stores):           # each model resampled with its own seed
+        c.depth = {s.name: depth_study(st, dataclasses.replace(settings, seed=settings.seed + i))
+                   for i, (s, st) in enumerate(zip(sides, stores))}
+        c.depth_deltas = compare_depth(c.depth, settings.level)
+    if all(st.group.attrs.get("memory") for st in stores):
+        c.memory = {s.name: memory_study(st, dataclasses.replace(settings, seed=settings.seed + i))
+                    for i, (s, st) in enumerate(zip(sides, stores))}
+        c.memory_deltas = compare_memory(c.memory, c.memory_layers, settings.level)
+    return c

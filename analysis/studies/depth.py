@@ -1,0 +1,278 @@
+"""Stacked blocks (a store swept with `depth:`): does the infrared power law survive
+composition, how far does one block's spectrum predict what s blocks do, and how non-normal
+is each block.
+
+Per model, over the run of swept layers l0..l1 (S = l1 − l0 + 1 blocks), from the store:
+
+- **β against span s.** The per-step rates of the stack, λ^(s) = −ln|ζ|/s for the
+  eigenvalues ζ of P_t(l, s) = J^(l+s−1)_tt ⋯ J^(l)_tt, pooled over every start l and token,
+  go through the same fit, bootstrap, MLE and goodness of fit as single blocks (s = 1: the
+  run's single blocks pooled the same way). Both mode counts: all-stable is every
+  0 < |ζ| < 1; symmetry-removed drops the stack's modes with |λ^(s)| below the dtype's
+  marginal threshold (the resolvable floor: the error of ln|ζ| grows with the s factors, so
+  the floor of the per-step rate is the single block's) but no scale mode, since the norm's
+  scale direction h_{l,t} is invariant under one block, not under their product. The stack
+  modes below that floor are counted (`below_floor`).
+- **The response kernel, measured against inferred.** g(l, s) = ⟨‖P_t(l, s)‖_F²/d⟩_t, the
+  mean squared gain of a random unit perturbation after s blocks, against ⟨|ζ|^{2s}⟩ over all
+  modes and tokens of layer l's single block, what one normal block repeated s times would
+  give. Their ratio is 1 exactly then; it measures non-normality and layer-to-layer variation
+  together (s = 1: ‖J‖_F²/Σ|ζ|² ≥ 1, Schur).
+- **Finite-depth Lyapunov exponents** γ_i of each token over the run (sweep/numerics/depth.py): their
+  mean spectrum, the top exponent γ_1 and the count of positive ones.
+- **Non-normality against depth:** Henrici's departure of J_tt and ‖J_tt‖_F²/d per layer.
+
+Every mean's CI resamples the tokens as β's bootstrap does (resampling.py: whole sequences
+with ≥ 20 of them, else circular blocks of tokens); a token is one unit with all its starts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from analysis.fit.bootstrap import bootstrap_ir_exponent
+from analysis.spectrum.rates import MODES, classify_rows, marginal_threshold
+from analysis.fit.resampling import difference_interval, resampling_for, verdict
+from analysis.io.settings import Settings
+from analysis.studies.tables import ModeRow, mode_row
+
+
+@dataclass
+class MeanCI:
+    """A mean over tokens with its CI, and the replicates a comparison draws from."""
+    value: float
+    lo: float
+    hi: float
+    unit: str
+    reps: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+    stretch: float = 1.0
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "ci": [self.lo, self.hi], "unit": self.unit}
+
+
+@dataclass
+class KernelPoint:
+    """Layer l, span s: measured g(l, s), inferred ⟨|ζ|^{2s}⟩ of layer l, their ratio."""
+    layer: int
+    span: int
+    measured: MeanCI
+    inferred: MeanCI
+    ratio: MeanCI
+
+    def to_dict(self) -> dict:
+        return {"layer": self.layer, "span": self.span, "measured": self.measured.to_dict(),
+                "inferred": self.inferred.to_dict(), "ratio": self.ratio.to_dict()}
+
+
+@dataclass
+class DepthStudy:
+    """Everything the depth section reports for one model (module docstring)."""
+    model: str
+    dtype: str
+    layers: tuple                    # (l0, l1): the run
+    spans: list                      # [1, s, ...]: 1 is the single blocks
+    n_tokens: int                    # walked tokens (sequence × position) the numbers pool
+    singular: int                    # walked tokens left out: some γ = −∞ (P_t singular)
+    level: float
+    window: tuple
+    beta: dict                       # {modes: {span: ModeRow}}
+    boots: dict = field(repr=False, default_factory=dict)   # {modes: {span: BootstrapIR}}
+    below_floor: dict = field(default_factory=dict)         # {span: all-stable modes below the floor}
+    floor: float = 0.0               # the marginal threshold of the per-step rate
+    kernel: list = field(default_factory=list)              # [KernelPoint]
+    lyapunov: np.ndarray = field(repr=False, default_factory=lambda: np.zeros((0, 0)))  # (N, d)
+    lyapunov_mean: list = field(default_factory=list)       # [MeanCI] per exponent index
+    top: MeanCI | None = None        # γ_1
+    positive: MeanCI | None = None   # exponents > 0 per token
+    nonnormality: dict = field(default_factory=dict)        # {layer: MeanCI}
+    frobenius: dict = field(default_factory=dict)           # {layer: MeanCI} of ‖J_tt‖_F²/d
+    rates: dict = field(repr=False, default_factory=dict)   # {span: all-stable per-step rates}
+
+    def to_dict(self) -> dict:
+        return {"layers": list(self.layers), "spans": self.spans, "n_tokens": self.n_tokens,
+                "singular_tokens_left_out": self.singular,
+                "level": self.level, "window": list(self.window),
+                "per_step_rate": "λ^(s) = −ln|ζ(P_t(l, s))| / s, pooled over starts l and tokens",
+                "floor": self.floor, "below_floor_all_stable": self.below_floor,
+                "beta_vs_span": {m: {s: _row_dict(r) for s, r in rows.items()}
+                                 for m, rows in self.beta.items()},
+                "kernel": [k.to_dict() for k in self.kernel],
+                "lyapunov": {"top": self.top.to_dict() if self.top else None,
+                             "positive_per_token": self.positive.to_dict() if self.positive else None,
+                             "mean_spectrum": [m.value for m in self.lyapunov_mean],
+                             "over_layers": list(self.layers)},
+                "nonnormality": {ly: m.to_dict() for ly, m in self.nonnormality.items()},
+                "frobenius2_over_d": {ly: m.to_dict() for ly, m in self.frobenius.items()}}
+
+
+def _row_dict(r: ModeRow) -> dict:
+    return {k: getattr(r, k) for k in ("beta", "ci_lo", "ci_hi", "ci_unit", "r2", "n_modes",
+                                       "mle_beta", "mle_ci_lo", "mle_ci_hi", "ks", "gof_p")}
+
+
+def depth_study(st, settings: Settings | None = None) -> DepthStudy:
+    """The depth section of model group `st` (an analysis Store swept with `depth:`)."""
+    settings = settings or Settings()
+    l0, l1 = st.lyapunov_layers
+    spans = [1, *st.depth_spans]
+    skip = settings.skip_positions
+    seq, walked, singular = _walked(st, skip)
+    study = DepthStudy(st.name, st.dtype, (l0, l1), spans, int(len(seq)), singular, settings.level,
+                       settings.window, {m: {} for m in MODES}, {m: {} for m in MODES},
+                       floor=marginal_threshold(st.dtype))
+    for s in spans:
+        rows = _single_rows(st, walked, skip) if s == 1 else _stack_rows(st, s, walked, skip, study.floor)
+        for m in MODES:
+            boot = bootstrap_ir_exponent(rows[m], settings.window, settings.n_boot, settings.level,
+                                         settings.seed, seq=seq)
+            study.beta[m][s], study.boots[m][s] = mode_row(rows[m], seq, boot, settings), boot
+        lam = rows["all-stable"]
+        study.rates[s] = lam[np.isfinite(lam)]
+        study.below_floor[s] = int((study.rates[s] < study.floor).sum())
+    study.kernel = _kernel(st, spans, walked, skip, seq, settings)
+    gamma = np.concatenate([st.lyapunov(q)[skip:][w] for q, w in walked])       # (N, d)
+    study.lyapunov = gamma
+    study.lyapunov_mean = _means(gamma, seq, settings)
+    study.top = _means(gamma[:, :1], seq, settings)[0]
+    study.positive = _means((gamma > 0).sum(1, keepdims=True).astype(float), seq, settings)[0]
+    for ly in range(l0, l1 + 1):
+        fro = np.concatenate([st.frobenius2(ly, q)[skip:][w] for q, w in walked]) / st.d_model
+        hen = np.concatenate([st.nonnormality(ly, q)[skip:][w] for q, w in walked])
+        study.frobenius[ly] = _means(fro[:, None], seq, settings)[0]
+        study.nonnormality[ly] = _means(hen[:, None], seq, settings)[0]
+    return study
+
+
+def _walked(st, skip):
+    """(seq id per walked token (N,), [(seq, (L − skip,) bool)], tokens left out): the
+    tokens t >= skip whose walk is stored and whose exponents are all finite."""
+    walked, singular = [], 0
+    for q in range(st.n_seqs):
+        g = st.lyapunov(q)[skip:]
+        stored = ~np.isnan(g).all(1)
+        ok = stored & np.isfinite(g).all(1)
+        singular += int((stored & ~ok).sum())
+        walked.append((q, ok))
+    seq = np.concatenate([np.full(int(w.sum()), q) for q, w in walked])
+    if not len(seq):
+        from analysis.io.store import StoreError
+
+        raise StoreError(f"model {st.name!r}: no token's walk up the layers is stored yet — "
+                         f"finish the sweep (`tdos sweep --resume`)")
+    return seq, walked, singular
+
+
+def _single_rows(st, walked, skip) -> dict:
+    """{modes: (N, d·S)}: every walked token's single-block stable rates, the run's layers
+    side by side (the scale mode found by ρ_t, r_t, as for one layer)."""
+    l0, l1 = st.lyapunov_layers
+    thr = marginal_threshold(st.dtype)
+    out = {m: [] for m in MODES}
+    for q, w in walked:
+        per_layer = {m: [] for m in MODES}
+        for ly in range(l0, l1 + 1):
+            rho, resid = (a[skip:][w] for a in st.norm_directions(ly, q))
+            zeta = st.eigenvalues(ly, q)[skip:][w]
+            for m, (rates, _) in classify_rows(zeta, thr, rho, resid).items():
+                per_layer[m].append(rates)
+        for m in MODES:
+            out[m].append(np.concatenate(per_layer[m], axis=1))
+    return {m: np.concatenate(v) for m, v in out.items()}
+
+
+def _stack_rows(st, s, walked, skip, floor) -> dict:
+    """{modes: (N, d·starts)}: per-step rates −ln|ζ|/s of every stack of span s, per token."""
+    l0, l1 = st.lyapunov_layers
+    out = {m: [] for m in MODES}
+    for q, w in walked:
+        zeta = np.concatenate([st.stack_eigenvalues(ly, s, q)[skip:][w]
+                               for ly in range(l0, l1 - s + 2)], axis=1)       # (n, d·starts)
+        step = np.abs(zeta) ** (1.0 / s)                                         # |ζ|^(1/s)
+        for m, (rates, _) in classify_rows(step, floor).items():
+            out[m].append(rates)
+    return {m: np.concatenate(v) for m, v in out.items()}
+
+
+def _kernel(st, spans, walked, skip, seq, settings) -> list:
+    """[KernelPoint] of every layer and span whose stack lies inside the run."""
+    l0, l1 = st.lyapunov_layers
+    out = []
+    for ly in range(l0, l1 + 1):
+        mod2 = np.concatenate([np.abs(st.eigenvalues(ly, q)[skip:][w]) ** 2 for q, w in walked])
+        for s in spans:
+            if ly + s - 1 > l1:
+                continue
+            if s == 1:
+                g = np.concatenate([st.frobenius2(ly, q)[skip:][w] for q, w in walked]) / st.d_model
+            else:
+                g = np.concatenate([st.stack_gain(ly, s, q)[skip:][w] for q, w in walked])
+            inferred = (mod2 ** s).mean(1)                                       # (N,)
+            m, i = _means(np.stack([g, inferred], 1), seq, settings)
+            out.append(KernelPoint(ly, s, m, i, _ratio(g, inferred, seq, settings)))
+    return out
+
+
+def _means(x, seq, settings) -> list:
+    """[MeanCI] of each column of x (N, k) over tokens, resampled as β's bootstrap is."""
+    x = np.asarray(x, np.float64)
+    mean = x.mean(0)
+    plan = resampling_for(x[:, 0] - mean[0], seq)
+    ones = np.ones((len(x), 1))
+    sums = plan.replicate_sums(np.concatenate([x, ones], 1), settings.n_boot, settings.seed)
+    reps = sums[:, :-1] / sums[:, -1:]
+    c = plan.stretch(settings.level)
+    return [MeanCI(float(mean[j]), *plan.interval(mean[j], reps[:, j], settings.level), plan.unit,
+                   reps[:, j], c) for j in range(x.shape[1])]
+
+
+def _ratio(a, b, seq, settings) -> MeanCI:
+    """⟨a⟩/⟨b⟩ with its CI (influence (a − R b)/⟨b⟩)."""
+    r = a.mean() / b.mean()
+    plan = resampling_for((a - r * b) / b.mean(), seq)
+    sums = plan.replicate_sums(np.stack([a, b], 1), settings.n_boot, settings.seed)
+    reps = sums[:, 0] / sums[:, 1]
+    return MeanCI(float(r), *plan.interval(r, reps, settings.level), plan.unit, reps,
+                  plan.stretch(settings.level))
+
+
+@dataclass
+class DepthDelta:
+    """One difference between two models' depth numbers, with its CI."""
+    a: str
+    b: str
+    what: str            # "beta" (at span s, count modes) | "top_lyapunov"
+    span: int | None
+    modes: str | None
+    delta: float
+    lo: float
+    hi: float
+    level: float
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.lo, self.hi, self.level)
+
+    def to_dict(self) -> dict:
+        return {"a": self.a, "b": self.b, "what": self.what, "span": self.span,
+                "modes": self.modes, "delta": self.delta, "ci": [self.lo, self.hi],
+                "level": self.level, "verdict": self.verdict}
+
+
+def compare_depth(studies: dict, level: float) -> list:
+    """[DepthDelta]: Δβ at every span both models have (both counts) and Δγ_1, for every pair
+    of {name: DepthStudy}, each side's replicates drawn independently (compare.py's recipe)."""
+    names, out = list(studies), []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            da, db = studies[a], studies[b]
+            for s in [x for x in da.spans if x in db.spans]:
+                for m in MODES:
+                    x, y = da.boots[m][s], db.boots[m][s]
+                    out.append(DepthDelta(a, b, "beta", s, m, *difference_interval(
+                        x.beta, x.betas, x.stretch, y.beta, y.betas, y.stretch, level), level))
+            x, y = da.top, db.top
+            out.append(DepthDelta(a, b, "top_lyapunov", None, None, *difference_interval(
+                x.value, x.reps, x.stretch, y.value, y.reps, y.stretch, level), level))
+    return out

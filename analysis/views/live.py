@@ -1,0 +1,159 @@
+"""A cheap progress view of a running sweep: growing TDOS per layer and the current β.
+
+`render_live` draws `<store>.live.png` and writes β with its bootstrap CI for both mode
+counts to `<store>.live.json` beside it. Only blocks new since the last call are read (the
+incremental aggregate), and β comes from the aggregated histograms (`fit_ir_from_hist`),
+which equals the raw-rate grid fit exactly.
+
+`live_snapshot` is what the dashboard's /tdos page shows (cluster/page.py): ledger counts
+read now, plus the last picture and β that `render_live` wrote.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from analysis._plot import new_figure, save, sweep_colors
+from analysis.io.aggregate import aggregate
+from analysis.fit.fits import fit_ir_from_hist
+from analysis.spectrum.observables import Spectrum
+from analysis.spectrum.rates import DEFAULT_MODES, MODES
+from analysis.io.settings import Settings
+from analysis.io.ledger import Ledger
+from analysis.io.schema import DONE
+from analysis.io.store import open_store
+from analysis.studies.tables import bootstrap_from_agg
+
+LIVE_BOOT = 200             # bootstrap draws per live β CI (the report uses more)
+
+
+def render_live(store_path, out_png, settings=None) -> Path:
+    """Update the aggregate and write `out_png`; returns its path. `settings` default: the
+    store's recorded `analysis:` section (its window, level, seed and skipped positions)."""
+    agg = aggregate(store_path)
+    st = open_store(store_path)
+    settings = settings or Settings.from_store(st.root.attrs)
+    window = settings.window
+    fig = new_figure(12, 4.2 * len(st.models))
+    axes = np.atleast_2d(fig.subplots(len(st.models), 2, squeeze=False))
+    for (ax_rho, ax_beta), name in zip(axes, st.models):
+        _model_panels(ax_rho, ax_beta, st.model(name), agg.model(name).skipping(settings.skip_positions),
+                      window)
+    fig.suptitle(f"{Path(store_path).name} — live at {time.strftime('%H:%M:%S')}")
+    out = Path(save(fig, Path(out_png), dpi=90))
+    betas = {name: live_betas(agg.model(name), settings) for name in st.models}
+    _write_json(out.with_suffix(".json"), {"fingerprint": st.fingerprint, "window": list(window),
+                                           "betas": betas, "method": beta_method(settings)})
+    return out
+
+
+def beta_method(settings) -> str:
+    window = settings.window
+    skip = f" t ≥ {settings.skip_positions}" if settings.skip_positions else ""
+    return (f"β: slope − 1 of the grid fit of N(<λ) over λ in [{window[0]:g}, {window[1]:g}], "
+            f"all done tokens{skip}; CI: {settings.level:.0%} bootstrap, {LIVE_BOOT} replicates (the "
+            f"resampling unit per layer is in tdos.json); done counts every block in the "
+            f"ledger, flagged ones included")
+
+
+def live_betas(agg, settings=None) -> dict:
+    """{layer: {modes: {beta, lo, hi, method}}} for both mode counts; None where no token is
+    done. The same CI as `tdos analyze` (tables.bootstrap_from_agg), with fewer replicates;
+    β None where the window holds no mode."""
+    settings = settings or Settings()
+    agg = agg.skipping(settings.skip_positions)
+    out = {}
+    for layer in agg.layers:
+        out[str(layer)] = {m: _beta_ci(agg, layer, m, settings) for m in MODES}
+    return out
+
+
+def _beta_ci(agg, layer, modes, settings) -> dict | None:
+    if not agg.token_done(layer).any():
+        return None
+    ci, _ = bootstrap_from_agg(agg, layer, None, modes, settings.window, LIVE_BOOT, settings.level,
+                               seed=settings.seed)
+    ok = all(np.isfinite(v) for v in (ci.beta, ci.lo, ci.hi))
+    return {"beta": float(ci.beta) if np.isfinite(ci.beta) else None,
+            "lo": float(ci.lo) if ok else None, "hi": float(ci.hi) if ok else None,
+            "method": ci.method}
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)                  # a reader never sees half a file
+
+
+def live_snapshot(store_path, running: bool, png=None) -> dict:
+    """What /tdos shows for `store_path` now (JSON-able): per-layer ledger counts, and the
+    β CIs and picture of the last `render_live` (`png`, default `<store>.live.png`)."""
+    store_path = os.path.abspath(os.fspath(store_path))
+    png = Path(png or store_path.rstrip("/") + ".live.png")
+    st = open_store(store_path)
+    live = _read_json(png.with_suffix(".json"))
+    if live.get("fingerprint") != st.fingerprint:      # left by another sweep at this path
+        live, png = {}, None
+    models = [_model_counts(st.model(name), live.get("betas", {}).get(name, {}))
+              for name in st.models]
+    done = sum(m["counts"]["done"] for m in models)
+    total = sum(m["counts"]["total"] for m in models)
+    verdict = (f"{done}/{total} blocks done" if running or done < total
+               else f"complete: {done}/{total} blocks")
+    if not running and done < total:
+        verdict += "; rerun with --resume to finish"
+    return {"store": store_path, "running": running, "updated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "verdict": verdict, "modes": list(MODES), "default_modes": DEFAULT_MODES,
+            "window": live.get("window"), "method": live.get("method", "β appears once the live "
+                                                        "plot has run (compute.live_every > 0)"),
+            "models": models,
+            "png": base64.b64encode(png.read_bytes()).decode() if png and png.is_file() else None}
+
+
+def _model_counts(st, betas: dict) -> dict:
+    led = Ledger.read(st.group)
+    layers = []
+    for i, layer in enumerate(st.layers):
+        done, flagged, total = led.row_counts(i)
+        layers.append({"layer": layer, "total": total, "done": done, "flagged": flagged,
+                       "beta": betas.get(str(layer), {})})
+    counts = {k: sum(r[k] for r in layers) for k in ("done", "flagged", "total")}
+    return {"name": st.name, "counts": counts, "layers": layers}
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _model_panels(ax_rho, ax_beta, st, agg, window):
+    counts = st.block_counts()
+    betas, errs = [], []
+    for layer, c in zip(st.layers, sweep_colors(len(st.layers))):
+        h = agg.hist(layer)
+        fit = fit_ir_from_hist(h, window)
+        betas.append(fit.beta)
+        errs.append(fit.stderr)
+        if h.sum():
+            Spectrum(h).plot(ax_rho, color=c, label=f"layer {layer}: β = {fit.beta:+.3f}")
+    for v in window:
+        ax_rho.axvline(v, color="0.6", ls=":", lw=0.8)
+    ax_rho.set_ylabel("ρ_block(λ)")
+    ax_rho.set_title(f"{st.name}: {counts['done']}/{counts['planned']} blocks done, "
+                     f"{counts['flagged']} flagged")
+    if ax_rho.get_legend_handles_labels()[0]:
+        ax_rho.legend(fontsize=7, ncol=2 if len(st.layers) > 8 else 1)
+    ax_beta.errorbar(st.layers, betas, yerr=errs, fmt="o-", capsize=2)
+    ax_beta.axhline(0, color="k", lw=0.6)
+    ax_beta.set_xlabel("layer")
+    ax_beta.set_ylabel("current β (grid fit, ± regression s.e.)")
+    done = agg.ledger() == DONE
+    ax_beta.set_title("blocks aggregated per layer: " + ", ".join(
+        f"{l}:{int(done[i].sum())}" for i, l in enumerate(st.layers[:12])), fontsize=8)

@@ -1,0 +1,442 @@
+"""The sweep config: one typed dataclass per YAML section, validated at load.
+
+`load_config` checks what the YAML itself says before anything else runs: syntax, field
+names, types and ranges, paths made absolute, the store path. What the config points at —
+checkpoints, tokenizers, texts — is read once by `sweep.plan.make.make_plan`, which turns a
+config into the immutable plan every later step reads. Every failure of either is a
+one-line `ConfigError`, `<field>: <what> — <fix>`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from sweep.config.choices import CPU_LINALG, DEVICES, DTYPES, ENGINES
+from sweep.config.cluster import ClusterConfig
+from sweep.config.inputs import check_inputs, resolve_paths, text_identity
+from sweep.errors import ConfigError
+from sweep.config.validate import check_store, check_type, reject_unknown, set_dotted
+
+__all__ = ["ConfigError", "ModelSpec", "InputsConfig", "ComputeConfig", "SweepConfig",
+           "load_config", "config_from_dict", "fingerprint", "identity_dict", "with_store"]
+
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One checkpoint to sweep; each becomes its own group of the store."""
+
+    path: str                       # hub id or local dir (HF format or mamba_ssm format)
+    dtype: str = "float32"
+    revision: str | None = None
+    name: str | None = None         # store group name; derived from path/revision/dtype if null
+    layers: typing.Any = None       # per-model override of the top-level `layers`
+    trust_remote_code: bool = False  # run a checkpoint's own modelling code (auto_map)
+    where: str = field(default="model", compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class InputsConfig:
+    sequences: int
+    length: int                     # L_max: tokens per sequence
+    seed: int = 0                   # random token ids when no text is given
+    text: str | None = None         # file | directory | glob | stdlib:pydoc_data.topics
+    tokenizer: str | None = None    # hub id or directory; default: each checkpoint's own
+    # Hugging Face datasets (sweep/plan/documents.py, sweep/plan/windows.py); None: the default
+    dataset: str | None = None      # hub id | save_to_disk directory | data files (path or glob)
+    dataset_config: str | None = None
+    split: str | None = None        # default train
+    column: str | None = None       # default text
+    min_chars: int | None = None    # drop shorter documents; default 0
+    windows: str | None = None      # document (default for datasets) | packed (text: packed)
+    offset: str | None = None       # document windows: start (default) | random
+    bos: str | None = None          # auto (default for datasets) | always | never
+    base_dir: str = field(default=".", compare=False, repr=False)   # relative paths resolve here
+
+
+@dataclass(frozen=True)
+class ComputeConfig:
+    token_block: int = 32           # tokens per task: one chunk of the eigenvalue array
+    device: str = "auto"            # auto | cpu | cuda, on the workers
+    live_every: float = 10.0        # seconds between live TDOS renders; 0 disables
+    cpu_linalg: str = "auto"        # auto | torch | openblas: the CPU's GEMM and eig library
+    engine: str = "auto"            # auto | generic: J_tt by a hand-written fast path where one
+                                    # exists (sweep/blocks/__init__.py FAST), else transformers' own layer
+    resident_layers: int = 1        # decoder layers a worker holds at most (layer-local route)
+
+
+@dataclass(frozen=True)
+class DepthConfig:
+    """Stacked blocks (sweep/numerics/depth.py): products of J_tt over `spans` consecutive swept layers
+    and the Lyapunov exponents of the whole run; None (no `depth:` section) computes neither."""
+    spans: typing.Any = (2, 4, 8)   # stack lengths s (integers >= 2), as a sorted list once checked
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """Token memory (sweep/numerics/memory.py): m_t(k) = ‖J_{t,t−k}‖_F² of every swept block for
+    k = 0..lags at the output tokens t = 0, every, 2·every, …; None (no `memory:` section)
+    computes none. Not part of the fingerprint: adding it to a finished sweep computes only the
+    memory arrays (the group records its settings, and other settings are refused)."""
+    lags: int = 64                  # K: lags k = 0..K
+    probes: int = 8                 # 0: exact (d cotangents); p: Hutchinson, p Rademacher cotangents
+    every: int = 8                  # n: output tokens t = 0, n, 2n, …
+
+    def record(self) -> dict:
+        """What the store keeps of it (group attribute `memory`)."""
+        return {"lags": self.lags, "probes": self.probes, "every": self.every,
+                "estimator": "exact" if self.probes == 0 else
+                f"hutchinson ({self.probes} Rademacher probes)"}
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """What `tdos analyze`, `tdos compare`, the live view and the summary compute under
+    (analysis.io.settings.Settings checks the values); not part of the fingerprint (it decides
+    no stored value). CLI flags of `tdos analyze` / `tdos compare` override each field."""
+    window: typing.Any = (1e-4, 5e-2)   # [lo, hi] fit window in λ (YAML `1e-4` reads as a string: accepted)
+    level: float = 0.9              # confidence level of every interval and verdict
+    n_boot: int = 500               # bootstrap replicates per CI, Monte-Carlo sets per GOF p
+    modes: str = "all-stable"       # mode count the figures draw: all-stable | symmetry-removed
+    lengths: typing.Any = None      # Table I rows: prefix lengths L (default 8, 16, 32, ...)
+    layer: int | None = None        # representative layer (default 24 if swept, else the middle)
+    skip_positions: int = 0         # token positions t < k left out of every number
+    seed: int = 0                   # seed of every resampling and simulation
+    memory_window: typing.Any = None   # [k_lo, k_hi] lags of the token-memory fits (default 1..lags)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    models: list[ModelSpec]
+    inputs: InputsConfig
+    layers: typing.Any              # "all" | [l, ...] | {l: tokens}, normalized
+    store: str
+    compute: ComputeConfig = field(default_factory=ComputeConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    depth: DepthConfig | None = None
+    memory: MemoryConfig | None = None
+
+    @property
+    def token_block(self) -> int:
+        return self.compute.token_block
+
+
+_DATASET_FIELDS = ("dataset", "dataset_config", "split", "column", "min_chars", "windows",
+                   "offset", "bos")
+_TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster", "analysis",
+             "depth", "memory")
+_YAML_FIELDS = {
+    ModelSpec: ("path", "dtype", "revision", "name", "layers", "trust_remote_code"),
+    InputsConfig: ("sequences", "length", "seed", "text", "tokenizer", *_DATASET_FIELDS),
+    ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg", "engine", "resident_layers"),
+    DepthConfig: ("spans",),
+    MemoryConfig: ("lags", "probes", "every"),
+    AnalysisConfig: ("window", "level", "n_boot", "modes", "lengths", "layer", "skip_positions",
+                     "seed", "memory_window"),
+}
+
+
+def load_config(path, overrides: dict | None = None) -> SweepConfig:
+    """Read YAML at `path`, apply dotted-key `overrides` ({"store": ...}), validate."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found — give the path of a YAML config")
+    try:
+        raw = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte offset {e.start}) — give a YAML config "
+                          f"file") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: YAML nested too deeply to read — a sweep config is a few "
+                          f"levels deep; see configs/tiny.yaml") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror}) — check its permissions") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        col = f" column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{where}: malformed YAML: {problem} — fix the syntax at line "
+                          f"{mark.line + 1 if mark else '?'}{col}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping with model, inputs, layers, store, "
+                          f"got {type(raw).__name__} — see configs/tiny.yaml")
+    for key, value in (overrides or {}).items():
+        set_dotted(raw, key, value)
+    return config_from_dict(raw, base_dir=path.parent)
+
+
+def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
+    """Validate a config mapping (as from YAML). Relative text paths resolve from base_dir."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config: expected a mapping with model, inputs, layers, store, got "
+                          f"{type(raw).__name__} — see configs/tiny.yaml")
+    reject_unknown(raw, _TOP_KEYS, "")
+    models = _models(raw)
+    inputs = _section(InputsConfig, raw.get("inputs"), "inputs")
+    compute = _section(ComputeConfig, {} if raw.get("compute") is None else raw["compute"], "compute")
+    cluster = ClusterConfig.from_dict(raw.get("cluster"))
+    check_inputs(inputs)
+    _check_compute(compute)
+    if "layers" not in raw:
+        raise ConfigError("layers: required field missing — add e.g. `layers: [0, 1]` or `layers: all`")
+    layers = _normalize_layers(raw["layers"], "layers")
+    depth = _check_depth(raw.get("depth"))
+    memory = _check_memory(raw.get("memory"), inputs.length)
+    store = check_store(raw.get("store"))
+    models = [_check_model(m) for m in models]
+    _check_unique_names(models)
+    inputs = resolve_paths(inputs, base_dir)
+    analysis = _check_analysis(_section(AnalysisConfig, raw.get("analysis") or {}, "analysis"),
+                               inputs.length)
+    return SweepConfig(models=models, inputs=inputs, layers=layers, store=store,
+                       compute=compute, cluster=cluster, analysis=analysis, depth=depth,
+                       memory=memory)
+
+
+def identity_dict(cfg: SweepConfig) -> dict:
+    """The parts of the config that decide what is in the store (JSON-able)."""
+    models = [{"path": m.path, "dtype": m.dtype, "revision": m.revision, "name": m.name,
+               "layers": _jsonable_layers(m.layers)} for m in cfg.models]
+    inputs = {k: getattr(cfg.inputs, k) for k in _YAML_FIELDS[InputsConfig]}
+    if inputs["text"]:
+        inputs["text"] = text_identity(inputs["text"], cfg.inputs.base_dir)
+    for name in ("tokenizer", *_DATASET_FIELDS):   # absent when unset: older stores keep their fingerprint
+        if inputs[name] is None:
+            del inputs[name]
+    for m, spec in zip(models, cfg.models):
+        if spec.trust_remote_code:        # absent when false: fingerprints of older stores hold
+            m["trust_remote_code"] = True
+    ident = {"models": models, "inputs": inputs,
+             "layers": _jsonable_layers(cfg.layers), "token_block": cfg.token_block}
+    if cfg.compute.engine != "auto":      # the fast paths and the generic path differ in rounding
+        ident["engine"] = cfg.compute.engine
+    if cfg.depth is not None:             # absent without depth: older fingerprints hold
+        ident["depth"] = {"spans": list(cfg.depth.spans)}
+    return ident
+
+
+def fingerprint(cfg: SweepConfig) -> str:
+    """sha256 of the canonical JSON of models + inputs + layers + token_block (+ engine)."""
+    canon = json.dumps(identity_dict(cfg), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canon.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- sections
+
+def _models(raw: dict) -> list[ModelSpec]:
+    if ("model" in raw) == ("models" in raw):
+        raise ConfigError("model: give exactly one of `model:` (a mapping) or `models:` (a list)")
+    if "model" in raw:
+        return [_section(ModelSpec, raw["model"], "model")]
+    items = raw["models"]
+    if not isinstance(items, list) or not items:
+        raise ConfigError(f"models: expected a non-empty list of model mappings, got {items!r}")
+    return [_section(ModelSpec, m, f"models[{i}]") for i, m in enumerate(items)]
+
+
+def _section(cls, raw, where: str):
+    """Build dataclass `cls` from a mapping: unknown keys, missing keys and types checked."""
+    if not isinstance(raw, dict):
+        if raw is None:
+            raise ConfigError(f"{where}: required section missing — see configs/tiny.yaml")
+        raise ConfigError(f"{where}: expected a mapping of fields, got {type(raw).__name__} {raw!r}")
+    names = _YAML_FIELDS[cls]
+    reject_unknown(raw, names, where)
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in names:
+            continue
+        if f.name not in raw:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"{where}.{f.name}: required field missing — add `{f.name}: ...`")
+            continue
+        kwargs[f.name] = check_type(raw[f.name], hints[f.name], f"{where}.{f.name}")
+    if cls is ModelSpec:
+        kwargs["where"] = where
+    return cls(**kwargs)
+
+
+def _check_analysis(a: AnalysisConfig, length: int) -> AnalysisConfig:
+    """The values as analysis.io.settings.Settings checks them (window numbers, level, n_boot,
+    modes, seed, skip_positions); Table I lengths within 1..inputs.length (the representative
+    layer is checked by the plan). Returns the section with its window as two floats."""
+    from analysis.io.settings import Settings, SettingsError, parse_window
+    try:
+        window = parse_window(a.window)
+        Settings(window=window, level=a.level, n_boot=a.n_boot, modes=a.modes,
+                 layer=a.layer, skip_positions=a.skip_positions, seed=a.seed,
+                 memory_window=a.memory_window)
+    except SettingsError as e:
+        raise ConfigError(str(e)) from None
+    if a.skip_positions >= length:
+        raise ConfigError(f"analysis.skip_positions: {a.skip_positions} leaves no token of "
+                          f"inputs.length {length} — use a value < {length}")
+    if a.lengths is not None and not (isinstance(a.lengths, list) and a.lengths and all(
+            isinstance(L, int) and not isinstance(L, bool) and 1 <= L <= length for L in a.lengths)):
+        raise ConfigError(f"analysis.lengths: expected a list of token counts in 1..{length} "
+                          f"(inputs.length), got {a.lengths!r} — e.g. [8, 16, 24, 28]")
+    return dataclasses.replace(a, window=window)
+
+
+def _check_compute(compute: ComputeConfig) -> None:
+    if compute.token_block < 1:
+        raise ConfigError(f"compute.token_block: must be >= 1, got {compute.token_block} — "
+                          f"use e.g. token_block: 32")
+    if compute.device not in DEVICES:
+        raise ConfigError(f"compute.device: {compute.device!r} is not one of {', '.join(DEVICES)} — "
+                          f"leave it out for auto")
+    if compute.engine not in ENGINES:
+        raise ConfigError(f"compute.engine: {compute.engine!r} is not one of {', '.join(ENGINES)} — "
+                          f"leave it out for auto")
+    if compute.cpu_linalg not in CPU_LINALG:
+        raise ConfigError(f"compute.cpu_linalg: {compute.cpu_linalg!r} is not one of {', '.join(CPU_LINALG)} — "
+                          f"leave it out for auto")
+    if not (isinstance(compute.resident_layers, int) and not isinstance(compute.resident_layers, bool)
+            and compute.resident_layers >= 1):
+        raise ConfigError(f"compute.resident_layers: must be an integer >= 1, got "
+                          f"{compute.resident_layers!r} — use e.g. 1 (the default)")
+    if not (math.isfinite(compute.live_every) and compute.live_every >= 0):
+        raise ConfigError(f"compute.live_every: must be a finite number of seconds >= 0, got "
+                          f"{compute.live_every} — use e.g. 10, or 0 to disable")
+
+
+# ---------------------------------------------------------------- layers
+
+def _check_depth(raw) -> DepthConfig | None:
+    """The `depth:` section: spans, integers >= 2, sorted and unique (None: no section)."""
+    if raw is None:
+        return None
+    d = _section(DepthConfig, raw, "depth")
+    spans = list(d.spans) if isinstance(d.spans, (list, tuple)) else [d.spans]
+    for i, s in enumerate(spans):
+        check_type(s, int, f"depth.spans[{i}]")
+        if s < 2:
+            raise ConfigError(f"depth.spans[{i}]: a stack spans at least 2 layers, got {s} — "
+                              f"single blocks are always swept; use e.g. [2, 4, 8]")
+    if not spans:
+        raise ConfigError("depth.spans: empty — give the stack lengths, e.g. [2, 4, 8]")
+    return DepthConfig(sorted(set(spans)))
+
+
+def _check_memory(raw, length: int) -> MemoryConfig | None:
+    """The `memory:` section: lags in 0..length − 1, probes >= 0, every >= 1."""
+    if raw is None:
+        return None
+    m = _section(MemoryConfig, raw or {}, "memory")
+    if not 0 <= m.lags < length:
+        raise ConfigError(f"memory.lags: {m.lags} lags need 0 <= lags < inputs.length ({length}) — "
+                          f"use e.g. {min(64, length - 1)}")
+    if m.probes < 0:
+        raise ConfigError(f"memory.probes: must be >= 0, got {m.probes} — 0 for the exact "
+                          f"profile, e.g. 8 for Hutchinson's estimate")
+    if m.every < 1:
+        raise ConfigError(f"memory.every: must be >= 1, got {m.every} — e.g. 8 samples every "
+                          f"8th output token")
+    return m
+
+
+def check_depth_rows(depth: DepthConfig | None, rows, where: str, path: str) -> None:
+    """A ConfigError unless the swept layers `rows` ((layer, tokens), ...) of model `path`
+    form one contiguous run, with one token count, at least as long as the longest span."""
+    if depth is None:
+        return
+    layers = [layer for layer, _ in rows]
+    gaps = [(a, b) for a, b in zip(layers, layers[1:]) if b != a + 1]
+    if gaps:
+        a, b = gaps[0]
+        raise ConfigError(f"{where}: depth needs consecutive layers, but layer {a} is followed by "
+                          f"{b} for {path} — sweep {layers[0]}..{layers[-1]} or drop `depth:`")
+    counts = sorted({tokens for _, tokens in rows})
+    if len(counts) > 1:
+        raise ConfigError(f"{where}: depth needs the same tokens at every layer, got {counts} for "
+                          f"{path} — give one count (a list of layers), or drop `depth:`")
+    if max(depth.spans) > len(layers):
+        raise ConfigError(f"depth.spans: span {max(depth.spans)} is longer than the {len(layers)} "
+                          f"swept layer(s) of {path} — use spans <= {len(layers)} or sweep more layers")
+
+
+def _normalize_layers(raw, where: str):
+    """"all" | list of ints | {layer: tokens} -> "all" | sorted list | sorted dict."""
+    if raw == "all":
+        return "all"
+    if isinstance(raw, list) and raw:
+        for i, v in enumerate(raw):
+            check_type(v, int, f"{where}[{i}]")
+        dup = sorted({v for v in raw if raw.count(v) > 1})
+        if dup:
+            raise ConfigError(f"{where}: layer {dup[0]} listed twice; list each layer once")
+        return sorted(raw)
+    if isinstance(raw, dict) and raw:
+        for k, v in raw.items():
+            check_type(k, int, f"{where}.{k}")
+            check_type(v, int, f"{where}.{k}")
+        return dict(sorted(raw.items()))
+    raise ConfigError(f"{where}: expected a list of layer indices, \"all\", or a mapping "
+                      f"{{layer: tokens}}; got {raw!r}")
+
+
+def _jsonable_layers(layers):
+    if isinstance(layers, dict):
+        return {str(k): v for k, v in layers.items()}
+    return layers
+
+
+def layer_rows(layers, where: str, path: str, n: int, length: int) -> tuple[tuple[int, int], ...]:
+    """(layer, tokens) of each store row for a model of `n` layers; a ConfigError names the
+    offending entry of `layers` (at `where`)."""
+    if layers == "all":
+        return tuple((layer, length) for layer in range(n))
+    items = layers.items() if isinstance(layers, dict) else ((layer, length) for layer in layers)
+    out = []
+    for i, (layer, tokens) in enumerate(items):
+        key = f"{where}.{layer}" if isinstance(layers, dict) else f"{where}[{i}]"
+        if not 0 <= layer < n:
+            raise ConfigError(f"{key}: layer {layer} out of range for {path} (0..{n - 1}) — "
+                              f"use a value < {n}")
+        if not 1 <= tokens <= length:
+            raise ConfigError(f"{key}: {tokens} tokens for layer {layer} must be in 1..inputs.length "
+                              f"({length}) — lower it or raise inputs.length")
+        out.append((layer, tokens))
+    return tuple(out)
+
+
+def _check_model(m: ModelSpec) -> ModelSpec:
+    """dtype and per-model layers checked; the store group name derived when not given."""
+    if m.dtype not in DTYPES:
+        raise ConfigError(f"{m.where}.dtype: {m.dtype!r} is not supported — use float32 or float64")
+    own = _normalize_layers(m.layers, f"{m.where}.layers") if m.layers is not None else None
+    return dataclasses.replace(m, layers=own, name=m.name or default_name(m))
+
+
+def default_name(m: ModelSpec) -> str:
+    """Store group name from path, revision and dtype: 'mamba-370m', 'pythia-410m@step1000-float64'."""
+    base = Path(str(m.path).rstrip("/")).name or "model"
+    name = base + (f"@{m.revision}" if m.revision else "")
+    return name + (f"-{m.dtype}" if m.dtype != "float32" else "")
+
+
+def _check_unique_names(models: list[ModelSpec]) -> None:
+    seen = {}
+    for m in models:
+        if m.name in seen:
+            raise ConfigError(f"{m.where}.name: group name {m.name!r} is also used by "
+                              f"{seen[m.name]} — set a distinct `name`")
+        if "/" in m.name or "\\" in m.name or m.name.startswith(".") or m.name == "zarr.json":
+            raise ConfigError(f"{m.where}.name: {m.name!r} cannot be a store group name — "
+                              f"avoid '/', '\\', a leading '.' and 'zarr.json'")
+        seen[m.name] = m.where
+
+
+def with_store(cfg: SweepConfig, store: str) -> SweepConfig:
+    """`cfg` writing to another store path (checked like the YAML `store` field)."""
+    return dataclasses.replace(cfg, store=check_store(store))

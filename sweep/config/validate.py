@@ -1,0 +1,120 @@
+"""Checks every config section shares: YAML value types, strings a path or name may hold,
+unknown keys, and the store path (refused before anything is created). Each failure is a
+one-line ConfigError, `<field>: <what> — <fix>`."""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import typing
+import unicodedata
+from pathlib import Path
+
+from sweep.errors import ConfigError, StoreMismatch
+
+
+def check_type(value, hint, where: str):
+    if hint is typing.Any:
+        return value
+    allowed = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, _UnionType) else (hint,)
+    if value is None and type(None) in allowed:
+        return None
+    for typ in allowed:
+        if typ is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if typ is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if typ is str and isinstance(value, str):
+            return clean_str(value, where)
+        if typ is bool and isinstance(value, bool):
+            return value
+    names = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in allowed)
+    raise ConfigError(f"{where}: expected {names}, got {value!r} ({type(value).__name__}) — "
+                      f"fix the value (docs/config.md lists every field)")
+
+
+def clean_str(value: str, where: str) -> str:
+    """Refuse control characters and lone surrogates: no path or name holds them, and they
+    would break the one-line error and the store's JSON attributes."""
+    for i, ch in enumerate(value):
+        if unicodedata.category(ch) in ("Cc", "Cs"):
+            raise ConfigError(f"{where}: {value!r} holds the control character {ch!r} at {i} — "
+                              f"remove it")
+    return value
+
+
+_UnionType = type(int | None)
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true/false",
+               type(None): "null"}
+
+
+def check_store(store) -> str:
+    """The store path, absolute; refused here (before anything is created) when it is a
+    file, under a file, not writable, or a damaged store."""
+    if not isinstance(store, str) or not store:
+        raise ConfigError(f"store: expected a path like out/run.zarr, got {store!r}")
+    clean_str(store, "store")
+    try:
+        p = Path(store).expanduser().resolve()
+        if p.exists() and not p.is_dir():
+            raise ConfigError(f"store: {store} exists and is a file — give a directory path like out/run.zarr")
+        probe = p
+        while not probe.exists():
+            probe = probe.parent
+        writable = probe.is_dir() and os.access(probe, os.W_OK | os.X_OK)
+        meta = p / "zarr.json"
+        damaged = meta.is_file() and not _is_zarr_group(meta)
+    except OSError as e:
+        raise ConfigError(f"store: {store!r} cannot be used as a path ({e.strerror or e}) — "
+                          f"choose a shorter, plain path") from None
+    if not writable:
+        raise ConfigError(f"store: {store} is not writable ({probe} is not a writable directory) — "
+                          f"choose a path in a writable directory")
+    if damaged:
+        raise ConfigError(f"store: {meta} is not a zarr v3 group's metadata (a damaged store, or "
+                          f"another tool's directory) — remove {store} or choose another path")
+    return str(p)
+
+
+def existing_store(store) -> Path:
+    """The path of an existing store, for commands that read or change one (status, upgrade):
+    refused in one line when it is absent or its root metadata is not a zarr v3 group's."""
+    meta = Path(store) / "zarr.json"
+    if not meta.is_file():
+        raise StoreMismatch(f"store: {store} not found — give the path of a sweep's store")
+    if not _is_zarr_group(meta):
+        raise StoreMismatch(f"store: {meta} is not a zarr v3 group's metadata (a damaged store, or "
+                            f"another tool's directory) — give the path of a sweep's store")
+    return Path(store)
+
+
+def _is_zarr_group(f: Path) -> bool:
+    try:
+        meta = json.loads(f.read_text())
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(meta, dict) and meta.get("zarr_format") == 3 and meta.get("node_type") == "group"
+
+
+def reject_unknown(raw: dict, known, where: str) -> None:
+    for key in raw:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), list(known), n=1)
+            hint = f" — did you mean {close[0]!r}?" if close else ""
+            prefix = f"{where}." if where else ""
+            raise ConfigError(f"{prefix}{key}: unknown field{hint} (known: {', '.join(known)})")
+
+
+def set_dotted(raw: dict, key: str, value) -> None:
+    *parents, last = key.split(".")
+    node = raw
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[last] = value
+
+
+def is_dir(p: Path) -> bool:
+    try:
+        return p.is_dir()
+    except (OSError, ValueError):     # a NUL byte or a name too long is simply not a directory
+        return False

@@ -1,0 +1,119 @@
+"""What a stored number depends on besides the config: the checkpoint's files, the software,
+the float settings. Recorded in the store (docs/store.md) and checked before anything is reused.
+
+A checkpoint directory can be overwritten in place (continued training saves over the same
+path, a user edits config.json), so a path alone never names a model. The store records the
+size, mtime and sha256 of every file that decides the values — config.json, the weights, and
+the tokenizer's files when text is tokenized — when it is made; a later run compares sizes
+and mtimes (a few stat calls) and hashes only when they differ.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from pathlib import Path
+
+from sweep.errors import CheckpointChanged
+
+_HASH_CHUNK = 1 << 22          # bytes read at a time when hashing a weight file
+
+
+# files besides config.json and the weights that decide the token ids of a text input
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json")
+
+
+def identity_files(local, tokenizer: bool = False) -> list[Path]:
+    """The files of checkpoint directory `local` whose content decides a sweep's values."""
+    from sweep.plan.checkpoint import weight_files
+
+    local = Path(local)
+    files = [local / "config.json", *weight_files(local)]
+    if tokenizer:
+        files += [local / n for n in TOKENIZER_FILES if (local / n).is_file()]
+    return files
+
+
+def checkpoint_record(local, tokenizer: bool = False) -> dict:
+    """{"dir", "files": {name: {"size", "mtime_ns", "sha256"}}} of `identity_files(local)`,
+    hashed now (streamed: the client's memory does not grow with the checkpoint)."""
+    files = {}
+    for f in identity_files(local, tokenizer):
+        s = os.stat(f)
+        files[f.name] = {"size": s.st_size, "mtime_ns": s.st_mtime_ns, "sha256": sha256_file(f)}
+    return {"dir": str(Path(local).resolve()), "files": files}
+
+
+def verify_checkpoint(record: dict, where: str) -> None:
+    """Raise CheckpointChanged unless the files in record["dir"] are the recorded ones.
+
+    Size and mtime equal: trusted without reading. Otherwise each file is hashed. A record
+    without a directory here (a store made on another machine, or upgraded from format 1)
+    is left to the workers, which compare the hash of what they load.
+    """
+    d = record.get("dir")
+    if not d or not Path(d).is_dir():
+        return
+    for name, want in record["files"].items():
+        p = Path(d) / name
+        if not p.is_file():
+            raise CheckpointChanged(f"{where}: {p}, recorded when the store was made, is gone — "
+                                    f"restore it or sweep into a new store")
+        s = os.stat(p)
+        if (s.st_size, s.st_mtime_ns) == (want.get("size"), want.get("mtime_ns")):
+            continue
+        if sha256_file(p) != want["sha256"]:
+            raise CheckpointChanged(f"{where}: {p} changed since the store was made (sha256 "
+                                    f"differs) — sweep the changed checkpoint into a new store")
+
+
+def file_state(local_dir, names) -> tuple:
+    """((name, size, mtime_ns, ctime_ns, inode), ...): changes whenever a file is rewritten."""
+    out = []
+    for name in sorted(names):
+        s = os.stat(Path(local_dir) / name)
+        out.append((name, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino))
+    return tuple(out)
+
+
+def sha256_file(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(_HASH_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def strict_fp32() -> None:
+    """Switch TensorFloat-32 off for matmul and cuDNN, whatever the process default.
+
+    TF32 keeps 10 mantissa bits: J_tt products on an Ampere-or-newer GPU would then carry
+    ~1e-3 relative error, far above the fp32 eigenvalues' own rounding. Set on every
+    worker before each task (cheap, and harmless on a CPU-only machine).
+    """
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def software() -> dict:
+    """Versions that decide the rounding of every stored value, JSON-able."""
+    import numpy
+    import scipy
+    import torch
+    import transformers
+
+    cuda = torch.version.cuda
+    device = torch.cuda.get_device_name(0) if cuda and torch.cuda.is_available() else None
+    return {"torch": torch.__version__, "cuda": cuda, "cudnn": _cudnn(), "device": device,
+            "transformers": transformers.__version__, "numpy": numpy.__version__,
+            "scipy": scipy.__version__, "python": platform.python_version()}
+
+
+def _cudnn():
+    import torch
+
+    return torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None

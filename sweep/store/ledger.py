@@ -1,0 +1,97 @@
+"""The sweep's view of what is done: counts over a store's groups, the rows of `tdos status`,
+walks and lag profiles. The ledger itself is read by one class, analysis.io.ledger.Ledger,
+which says what "done" means."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import zarr
+
+from analysis.io import schema
+from analysis.io.ledger import Ledger
+from analysis.io.schema import PENDING
+
+
+@dataclass(frozen=True)
+class LedgerCounts:
+    """Blocks of the planned part of the ledgers, and A_log layers still missing."""
+
+    total: int                 # planned blocks
+    done: int                  # in the ledger (flagged included)
+    flagged: int               # of which non-finite
+    missing_a_log: int         # model layers whose A_log is not written (Mamba-style)
+    missing_walks: int = 0     # (sequence, token block) walks whose stacks are not written (depth)
+    missing_memory: int = 0    # (layer row, sequence) lag profiles not written (memory)
+
+    @property
+    def complete(self) -> bool:
+        return (self.done == self.total and self.missing_a_log == 0 and self.missing_walks == 0
+                and self.missing_memory == 0)
+
+
+def counts(root: zarr.Group, names) -> LedgerCounts:
+    """LedgerCounts summed over the model groups `names`."""
+    ledgers = [Ledger.read(root[n]) for n in names]
+    return LedgerCounts(sum(x.total for x in ledgers), sum(x.done for x in ledgers),
+                        sum(x.flagged for x in ledgers),
+                        sum(len(x.missing_a_log) for x in ledgers),
+                        sum(len(x.pending_walks()) for x in ledgers),
+                        sum(len(x.pending_memory()) for x in ledgers))
+
+
+def _groups_with(path: str, array: str):
+    """(model name, group, its Ledger) of every group of the store at `path` holding `array`."""
+    root = zarr.open_group(str(path), mode="r")
+    for name in root.attrs.get("models", []):
+        if name in root and array in root[name]:
+            yield name, root[name], Ledger.read(root[name])
+
+
+def walk_rows(path: str) -> list[dict]:
+    """Per model swept with `depth:`: its spans, run of layers, and walks done / planned."""
+    out = []
+    for name, g, led in _groups_with(path, "depth_ledger"):
+        total = int(led.planned[0].sum())
+        out.append({"model": name, "spans": g.attrs["depth"]["spans"],
+                    "layers": g.attrs["depth"]["layers"], "total": total,
+                    "done": total - len(led.pending_walks())})
+    return out
+
+
+def memory_rows(path: str) -> list[dict]:
+    """Per model swept with `memory:`: its settings and (layer, sequence) profiles done / planned."""
+    return [{"model": name, **g.attrs["memory"], "total": led.memory.size,
+             "done": led.memory.size - len(led.pending_memory())}
+            for name, g, led in _groups_with(path, "memory_ledger")]
+
+
+def status_rows(path: str) -> list[dict]:
+    """Per model and layer: blocks done / flagged / total, tokens planned, sequences whose
+    h_l is stored (of how many), dtype, kind."""
+    from sweep.store.writer import group_ready
+
+    root = zarr.open_group(str(path), mode="r")
+    try:
+        schema.check_format(root.attrs, path)
+    except schema.StoreError as e:
+        from sweep.errors import StoreMismatch
+
+        raise StoreMismatch(f"store: {e}") from None
+    rows = []
+    for name in root.attrs.get("models", []):
+        if not group_ready(root, name):
+            rows.append({"model": name, "layer": None, "done": 0, "flagged": 0, "total": None,
+                         "tokens": None, "residual": None, "dtype": None, "kind": None})
+            continue
+        g = root[name]
+        led = Ledger.read(g)
+        kinds = g.attrs.get("layer_kinds") or []
+        for r, (layer, n) in enumerate(zip(led.layers, led.lengths)):
+            done, flagged, total = led.row_counts(r)
+            stored = int((led.residual[r] != PENDING).sum())
+            rows.append({"model": name, "layer": int(layer), "done": done,
+                         "flagged": flagged, "total": total, "tokens": int(n),
+                         "residual": f"{stored}/{led.residual.shape[1]}",
+                         "dtype": g.attrs["model"]["dtype"],
+                         "kind": kinds[int(layer)] if kinds else None})
+    return rows

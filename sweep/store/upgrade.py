@@ -1,0 +1,66 @@
+"""`tdos upgrade STORE`: rewrite an older store to the current format in place.
+
+Every step keeps every value. Format 1 -> 2 adds what format 2 always has and format 1 may
+lack: the scale_*/shift_* arrays (NaN: not computed, so the analysis classifies those
+tokens' ζ ≈ 1 modes by value, as it did before), eig_backend (code 0, "unknown"), a
+creation_id, and the checkpoint record (hashes only, from the recorded identity: sizes and
+mtimes were never recorded, so a later run hashes the weights once to check them).
+Format 2 -> 3 adds the layer kinds (formats 1 and 2 held Mamba-1, GPT-2, GPT-NeoX and
+LLaMA only: every layer "mamba" or "attention"), the A_log shapes, jacobian_path (code 0,
+"unknown") and the files' hashes under their format-3 name. Format 3 -> 4 adds the residual
+stream arrays, empty: the next sweep of the store streams them.
+"""
+from __future__ import annotations
+
+import uuid
+
+import zarr
+
+from analysis.io import schema
+from sweep.errors import StoreMismatch
+from sweep.store.writer import _create_array, group_ready
+from sweep.config.validate import existing_store
+
+
+def upgrade(path) -> int:
+    """Upgrade the store at `path` to schema.FORMAT; returns the format it had."""
+    existing_store(path)
+    root = zarr.open_group(str(path), mode="r+")
+    fmt = root.attrs.get("tdos_format")
+    if fmt == schema.FORMAT:
+        return fmt
+    if fmt not in schema.UPGRADABLE:
+        raise StoreMismatch(f"store: {path} has tdos_format {fmt!r}; only formats "
+                            f"{list(schema.UPGRADABLE)} upgrade to {schema.FORMAT}")
+    for name in root.attrs.get("models", []):
+        if group_ready(root, name):
+            _upgrade_group(root[name])
+    # last: a crash midway leaves a format-1 store that upgrades again
+    root.attrs.update({"tdos_format": schema.FORMAT, "creation_id": uuid.uuid4().hex,
+                       "upgraded_from": fmt})
+    return fmt
+
+
+def _upgrade_group(g: zarr.Group) -> None:
+    R, S, L, d = g["eigenvalues"].shape
+    mamba = "a_log" in g
+    sizes = {"layer": R, "seq": S, "token": L, "mode": d, "hidden": d, "block": g["ledger"].shape[2]}
+    if mamba:
+        sizes.update(zip(("model_layer", "channel", "state"), g["a_log"].shape))
+    dtype = g.attrs["model"]["dtype"]
+    B = g.attrs["inputs"]["token_block"]
+    for name in schema.group_arrays(mamba):
+        if name not in g:
+            _create_array(g, name, dtype, sizes, B, None)
+    model = dict(g.attrs["model"])
+    hashes = model.get("files_sha256") or model.get("weights_sha256", {})
+    if "checkpoint" not in g.attrs:
+        g.attrs["checkpoint"] = {"dir": None,
+                                 "files": {f: {"sha256": h} for f, h in hashes.items()}}
+    if "layer_kinds" not in g.attrs:
+        n = model.get("config", {}).get("num_hidden_layers") or (g["a_log"].shape[0] if mamba
+                                                                else int(g["layer"][...].max()) + 1)
+        shape = list(g["a_log"].shape[1:]) if mamba else None
+        g.attrs.update({"layer_kinds": ["mamba" if mamba else "attention"] * n,
+                        "a_log_shapes": [shape] * n})
+    g.attrs["model"] = {**model, "files_sha256": hashes}

@@ -1,0 +1,255 @@
+"""Load a checkpoint on a worker: the transformers model the plan described, ready to sweep.
+
+`load_model` resolves the path to one local directory (a hub id through the HF cache), builds
+the model with `AutoModelForCausalLM` in the compute dtype (mamba_ssm-format directories are
+mapped onto transformers' Mamba), switches its attention to tdos' registered function
+(sweep/generic/attention.py) and, in float64, its expert matmuls to transformers' eager
+implementation (the grouped kernels have no float64). Nothing is downcast: a model that
+cannot run in the requested dtype fails to load.
+
+`LoadedModel.jacobians(layer)` is the generic exact path of that layer; `block(layer)` the
+hand-written fast path where one is kept (sweep/blocks/__init__.py FAST).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from analysis.io.schema import DTYPES
+from sweep.plan.architecture import mamba_ssm_to_hf_config
+from sweep.blocks import FAST
+from sweep.blocks.base import BlockOps
+from sweep.plan.checkpoint import find_tokenizer, locate
+from sweep.plan.checkpoint import weight_files as _weight_files
+from sweep.generic import attention
+from sweep.plan.layers import LayerKind, decoder_layers, layer_kinds
+from sweep.plan.provenance import identity_files, sha256_file
+
+_DTYPES = {name: getattr(torch, name) for name in DTYPES}
+# hand-written blocks kept per model: the swept layer and the one being advanced through
+# (MambaOps folds a copy of in_proj on first use)
+BLOCK_CACHE = 2
+
+
+@dataclass
+class LoadedModel:
+    """A loaded checkpoint: identity, embedding, and per-layer Jacobians."""
+
+    arch: str                      # config.json model_type
+    n_layers: int
+    d_model: int
+    dtype: torch.dtype             # compute dtype of the whole model
+    vocab_size: int
+    identity: dict                 # path, revision, arch, config dict, files' sha256
+    hf: torch.nn.Module            # the transformers *ForCausalLM, eval mode, no grad
+    local_dir: Path
+    kinds: tuple[LayerKind, ...] = ()
+    fresh: list = field(default_factory=list, repr=False)   # module-held state right after loading
+    _engines: dict = field(default_factory=dict, repr=False)
+    _blocks: dict = field(default_factory=dict, repr=False)
+    _tokenizer: object = field(default=False, repr=False)
+
+    @property
+    def device(self) -> torch.device:
+        return self.hf.get_input_embeddings().weight.device
+
+    @property
+    def fast(self) -> bool:
+        """Whether a hand-written block exists for this architecture."""
+        return self.arch in FAST
+
+    def jacobians(self, layer: int):
+        """The generic path of `layer` (sweep.generic.decode.LayerJacobians), kept per layer."""
+        from sweep.generic.decode import LayerJacobians
+
+        self._check(layer)
+        if layer not in self._engines:
+            self._engines[layer] = LayerJacobians(self.hf, layer, fresh=self.fresh)
+        return self._engines[layer]
+
+    def token_jacobian(self, layer: int, ids: torch.Tensor, t: int, engine: str) -> torch.Tensor:
+        """(d, d) J_tt of token t of `ids` (n,) > t with the prefix [0, t) held fixed, by the
+        generic path or (engine "fast") the hand-written one: what the self-check holds to
+        autograd of the unmodified layer."""
+        if engine == "fast":
+            h = self.hidden_states(ids[: t + 1], layer)                  # (t + 1, d)
+            return self.block(layer).jacobians(h, t, t + 1)[0]
+        return self.jacobians(layer).run(ids[: t + 1], t, t + 1).jac[0]
+
+    def block(self, layer: int) -> BlockOps:
+        """The hand-written BlockOps of `layer` (architectures in FAST only)."""
+        self._check(layer)
+        if layer not in self._blocks:
+            self._blocks[layer] = FAST[self.arch](self.hf, layer)
+            while len(self._blocks) > BLOCK_CACHE:
+                self._blocks.pop(next(iter(self._blocks)))
+        self._blocks[layer] = self._blocks.pop(layer)            # most recently used last
+        return self._blocks[layer]
+
+    @torch.no_grad()
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(L,) int64 -> (L, d): the input of layer 0 for the fast paths (GPT-2 adds learned
+        positions)."""
+        tokens = torch.as_tensor(tokens, dtype=torch.long, device=self.device)
+        h = self.hf.get_input_embeddings()(tokens)                      # (L, d)
+        if self.arch == "gpt2":
+            h = h + self.hf.transformer.wpe(torch.arange(tokens.shape[0], device=self.device))
+        return h
+
+    @torch.no_grad()
+    def hidden_states(self, tokens: torch.Tensor, layer: int) -> torch.Tensor:
+        """(L,) int64 -> (L, d): the stream entering `layer` by the hand-written blocks'
+        forward (architectures in FAST; the generic path reads it off the model's decoding)."""
+        if not 0 <= layer <= self.n_layers:
+            raise IndexError(f"layer {layer} out of range 0..{self.n_layers}")
+        h = self.embed(tokens)
+        for i in range(layer):
+            h = self.block(i).forward(h)
+        return h
+
+    def a_log(self, layer: int) -> torch.Tensor | None:
+        """A_log of a Mamba-style layer: (d_inner, d_state) Mamba-1, (heads,) Mamba-2."""
+        from sweep.plan.layers import ssm_mixer
+
+        if not self.kinds[layer].ssm:
+            return None
+        mixer = ssm_mixer(decoder_layers(self.hf)[layer])
+        return None if mixer is None else mixer.A_log.detach()
+
+    def tokenizer(self):
+        """The checkpoint's HF tokenizer when its files are available locally, else None."""
+        if self._tokenizer is False:
+            self._tokenizer = find_tokenizer(self.local_dir)
+        return self._tokenizer
+
+    def _check(self, layer: int) -> None:
+        if not 0 <= layer < self.n_layers:
+            raise IndexError(f"layer {layer} out of range: {self.identity['path']} has "
+                             f"{self.n_layers} layers")
+
+
+def load_model(path, dtype="float32", revision=None, device="cpu",
+               trust_remote_code: bool = False) -> LoadedModel:
+    """Load a hub id / HF-format dir / mamba_ssm-format dir for computing in `dtype`."""
+    local = locate(str(path), revision, where="load_model", download=True)
+    return load_local(local, dtype, device, trust_remote_code, name=str(path), revision=revision)
+
+
+def load_local(local: Path, dtype="float32", device="cpu", trust_remote_code: bool = False,
+               name: str | None = None, revision=None) -> LoadedModel:
+    """Load the checkpoint directory `local` (the plan's resolved location: a worker resolves
+    no path of the config again); `name` is how messages call it (the config's model.path)."""
+    tdtype = _parse_dtype(dtype)
+    local = Path(local)
+    cfg = json.loads((local / "config.json").read_text())
+    if "model_type" in cfg:
+        hf = _load_hf(local, tdtype, trust_remote_code)
+    elif "d_model" in cfg and "n_layer" in cfg:
+        hf = _load_mamba_ssm(local, cfg, tdtype)
+    else:
+        raise ValueError(f"{local / 'config.json'}: neither a transformers config (model_type) "
+                         f"nor mamba_ssm (d_model, n_layer)")
+    hf = hf.to(device=device).eval()
+    hf.requires_grad_(False)
+    prepare(hf, tdtype)
+    return _wrap(hf, name or str(local), revision, local, tdtype)
+
+
+def prepare(hf, dtype: torch.dtype) -> None:
+    """What every route sets on a built model: tdos' attention function, and in float64 the
+    eager expert matmuls (the grouped expert kernels lack float64)."""
+    _use_tdos_attention(hf)
+    if dtype == torch.float64 and getattr(hf.config, "_experts_implementation", None):
+        hf.set_experts_implementation("eager")
+
+
+def _use_tdos_attention(hf) -> None:
+    """Route every attention layer through tdos' registered function; a model that takes no
+    custom attention keeps its own (the generic path then concatenates its prefix)."""
+    attention.register()
+    try:
+        hf.set_attn_implementation(attention.NAME)
+    except (ValueError, AttributeError):
+        pass
+
+
+def quiet_transformers() -> None:
+    """Workers load models mid-sweep: transformers' per-load bar would break the sweep's own,
+    and its "falling back to the reference PyTorch implementation" notes are expected here."""
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.get_logger("transformers.integrations.hub_kernels").setLevel("ERROR")
+
+
+def _load_hf(local: Path, dtype: torch.dtype, trust_remote_code: bool):
+    from transformers import AutoModelForCausalLM
+
+    quiet_transformers()
+    return AutoModelForCausalLM.from_pretrained(str(local), dtype=dtype, local_files_only=True,
+                                                trust_remote_code=trust_remote_code)
+
+
+def _wrap(hf, path: str, revision, local: Path, dtype: torch.dtype) -> LoadedModel:
+    c = hf.config.get_text_config()
+    identity = {
+        "path": path,
+        "revision": revision,
+        "arch": hf.config.model_type,
+        "config": json.loads(hf.config.to_json_string(use_diff=False)),
+        # the tokenizer's files too: a store of a text sweep records them (sweep.plan.make)
+        "files_sha256": {f.name: sha256_file(f) for f in identity_files(local, tokenizer=True)},
+    }
+    from sweep.generic.prefix import module_state
+
+    return LoadedModel(arch=hf.config.model_type, n_layers=c.num_hidden_layers,
+                       d_model=c.hidden_size, dtype=dtype, vocab_size=c.vocab_size,
+                       identity=identity, hf=hf, local_dir=local, kinds=layer_kinds(hf),
+                       fresh=module_state(hf))
+
+
+def _parse_dtype(dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
+        return dtype
+    if dtype in _DTYPES:
+        return _DTYPES[dtype]
+    raise ValueError(f"dtype {dtype!r} not supported; use one of {sorted(_DTYPES)}")
+
+
+# ---------------------------------------------------------------- mamba_ssm format
+
+def _read_state_dict(local: Path) -> dict:
+    sd = {}
+    for f in _weight_files(local):
+        if f.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            sd.update(load_file(str(f)))
+        else:
+            sd.update(torch.load(f, map_location="cpu", weights_only=True))
+    if not sd:
+        raise FileNotFoundError(f"no checkpoint weights in {local}: looked for *.safetensors, "
+                                f"pytorch_model.bin")
+    return sd
+
+
+def _load_mamba_ssm(local: Path, cfg: dict, dtype: torch.dtype):
+    from transformers import AutoModelForCausalLM
+
+    config = mamba_ssm_to_hf_config(cfg)            # MambaConfig or Mamba2Config
+    sd = {k.replace("backbone.embedding.", "backbone.embeddings."): v.to(dtype) if v.is_floating_point() else v
+          for k, v in _read_state_dict(local).items()}
+    if config.tie_word_embeddings or "lm_head.weight" not in sd:
+        sd["lm_head.weight"] = sd["backbone.embeddings.weight"]
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    missing, unexpected = model.load_state_dict(sd, strict=False, assign=True)
+    if missing or unexpected:
+        raise ValueError(f"{local}: mamba_ssm weights do not match the config: missing {missing}, "
+                         f"unexpected {unexpected}")
+    if config.tie_word_embeddings:
+        model.lm_head.weight = model.backbone.embeddings.weight     # one tensor, as transformers ties
+    return model
