@@ -27,10 +27,11 @@ _EXPORTS = {
     "fit.gof": ["PowerLawGOF", "power_law_gof"],
     "studies.memory": ["MemoryFit", "MemoryProfile", "fit_memory", "memory_profile"],
     "spectrum.observables": ["ComplexSpectrum", "MemoryKernel", "Spectrum", "SpectrumFamily",
-                    "a_log_distribution", "block_rates", "complex_spectrum", "delta_distribution",
-                    "effective_spectrum", "effective_vs_length", "intrinsic_by_layer",
-                    "intrinsic_spectrum", "memory_kernel", "memory_kernel_from_hist", "tdos",
-                    "tdos_from_rates", "tdos_vs_depth", "tdos_vs_length"],
+                             "a_log_distribution", "block_rates", "complex_spectrum",
+                             "delta_distribution", "effective_spectrum", "effective_vs_length",
+                             "intrinsic_by_layer", "intrinsic_spectrum", "memory_kernel",
+                             "memory_kernel_from_hist", "tdos", "tdos_from_rates",
+                             "tdos_vs_depth", "tdos_vs_length"],
     "studies.precision": ["PrecisionComparison", "compare_precision", "match_tokens"],
     "spectrum.rates": ["MODES", "classify", "classify_rows", "marginal_threshold", "rates_of"],
     "laws.selfavg": ["ir_resolution", "self_averaging"],
@@ -38,7 +39,7 @@ _EXPORTS = {
     "io.store": ["Store", "StoreError", "open_store"],
     "studies.tables": ["IRTable", "beta_vs_depth", "beta_vs_length"],
     "fit.window": ["LocalExponent", "MLEInterval", "WindowSensitivity", "bootstrap_mle",
-               "local_exponent", "window_sensitivity"],
+                   "local_exponent", "window_sensitivity"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

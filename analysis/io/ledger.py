@@ -20,7 +20,7 @@ import numpy as np
 import zarr
 
 from analysis.io import schema
-from analysis.io.schema import DONE, FLAGGED, PENDING
+from analysis.io.schema import FLAGGED, PENDING
 
 
 @dataclass(frozen=True)
@@ -95,10 +95,6 @@ class Ledger:
     def unplanned_marked(self) -> np.ndarray:
         """(R, S, nb) int8: the cells, -1 beyond each row's planned length."""
         return np.where(self.planned, self.cells, np.int8(-1)).astype(np.int8)
-
-    def usable(self, row: int, seq: int) -> np.ndarray:
-        """(nb,) bool: the blocks of (row, seq) whose values are read (DONE: done, all finite)."""
-        return (self.cells[row, seq] == DONE) & self.planned[row, seq]
 
 
 def _missing_a_log(g: zarr.Group) -> list[int]:

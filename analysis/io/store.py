@@ -185,7 +185,8 @@ class Store:
     def _row_mask(self, layer, seq) -> np.ndarray:
         """(L_layer,) bool: token rows that belong to a usable block (done, not flagged)."""
         n, B = self.layer_length[layer], self.token_block
-        return np.repeat(Ledger.read(self.group).usable(self.row(layer), seq), B)[:n]
+        usable = np.asarray(self.group["ledger"][self.row(layer), seq]) == DONE
+        return np.repeat(usable, B)[:n]       # one row read; the tail past n is unplanned
 
     # ------------------------------------------------------------------ data
     def tokens(self, seq=0) -> np.ndarray:

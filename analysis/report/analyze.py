@@ -36,7 +36,7 @@ from analysis.io.settings import Settings
 from analysis.io.store import open_store
 from analysis.studies.tables import IRTable, beta_vs_length, default_lengths
 from analysis.laws.uncertainty import MeasuredLaws, measured_laws
-from analysis.fit.window import WindowSensitivity, window_sensitivity
+from analysis.fit.window import window_sensitivity
 
 
 def store_settings(st, **overrides) -> Settings:
