@@ -8,13 +8,13 @@ import sys
 
 import numpy as np
 
-from analysis.studies.compare import compare_models, parse_source
-from analysis.report.compare import verdict_lines, write_comparison
-from analysis.spectrum.rates import MODES
-from analysis.report.analyze import analyze
 from analysis.io.settings import Settings, SettingsError
 from analysis.io.store import StoreError, open_store
 from analysis.laws.uncertainty import law_lines
+from analysis.report.analyze import analyze
+from analysis.report.compare import verdict_lines, write_comparison
+from analysis.spectrum.rates import MODES
+from analysis.studies.compare import compare_models, parse_source
 
 
 def _settings_flags(p: argparse.ArgumentParser) -> None:

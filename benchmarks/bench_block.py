@@ -195,8 +195,8 @@ def block_task(plan, root, group: str, t0: int):
     """The planned BlockTask of `group` starting at token t0 (`plan` from sweep.plan.make.make_plan,
     `root` the store sweep.store.writer.open_store made from it), its residual h_l stored first
     (the residual task runs here)."""
-    from sweep.worker.task import run_task
     from sweep.tasks import BlockTask, ResidualTask, pending_tasks
+    from sweep.worker.task import run_task
 
     tasks = pending_tasks(plan, root)
     for t in tasks:
@@ -211,8 +211,8 @@ def phases(model, task, g, reps: int) -> dict:
     J_tt goes into the reused per-thread buffer with glibc's thresholds raised, as on a
     worker (sweep/worker/task.py): a fresh (T, d, d) block per call would add its page faults.
     """
-    from sweep.store import writer as store
     from sweep.numerics.spectra import eigvals
+    from sweep.store import writer as store
     from sweep.worker.task import _jacobian_buffer, _keep_temporaries_on_heap
 
     _keep_temporaries_on_heap()
@@ -323,9 +323,9 @@ def bench_naive(model, layer: int, h: torch.Tensor, positions, ours: dict) -> li
 
 def run(args) -> dict:
     from cluster import ClusterConfig, connect
+    from sweep.plan.make import make_plan
     from sweep.store import writer as st
     from sweep.worker.model import load_model
-    from sweep.plan.make import make_plan
 
     work = Path(args.work)
     models = save_models(work / "models", args.models)

@@ -55,12 +55,12 @@ def save_random(shapes: dict, root: Path) -> dict:
 
 def _sweep_seconds(path: Path, tokens: int, block: int, spans, device="cpu") -> tuple[float, dict]:
     """(summed task seconds, {phase: seconds}) of sweeping every layer of `path`."""
-    from sweep.worker import resident
-    from sweep.worker import task as worker
     from sweep.config.load import config_from_dict
     from sweep.plan.make import make_plan
     from sweep.store.writer import open_store
     from sweep.tasks import pending_tasks
+    from sweep.worker import resident
+    from sweep.worker import task as worker
 
     store = Path(tempfile.mkdtemp(prefix="bench-depth-")) / "r.zarr"
     doc = {"model": {"path": str(path), "dtype": "float32"}, "layers": "all",

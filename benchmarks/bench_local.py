@@ -75,6 +75,7 @@ def peak_gib() -> float:
 
 def main() -> None:
     from oracle import matched_eigvals_error
+
     from sweep.generic.decode import LayerJacobians
     from sweep.generic.local import LocalModel
     from sweep.worker.model import _use_tdos_attention

@@ -51,12 +51,12 @@ def _checkpoints(root: Path) -> dict:
 
 def _jtt_seconds_per_token(path: Path, length: int, tokens: int) -> float:
     """J_tt + eig + write seconds per token of layer 1 (block tasks only)."""
-    from sweep.worker import resident
-    from sweep.worker import task as worker
     from sweep.config.load import config_from_dict
     from sweep.plan.make import make_plan
     from sweep.store.writer import open_store
     from sweep.tasks import BlockTask, pending_tasks
+    from sweep.worker import resident
+    from sweep.worker import task as worker
 
     store = Path(tempfile.mkdtemp(prefix="bench-memory-")) / "r.zarr"
     doc = {"model": {"path": str(path), "dtype": "float32"}, "layers": {1: tokens},
@@ -75,9 +75,10 @@ def _jtt_seconds_per_token(path: Path, length: int, tokens: int) -> float:
 
 def _memory_seconds(path: Path, length: int, rows: int, batched: bool) -> dict:
     """Seconds of the forward with its graph, and per cotangent one at a time (and batched)."""
+    from transformers import AutoModelForCausalLM
+
     from sweep.generic.selfcheck import whole_sequence_call
     from sweep.numerics.memory import _graph
-    from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     ids = torch.randint(0, model.config.vocab_size, (length,), generator=torch.Generator().manual_seed(0))

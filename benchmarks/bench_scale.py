@@ -152,10 +152,10 @@ def _oracle_eigenvalues(root: Path, h0: torch.Tensor, dtype=torch.float32) -> np
 
 def part_8b(args) -> list[str]:
     import yaml
-    from distributed import Client, LocalCluster
-
     from bench_local import write_checkpoint
+    from distributed import Client, LocalCluster
     from oracle import matched_eigvals_error
+
     from sweep.budget import plan_sweep
     from sweep.config.load import load_config
     from sweep.plan.make import Plan, make_plan
@@ -226,13 +226,12 @@ def part_8b(args) -> list[str]:
 
 def _route_seconds(path: Path, dtype: str, whole: bool, tokens: int, seqs: int, block: int):
     """(seconds per block of J_tt, stream seconds, blocks) at the deepest layer, one route."""
-    from sweep.worker import task as worker
     from sweep.config.load import config_from_dict
+    from sweep.plan.checkpoint import inspect_checkpoint
     from sweep.plan.make import make_plan
     from sweep.store.writer import open_store
     from sweep.tasks import BlockTask, ResidualTask, pending_tasks
-
-    from sweep.plan.checkpoint import inspect_checkpoint
+    from sweep.worker import task as worker
 
     store = Path(tempfile.mkdtemp(prefix="bench-route-")) / "r.zarr"
     deepest = inspect_checkpoint(str(path), None, "model.path").n_layers - 1

@@ -27,6 +27,7 @@ L = 9
 def measure(name, root, gen) -> list[dict]:
     from families import save_family
     from oracle import matched_eigvals_error, oracle_model, scan_deltas, sequence_jacobian
+
     from sweep.worker.model import load_model
 
     path = save_family(name, root, gen)
@@ -57,7 +58,6 @@ def measure(name, root, gen) -> list[dict]:
 def main() -> None:
     import transformers
     import transformers.utils.logging as tl
-
     from families import FAMILIES, tolerance
 
     tl.set_verbosity_error()

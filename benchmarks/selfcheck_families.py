@@ -24,6 +24,7 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
 
 def measure(name: str, root: Path, gen) -> list[dict]:
     from families import save_family
+
     from sweep.generic import selfcheck
     from sweep.worker.model import load_model
 

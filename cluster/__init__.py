@@ -6,17 +6,11 @@
 
 Importing this package imports neither dask_cuda nor dask_jobqueue.
 """
-from cluster.build import (
-    build_cluster,
-    connect,
-    dashboard_link,
-    resolve_kind,
-    slurm_job_script,
-    task_resources,
-)
-from sweep.config.cluster import ClusterConfig, ConfigError, SlurmConfig, TLSConfig
+from cluster.build import (build_cluster, connect, dashboard_link, resolve_kind, slurm_job_script,
+                           task_resources)
 from cluster.gpu import detect_gpus
 from cluster.security import make_security
+from sweep.config.cluster import ClusterConfig, ConfigError, SlurmConfig, TLSConfig
 
 __all__ = [
     "ClusterConfig", "ConfigError", "SlurmConfig", "TLSConfig",

@@ -20,9 +20,9 @@ from typing import Iterator
 
 from distributed import Client, LocalCluster
 
-from sweep.config.cluster import ClusterConfig, ConfigError, check_address
 from cluster.gpu import detect_gpus
 from cluster.security import make_security
+from sweep.config.cluster import ClusterConfig, ConfigError, check_address
 
 LOOPBACK = "127.0.0.1"
 

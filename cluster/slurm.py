@@ -15,8 +15,8 @@ import asyncio
 import logging
 import os
 
-from sweep.config.cluster import ClusterConfig, ConfigError
 from cluster.security import make_security
+from sweep.config.cluster import ClusterConfig, ConfigError
 
 SCRIPT_SCHEDULER = "SCHEDULER-ADDRESS"   # stands in for the address in a dry-run job script
 POLL_SECONDS = 5.0                       # squeue period; a lost job is replaced within it

@@ -12,7 +12,7 @@ import traceback
 import unicodedata
 
 from sweep.errors import (CheckpointChanged, ConfigError, NonCausal, SelfCheckFailed, StoreMismatch,
-                         UnsupportedTransformers)
+                          UnsupportedTransformers)
 
 USAGE = """tdos sweep CONFIG.yaml [--store PATH] [--workers N] [--scheduler ADDRESS] [--resume] [--dry-run] [--wait]
        tdos status STORE
@@ -140,8 +140,8 @@ def _print_summary(store: str) -> None:
 
 
 def _status(args) -> int:
-    from sweep.store.ledger import memory_rows, status_rows, walk_rows
     from sweep.config.validate import existing_store
+    from sweep.store.ledger import memory_rows, status_rows, walk_rows
 
     existing_store(args.store)
     rows = status_rows(args.store)

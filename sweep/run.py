@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from sweep.store import ledger
-from sweep.store import writer as st
 from sweep.config.load import SweepConfig, with_store
 from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers
-from sweep.store.lock import store_lock
 from sweep.plan.make import Plan, make_plan
-from sweep.worker.task import run_task
+from sweep.store import ledger
+from sweep.store import writer as st
+from sweep.store.lock import store_lock
 from sweep.tasks import ALogTask, BlockTask, DepthTask, MemoryTask, ResidualTask, pending_tasks
+from sweep.worker.task import run_task
 
 RETRIES = 2          # task exceptions; a killed worker's tasks are rescheduled by the scheduler
 

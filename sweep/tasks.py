@@ -19,8 +19,8 @@ import numpy as np
 import zarr
 
 from analysis.io.schema import PENDING
-from sweep.store.ledger import Ledger
 from sweep.plan.make import ModelPlan, Plan
+from sweep.store.ledger import Ledger
 
 
 @dataclass(frozen=True)

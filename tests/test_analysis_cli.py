@@ -3,12 +3,11 @@ import csv
 import json
 
 import pytest
-
 from matplotlib.image import imread
+from synthetic_store import planned_mask, synthetic_model, write_blocks, write_store
 
 from analysis.cli import main
 from analysis.views.live import render_live
-from synthetic_store import planned_mask, synthetic_model, write_blocks, write_store
 
 COMMON = ["fig1_collective_spectrum.png", "fig5_tdos_vs_length.png", "fig6_tdos_vs_depth.png",
           "fig7_cumulative_fits.png", "fig8_beta_vs_length.png", "beta_vs_depth.png",

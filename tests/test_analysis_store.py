@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 import zarr
+from synthetic_store import planned_mask, synthetic_model, write_blocks, write_store
 
-from analysis import (StoreError, aggregate, block_rates, classify, fit_ir_exponent, fit_ir_from_hist,
-                      open_store)
+from analysis import (StoreError, aggregate, block_rates, classify, fit_ir_exponent,
+                      fit_ir_from_hist, open_store)
 from analysis.io.aggregate import Aggregate
 from analysis.spectrum.rates import histogram
-from synthetic_store import planned_mask, synthetic_model, write_blocks, write_store
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,9 @@ from scipy.signal import lfilter
 
 from analysis import bootstrap_ir_exponent, bootstrap_ir_from_hists
 from analysis.fit.bootstrap import _slopes
-from analysis.spectrum.rates import BINS_PER_DECADE, EDGES, LOG10_LO, N_COLS, grid_indices, histogram_rows
 from analysis.fit.resampling import resampling_for
+from analysis.spectrum.rates import (BINS_PER_DECADE, EDGES, LOG10_LO, N_COLS, grid_indices,
+                                     histogram_rows)
 
 WINDOW = (1e-4, 5e-2)
 LAM_MAX, BETA0, SIGMA, PHI = 0.06, -0.2, 0.12, 0.8

@@ -3,11 +3,11 @@
 import json
 
 import numpy as np
+from synthetic_store import synthetic_model, write_store
 
 from analysis import bootstrap_ir_exponent
 from analysis.studies.compare import delta_beta_interval
 from sweep.cli import main
-from synthetic_store import synthetic_model, write_store
 
 W = (1e-4, 5e-2)
 

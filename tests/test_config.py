@@ -236,8 +236,8 @@ def test_core_hours_match_the_recorded_paper_sweep(tiny_checkpoints, tmp_path):
     shapes: benchmarks/README.md records 435 s on 2 workers = 870 core-seconds."""
     import dataclasses
 
-    from sweep.plan.architecture import ModelInfo
     from sweep.budget import plan_sweep
+    from sweep.plan.architecture import ModelInfo
     from sweep.plan.layers import LayerKind
     from sweep.plan.make import Plan
 
@@ -274,8 +274,8 @@ def test_dry_run_memory_of_llama3_8b_shapes_layer_local_and_whole(tiny_checkpoin
     refused in one line naming the field."""
     import dataclasses
 
-    from sweep.plan.architecture import ModelInfo
     from sweep.budget import GiB, plan_sweep
+    from sweep.plan.architecture import ModelInfo
     from sweep.plan.layers import LayerKind
     from sweep.plan.make import Plan
 

@@ -21,8 +21,8 @@ from distributed import Client
 
 from sweep.config.load import config_from_dict
 from sweep.run import run_sweep
-from sweep_helpers import (TOTAL, assert_equal_arrays, reference,  # noqa: F401 (fixture)
-                           sweep_doc, wait_for_blocks)
+from sweep_helpers import (TOTAL, assert_equal_arrays, reference, sweep_doc,  # noqa: F401 (fixture)
+                           wait_for_blocks)
 
 DASK = str(Path(sys.executable).with_name("dask"))
 

@@ -11,14 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dataset_helpers as dh
 import numpy as np
 import pytest
 import yaml
 
-import dataset_helpers as dh
 from sweep.config.load import config_from_dict, fingerprint
-from sweep.plan.make import load_plan as load_config
 from sweep.errors import ConfigError
+from sweep.plan.make import load_plan as load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 BYTES_MAMBA = ROOT / "checkpoints" / "tiny-mamba-bytes"      # byte-level tokenizer, no BOS

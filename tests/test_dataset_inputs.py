@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import time
 
+import dataset_helpers as dh
 import numpy as np
 import pytest
 
-import dataset_helpers as dh
 from sweep.config.load import InputsConfig
-from sweep.plan.documents import SHUFFLE_BUFFER
 from sweep.errors import ConfigError
+from sweep.plan.documents import SHUFFLE_BUFFER
 from sweep.plan.windows import resolve_dataset
 
 LENGTHS = dh.lengths()

@@ -14,14 +14,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from analysis import open_store
-from analysis.studies.depth import compare_depth, depth_study
-from analysis.report.depth import figure, markdown
-from analysis.io.settings import Settings
 from scipy.stats import ortho_group
 from synthetic_store import power_law_rates
 
+from analysis import open_store
 from analysis.io import schema
+from analysis.io.settings import Settings
+from analysis.report.depth import figure, markdown
+from analysis.studies.depth import compare_depth, depth_study
 from sweep.numerics.depth import DepthWalk, gain
 from sweep.numerics.spectra import eigvals, henrici
 from sweep.store.writer import BlockValues, create_group, write_block, write_lyapunov, write_stack

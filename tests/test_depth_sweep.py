@@ -14,15 +14,16 @@ import numpy as np
 import pytest
 import torch
 import zarr
-from analysis import open_store
 from conftest import local_client
 from families import FAMILIES, tolerance
 from oracle import layer_input, matched_eigvals_error, oracle_model, sequence_jacobian
+
+from analysis import open_store
 from sweep.config.load import ConfigError, config_from_dict
 from sweep.errors import StoreMismatch
+from sweep.numerics.spectra import eigvals
 from sweep.plan.make import make_plan
 from sweep.run import run_sweep
-from sweep.numerics.spectra import eigvals
 
 # γ from Benettin's accumulation against QR of the oracle's explicit product: as well as
 # J_tt itself agrees (LLaMA's fast path 1e-6, the float32 rounding inside Mamba-style layers

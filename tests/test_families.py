@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 import torch
 import yaml
-
 from families import FAMILIES, KINDS, NEWER, tolerance
 from oracle import matched_eigvals_error, oracle_model, scan_deltas, sequence_jacobian
 

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from sweep.config.load import ConfigError, fingerprint
-from sweep.plan.make import load_plan as load_config
 from sweep.plan.inputs import DEFAULT_TEXT
+from sweep.plan.make import load_plan as load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 BYTES_MAMBA = ROOT / "checkpoints" / "tiny-mamba-bytes"      # ships tokenizer.json (bytes)

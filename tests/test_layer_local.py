@@ -17,13 +17,14 @@ import numpy as np
 import pytest
 import torch
 import zarr
-from analysis import open_store
 from conftest import local_client
 from families import FAMILIES, tolerance
 from oracle import layer_input, matched_eigvals_error, oracle_model, sequence_jacobian
+
+from analysis import open_store
 from sweep.config.load import config_from_dict
-from sweep.run import run_sweep
 from sweep.numerics.spectra import eigvals
+from sweep.run import run_sweep
 
 LAYERS, SEQS, L = [1, 3], 2, 6
 GROUPS = ("llama-float64", "mamba2-float64")             # the store's model groups
@@ -141,11 +142,11 @@ def test_a_resumed_sweep_reuses_the_stored_residual(checkpoints, one_worker, tmp
 
 def test_a_worker_refuses_a_checkpoint_file_unlike_the_record(checkpoints, tmp_path):
     """A worker checks the files it reads: stat equal to the record, else the sha256."""
-    from sweep.worker import resident
     from sweep.errors import CheckpointChanged
     from sweep.plan.make import make_plan
     from sweep.store.writer import open_store
     from sweep.tasks import model_ref
+    from sweep.worker import resident
 
     cfg = config_from_dict(_doc(checkpoints, tmp_path / "run.zarr"))
     plan = make_plan(cfg)
@@ -169,11 +170,11 @@ def test_a_worker_that_cannot_hold_one_layer_falls_back_and_says_why(tmp_path):
     worker runs the whole model, and the task's route says why."""
     from transformers import AutoModelForCausalLM
 
-    from sweep.worker import resident
-    from sweep.worker import task as worker
     from sweep.plan.make import Plan, make_plan
     from sweep.store.writer import open_store
     from sweep.tasks import BlockTask, ResidualTask, pending_tasks
+    from sweep.worker import resident
+    from sweep.worker import task as worker
 
     config = FAMILIES["rwkv"]()
     config.num_hidden_layers, config.rescale_every = 4, 2          # rescales layers 2 and 3

@@ -205,5 +205,5 @@ def test_every_public_name_of_the_contract_imports():
 
     for name in analysis.__all__:
         assert getattr(analysis, name) is not None, name
-    from analysis import (bootstrap_ir_exponent, block_rates, compare_alternatives,  # noqa: F401
+    from analysis import (block_rates, bootstrap_ir_exponent, compare_alternatives,  # noqa: F401
                           fit_ir_exponent, fit_memory, memory_profile, open_store, power_law_gof)

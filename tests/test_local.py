@@ -15,11 +15,11 @@ import json
 
 import pytest
 import torch
-
 from families import FAMILIES, tolerance
+
 from sweep.generic.decode import LayerJacobians
-from sweep.plan.layers import decoder_layers
 from sweep.generic.local import LocalModel, NotLocal
+from sweep.plan.layers import decoder_layers
 from sweep.worker.model import load_model, prepare
 
 L = 7
@@ -81,9 +81,8 @@ def test_one_resident_layer_equals_the_whole_model(family_checkpoints, family, d
 
 
 def test_a_sharded_checkpoint_reads_only_the_resident_layer(tmp_path):
-    from transformers import AutoModelForCausalLM
-
     from families import FAMILIES as configs
+    from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(configs["llama"]())

@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 import torch
 import zarr
+
 from analysis import fit_memory, memory_profile, open_store
+from analysis.io import schema
+from analysis.io.settings import Settings
 from analysis.report.memory import figure, markdown
 from analysis.studies.memory import compare_memory, memory_study
-from analysis.io.settings import Settings
-
-from analysis.io import schema
-from sweep.store.writer import add_memory, create_group, write_a_log, write_block, write_memory, BlockValues
+from sweep.store.writer import (BlockValues, add_memory, create_group, write_a_log, write_block,
+                                write_memory)
 
 SEQS, L, K, EVERY, XI, ALPHA = 24, 96, 24, 2, 6.0, 1.5
 SETTINGS = Settings(n_boot=200)

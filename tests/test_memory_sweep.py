@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 import torch
 import zarr
-from analysis import open_store
 from conftest import local_client
 from families import FAMILIES, tolerance
 from oracle import oracle_model, sequence_jacobian
+
+from analysis import open_store
 from sweep.config.load import ConfigError, config_from_dict
 from sweep.errors import StoreMismatch
 from sweep.run import run_sweep
@@ -127,9 +128,10 @@ def test_hutchinson_is_within_its_standard_error_of_the_exact_profile(checkpoint
 def test_batched_cotangents_give_what_one_at_a_time_gives(checkpoints, name):
     """The accelerator's batched backward (is_grads_batched) against the CPU's one cotangent
     per backward, exact and Hutchinson (the same Rademacher draws)."""
+    from transformers import AutoModelForCausalLM
+
     from sweep.generic.selfcheck import whole_sequence_call
     from sweep.numerics.memory import lag_profile
-    from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(checkpoints[name], dtype=torch.float64).eval()
     call = whole_sequence_call(model, 1, torch.arange(L) % model.config.vocab_size)
@@ -147,9 +149,10 @@ def test_mamba1_goes_through_transformers_parallel_scan_and_the_layer_is_restore
     """sweep/numerics/memory.py builds a Mamba-1 layer's graph on mamba.py's scan (transformers'
     `use_mambapy`; its O(L) backward), only while it builds it (the oracle test above holds
     the values to the unmodified sequential layer)."""
+    from transformers import AutoModelForCausalLM
+
     from sweep.generic.selfcheck import whole_sequence_call
     from sweep.numerics.memory import lag_profile
-    from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(checkpoints["mamba"], dtype=torch.float64).eval()
     mixer = model.backbone.layers[1].mixer
@@ -233,11 +236,12 @@ def test_tdos_analyze_and_compare_show_the_memory_sections(swept, tmp_path):
 def test_the_budget_counts_the_memory_arrays_and_bounds_the_kept_graph(checkpoints, tmp_path):
     """`tdos sweep --dry-run`'s store bytes grow by exactly the two memory arrays, and its
     worker estimate of the kept whole-sequence graph is at least what autograd saves."""
+    from transformers import AutoModelForCausalLM
+
     from sweep.budget import GRAPH_PER_TOKEN, plan_sweep
     from sweep.generic.selfcheck import whole_sequence_call
     from sweep.numerics.memory import _graph
     from sweep.plan.make import make_plan
-    from transformers import AutoModelForCausalLM
 
     with_memory = make_plan(config_from_dict(_doc(checkpoints, tmp_path / "a.zarr")))
     without = make_plan(config_from_dict(_doc(checkpoints, tmp_path / "b.zarr", memory=False)))

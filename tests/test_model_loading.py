@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from sweep.plan.checkpoint import inspect_checkpoint
 from sweep.errors import ConfigError
+from sweep.plan.checkpoint import inspect_checkpoint
 from sweep.worker.model import LoadedModel, load_model
 
 ARCHS = ["mamba", "gpt2", "gpt_neox", "llama"]

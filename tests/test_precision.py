@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from synthetic_store import SyntheticModel, write_store
 
 from analysis import open_store
-from analysis.studies.precision import RESOLVED_MAX, compare_precision, match_tokens, precision_pairs
-from synthetic_store import SyntheticModel, write_store
+from analysis.studies.precision import (RESOLVED_MAX, compare_precision, match_tokens,
+                                        precision_pairs)
 
 # true eigenvalues of every J_tt (real, so a real V gives a real matrix): slow modes from
 # λ = 2e-8 (below fp32's spacing at 1, 6e-8) to λ = 1, two negative ones, one |ζ| > 1

@@ -6,8 +6,8 @@ import numpy as np
 import torch
 
 from analysis.spectrum.rates import SCALE_RESIDUAL_MAX, classify, marginal_threshold, mode_masks
-from sweep.worker.model import load_model
 from sweep.numerics.spectra import eigvals, scale_direction, shift_direction
+from sweep.worker.model import load_model
 
 
 def layer_summary(zeta, dtype, rho=None, resid=None) -> dict:

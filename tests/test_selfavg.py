@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
+from analysis.laws.selfavg import (BANDS, _band_cols, _log_variance, ir_resolution_from_hists,
+                                   kth_smallest, self_averaging_from_hists)
 from analysis.spectrum.rates import BINS_PER_DECADE, EDGES, LOG10_LO, N_COLS, histogram_rows
-from analysis.laws.selfavg import (BANDS, _band_cols, _log_variance, ir_resolution_from_hists, kth_smallest,
-                              self_averaging_from_hists)
 
 N_SEQ, N_TOK, D, BETA = 2, 512, 64, -0.3
 

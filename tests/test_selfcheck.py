@@ -17,8 +17,8 @@ import torch
 import yaml
 import zarr
 from distributed import Client, LocalCluster
-
 from families import save_family
+
 from sweep.generic import selfcheck
 
 

@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 import zarr
+from synthetic_store import synthetic_model, write_store
 
 from analysis.cli import main
-from analysis.views.live import render_live
 from analysis.io.settings import Settings, SettingsError
+from analysis.views.live import render_live
 from analysis.views.summary import summary_text
-from synthetic_store import synthetic_model, write_store
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,10 @@ import xarray as xr
 import zarr
 
 from analysis.io import schema
-from sweep.store import writer as st
 from sweep.config.load import config_from_dict
-from sweep.store.ledger import Ledger
 from sweep.plan.make import make_plan
+from sweep.store import writer as st
+from sweep.store.ledger import Ledger
 from sweep.store.writer import BlockValues
 from sweep.tasks import ALogTask, BlockTask, ResidualTask, pending_tasks
 

@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 import torch
 import xarray as xr
+from oracle import layer_input
 from scipy.optimize import linear_sum_assignment
 
 from analysis import aggregate, open_store
-from oracle import layer_input
-from sweep.numerics import linalg
 from sweep.cli import main
 from sweep.config.load import config_from_dict
-from sweep.worker.model import load_model
+from sweep.numerics import linalg
+from sweep.numerics.spectra import eigvals, scale_direction, shift_direction
 from sweep.plan.make import make_plan
 from sweep.run import run_sweep
-from sweep.numerics.spectra import eigvals, scale_direction, shift_direction
+from sweep.worker.model import load_model
 
 L, B, SEQS = 8, 4, 2
 TOL = {"float32": dict(rtol=1e-4, atol=1e-5), "float64": dict(rtol=1e-10, atol=1e-12)}

@@ -8,7 +8,6 @@ import torch
 
 from sweep.worker.task import _jacobian_buffer
 
-
 CPU = torch.device("cpu")
 
 
@@ -41,8 +40,8 @@ def test_every_task_switches_tf32_off_and_reports_its_eigensolver(tiny_checkpoin
     from sweep.config.load import config_from_dict
     from sweep.plan.make import make_plan
     from sweep.store.writer import open_store as prepare_store
-    from sweep.worker.task import run_task
     from sweep.tasks import BlockTask, ResidualTask, pending_tasks
+    from sweep.worker.task import run_task
 
     cfg = config_from_dict({"model": {"path": str(tiny_checkpoints["gpt2"])}, "layers": [1],
                             "inputs": {"sequences": 1, "length": 4}, "store": str(tmp_path / "r.zarr"),

@@ -24,14 +24,14 @@ import numpy as np
 import pytest
 import torch
 from scipy.optimize import linear_sum_assignment
-from transformers import (GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, GPTNeoXForCausalLM, LlamaConfig,
-                          LlamaForCausalLM)
+from transformers import (GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, GPTNeoXForCausalLM,
+                          LlamaConfig, LlamaForCausalLM)
 from transformers.masking_utils import create_causal_mask
 
-from sweep.numerics import linalg
 from sweep.blocks.gpt2 import GPT2Ops
 from sweep.blocks.gpt_neox import GPTNeoXOps
 from sweep.blocks.llama import LlamaOps
+from sweep.numerics import linalg
 
 L = 7  # tokens; the sequence Jacobian is (L*d, L*d)
 

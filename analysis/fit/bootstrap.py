@@ -15,8 +15,9 @@ import numpy as np
 
 from analysis._plot import axes_or_new
 from analysis.fit.fits import WINDOW, IRFit, _clean, fit_ir_exponent, fit_ir_from_hist
+from analysis.fit.resampling import (Resampling, group_by_sequence, log_slope_influence,
+                                     resampling_for)
 from analysis.spectrum.rates import EDGES, grid_indices
-from analysis.fit.resampling import Resampling, group_by_sequence, log_slope_influence, resampling_for
 
 
 @dataclass

@@ -17,9 +17,9 @@ from scipy.special import exp1
 
 from analysis._plot import axes_or_new
 from analysis.fit.fits import WINDOW
+from analysis.fit.resampling import (Resampling, group_by_sequence, log_slope_influence,
+                                     resampling_for)
 from analysis.spectrum.rates import EDGES, N_COLS
-from analysis.fit.resampling import Resampling, group_by_sequence, log_slope_influence, resampling_for
-
 
 
 def t_range(window=WINDOW) -> tuple:

@@ -23,11 +23,10 @@ from functools import lru_cache
 import numpy as np
 import zarr
 
-from analysis.spectrum.rates import (CLASSES, DEFAULT_MODES, MODES, N_COLS, SCALE_RESIDUAL_MAX, classify_rows,
-                    histogram_rows, marginal_threshold, mode_key)
-from analysis.io.schema import SCALE_ARRAYS, SHIFT_ARRAYS
-from analysis.io.schema import DONE, FLAGGED
+from analysis.io.schema import DONE, FLAGGED, SCALE_ARRAYS, SHIFT_ARRAYS
 from analysis.io.store import Store, open_store
+from analysis.spectrum.rates import (CLASSES, DEFAULT_MODES, MODES, N_COLS, SCALE_RESIDUAL_MAX,
+                                     classify_rows, histogram_rows, marginal_threshold, mode_key)
 
 AGG_FORMAT = 5              # 2: the "scale" class; 3: LayerNorm's shift direction; 4: layer_length;
                             # 5: both mode counts, bins 1e-17…1e8 (older aggregates are rebuilt)

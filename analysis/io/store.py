@@ -18,7 +18,6 @@ from analysis.io.ledger import Ledger
 from analysis.io.schema import DONE, SCALE_ARRAYS, SHIFT_ARRAYS, StoreError
 
 
-
 def open_store(path, model=None) -> "Store":
     """Open `path` read-only; `model` picks a group (default: the first model of the store)."""
     path = os.fspath(path)

@@ -37,7 +37,6 @@ from analysis.laws.laws import fit_law, wls_slope
 from analysis.spectrum.rates import DEFAULT_MODES, EDGES, N_BINS
 
 
-
 def window_bands(window) -> dict:
     """The three λ bands of the band-weight law, set by the fit window [lo, hi]: deep IR two
     decades below it, the window itself, and UV from hi up 2000-fold (3.3 decades)."""

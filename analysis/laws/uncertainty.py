@@ -15,8 +15,9 @@ import numpy as np
 
 from analysis._plot import axes_or_new
 from analysis.fit.kernel import KernelExponent, kernel_exponent, t_range
+from analysis.laws.selfavg import (IRResolution, SelfAveraging, ir_resolution, self_averaging,
+                                   window_bands)
 from analysis.spectrum.rates import MODES
-from analysis.laws.selfavg import IRResolution, SelfAveraging, ir_resolution, window_bands, self_averaging
 
 
 @dataclass

@@ -10,33 +10,33 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from analysis.report import figures as F
 from analysis._plot import save
-from analysis.io.aggregate import aggregate
-from analysis.studies.compare import compare_models
-from analysis.report.compare import comparison_markdown, write_comparison
-from analysis.studies.depth import DepthStudy, depth_study
-from analysis.report.depth import FIGURE as DEPTH_FIGURE
-from analysis.report.depth import figure as depth_figure
-from analysis.report.memory import FIGURE as MEMORY_FIGURE
-from analysis.studies.memory import MemoryStudy, memory_study
-from analysis.report.memory import figure as memory_figure
-from analysis.spectrum.observables import (a_log_distribution, a_log_shift, complex_spectrum, effective_vs_length,
-                          has_s4d_init,
-                          intrinsic_by_layer, intrinsic_spectrum, memory_kernel,
-                          memory_kernel_from_hist, tdos, tdos_vs_depth, tdos_vs_length,
-                          token_rate_rows)
 from analysis.fit.gof import power_law_gof
-from analysis.studies.precision import compare_precision, precision_pairs
-from analysis.report.paper import reference
-from analysis.spectrum.rates import EDGES, MODES
-from analysis.report.fits_json import write_json
-from analysis.report.markdown import table_markdown, write_report
+from analysis.fit.window import window_sensitivity
+from analysis.io.aggregate import aggregate
 from analysis.io.settings import Settings
 from analysis.io.store import open_store
-from analysis.studies.tables import IRTable, beta_vs_length, default_lengths
 from analysis.laws.uncertainty import MeasuredLaws, measured_laws
-from analysis.fit.window import window_sensitivity
+from analysis.report import figures as F
+from analysis.report.compare import comparison_markdown, write_comparison
+from analysis.report.depth import FIGURE as DEPTH_FIGURE
+from analysis.report.depth import figure as depth_figure
+from analysis.report.fits_json import write_json
+from analysis.report.markdown import table_markdown, write_report
+from analysis.report.memory import FIGURE as MEMORY_FIGURE
+from analysis.report.memory import figure as memory_figure
+from analysis.report.paper import reference
+from analysis.spectrum.observables import (a_log_distribution, a_log_shift, complex_spectrum,
+                                           effective_vs_length, has_s4d_init, intrinsic_by_layer,
+                                           intrinsic_spectrum, memory_kernel,
+                                           memory_kernel_from_hist, tdos, tdos_vs_depth,
+                                           tdos_vs_length, token_rate_rows)
+from analysis.spectrum.rates import EDGES, MODES
+from analysis.studies.compare import compare_models
+from analysis.studies.depth import DepthStudy, depth_study
+from analysis.studies.memory import MemoryStudy, memory_study
+from analysis.studies.precision import compare_precision, precision_pairs
+from analysis.studies.tables import IRTable, beta_vs_length, default_lengths
 
 
 def store_settings(st, **overrides) -> Settings:

@@ -5,18 +5,18 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.report import figures as F
 from analysis._plot import save
 from analysis.io.aggregate import aggregate
-from analysis.studies.compare import Comparison, matched_layers
+from analysis.report import figures as F
 from analysis.report.depth import comparison_figure as depth_figure
 from analysis.report.depth import comparison_markdown as depth_markdown
+from analysis.report.fits_json import dump_json
 from analysis.report.memory import comparison_figure as memory_figure
 from analysis.report.memory import comparison_markdown as memory_markdown
+from analysis.report.text import FIGURE_CAPTIONS
 from analysis.spectrum.observables import memory_kernel_from_hist, tdos
 from analysis.spectrum.rates import MODES
-from analysis.report.fits_json import dump_json
-from analysis.report.text import FIGURE_CAPTIONS
+from analysis.studies.compare import Comparison, matched_layers
 
 FIGURES = ("compare_beta.png", "compare_delta.png", "compare_tdos.png", "compare_kernel.png")
 

@@ -9,8 +9,8 @@ import os
 import numpy as np
 
 from analysis.report.paper import reference
-from analysis.spectrum.rates import MODES, SCALE_RESIDUAL_MAX
 from analysis.report.text import symmetry_sentences
+from analysis.spectrum.rates import MODES, SCALE_RESIDUAL_MAX
 from analysis.studies.tables import ROW_FIELDS
 
 MODE_COUNTS = {"all-stable": "every eigenvalue with 0 < |ζ| < 1, nothing removed (the paper's count)",

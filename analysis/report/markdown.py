@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 
+from analysis.laws.uncertainty import laws_markdown, table_note
 from analysis.report.depth import markdown as depth_markdown
-from analysis.report.memory import markdown as memory_markdown
 from analysis.report.inputs import inputs_lines
+from analysis.report.memory import markdown as memory_markdown
 from analysis.report.paper import NOTE, reference, reference_line
+from analysis.report.text import ESTIMATOR_SENTENCE, FIGURE_CAPTIONS, symmetry_sentences
 from analysis.spectrum.rates import MODES, SCALE_RESIDUAL_MAX
 from analysis.studies.tables import gof_markdown
-from analysis.laws.uncertainty import laws_markdown, table_note
-from analysis.report.text import ESTIMATOR_SENTENCE, FIGURE_CAPTIONS, symmetry_sentences
 
 
 def table_markdown(res) -> str:

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analysis.fit.bootstrap import bootstrap_ir_exponent
-from analysis.spectrum.rates import MODES, classify_rows, marginal_threshold
 from analysis.fit.resampling import difference_interval, resampling_for, verdict
 from analysis.io.settings import Settings
+from analysis.spectrum.rates import MODES, classify_rows, marginal_threshold
 from analysis.studies.tables import ModeRow, mode_row
 
 

@@ -24,9 +24,9 @@ import numpy as np
 from scipy import stats
 
 from analysis._plot import axes_or_new
-from analysis.spectrum.observables import memory_kernel
 from analysis.fit.resampling import Resampling, difference_interval, resampling_for, verdict
 from analysis.io.settings import Settings
+from analysis.spectrum.observables import memory_kernel
 
 LAWS = ("exponential", "power law")
 

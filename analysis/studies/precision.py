@@ -19,11 +19,11 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from analysis._plot import axes_or_new
-from analysis.io.aggregate import aggregate
 from analysis.fit.fits import WINDOW, fit_ir_exponent
+from analysis.io.aggregate import aggregate
+from analysis.io.store import open_store
 from analysis.spectrum.observables import block_classes, tdos
 from analysis.spectrum.rates import DEFAULT_MODES, MODES, check_modes, rates_of
-from analysis.io.store import open_store
 from analysis.studies.tables import default_lengths
 
 RESOLVED_MAX = 0.10          # a rate is resolved in fp32 when its relative error is at most this

@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy as np
 
 from analysis._plot import new_figure, save, sweep_colors
-from analysis.io.aggregate import aggregate
 from analysis.fit.fits import fit_ir_from_hist
-from analysis.spectrum.observables import Spectrum
-from analysis.spectrum.rates import DEFAULT_MODES, MODES
-from analysis.io.settings import Settings
+from analysis.io.aggregate import aggregate
 from analysis.io.ledger import Ledger
 from analysis.io.schema import DONE
+from analysis.io.settings import Settings
 from analysis.io.store import open_store
+from analysis.spectrum.observables import Spectrum
+from analysis.spectrum.rates import DEFAULT_MODES, MODES
 from analysis.studies.tables import bootstrap_from_agg
 
 LIVE_BOOT = 200             # bootstrap draws per live β CI (the report uses more)

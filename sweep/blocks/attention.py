@@ -21,9 +21,8 @@ from __future__ import annotations
 import torch
 from torch.func import jvp, vjp, vmap
 
-from sweep.numerics import linalg
 from sweep.blocks.base import BlockOps
-
+from sweep.numerics import linalg
 
 # ---------------------------------------------------------------------------- rotary
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from sweep.numerics import linalg
 from sweep.blocks.base import BlockOps
+from sweep.numerics import linalg
 
 _SOFTPLUS_THRESHOLD = 20.0   # F.softplus default: identity above it, derivative exactly 1
 SCAN_CHUNK = 32              # tokens per batch of decays/drives: 2 x 4 MiB at d_inner 2048, fp32

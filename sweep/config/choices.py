@@ -1,7 +1,7 @@
 """The allowed values of the config's enumerated fields, owned here and imported by the stages
 that act on them (the worker's CPU library choice, the model's dtype). Imports no YAML and no
 Dask, so block math can read them."""
-from analysis.io.schema import DTYPES          # model.dtype: the dtypes a store holds
+from analysis.io.schema import DTYPES  # model.dtype: the dtypes a store holds
 
 __all__ = ["CPU_LINALG", "DEVICES", "DTYPES", "ENGINES"]
 

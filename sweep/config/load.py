@@ -21,8 +21,8 @@ import yaml
 from sweep.config.choices import CPU_LINALG, DEVICES, DTYPES, ENGINES
 from sweep.config.cluster import ClusterConfig
 from sweep.config.inputs import check_inputs, resolve_paths, text_identity
-from sweep.errors import ConfigError
 from sweep.config.validate import check_store, check_type, reject_unknown, set_dotted
+from sweep.errors import ConfigError
 
 __all__ = ["ConfigError", "ModelSpec", "InputsConfig", "ComputeConfig", "SweepConfig",
            "load_config", "config_from_dict", "fingerprint", "identity_dict", "with_store"]

@@ -34,9 +34,9 @@ from pathlib import Path
 
 import torch
 
-from sweep.plan.architecture import rescales_on_first_forward
 from sweep.generic import prefix
 from sweep.generic.decode import _first, _hidden, _tensor_list
+from sweep.plan.architecture import rescales_on_first_forward
 from sweep.plan.layers import decoder_layers
 
 

@@ -18,9 +18,10 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from sweep.plan.architecture import ModelInfo, hf_config, meta_model, model_info, rescales_on_first_forward
 from sweep.config.validate import is_dir
 from sweep.errors import ConfigError
+from sweep.plan.architecture import (ModelInfo, hf_config, meta_model, model_info,
+                                     rescales_on_first_forward)
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
 # what a hub download fetches besides weights: configs and tokenizer files

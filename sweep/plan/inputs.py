@@ -66,7 +66,7 @@ def _stdlib_text(spec: str) -> TextSource:
         raise ConfigError(f"inputs.text: {spec!r} is not a built-in text — use {DEFAULT_TEXT} "
                           f"or a file, directory or glob")
     try:
-        from pydoc_data.topics import topics        # {topic: English prose}
+        from pydoc_data.topics import topics  # {topic: English prose}
     except ImportError:
         raise ConfigError(f"inputs.text: this Python install lacks pydoc_data ({DEFAULT_TEXT}) — "
                           f"give a text file instead") from None

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
+from sweep.config.load import (ConfigError, ModelSpec, SweepConfig, check_depth_rows, fingerprint,
+                               identity_dict, layer_rows)
 from sweep.plan import inputs as text_inputs
 from sweep.plan import windows
 from sweep.plan.architecture import FAST_ARCHS, ModelInfo
 from sweep.plan.checkpoint import find_tokenizer, inspect_checkpoint, load_tokenizer
-from sweep.config.load import (ConfigError, ModelSpec, SweepConfig, check_depth_rows, fingerprint,
-                          identity_dict, layer_rows)
 from sweep.plan.provenance import checkpoint_record, sha256_file
 
 

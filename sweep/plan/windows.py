@@ -22,8 +22,8 @@ import hashlib
 
 import numpy as np
 
-from sweep.plan.documents import Documents, open_documents
 from sweep.errors import ConfigError
+from sweep.plan.documents import Documents, open_documents
 from sweep.plan.inputs import check_ids, text_ids
 
 

@@ -17,9 +17,9 @@ import uuid
 import zarr
 
 from analysis.io import schema
+from sweep.config.validate import existing_store
 from sweep.errors import StoreMismatch
 from sweep.store.writer import _create_array, group_ready
-from sweep.config.validate import existing_store
 
 
 def upgrade(path) -> int:

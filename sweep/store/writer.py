@@ -24,7 +24,6 @@ from sweep.errors import StoreMismatch
 from sweep.plan.make import ModelPlan, Plan
 from sweep.plan.provenance import software, verify_checkpoint
 
-
 # ---------------------------------------------------------------- root
 
 def open_store(plan: Plan, create: bool = True) -> zarr.Group:

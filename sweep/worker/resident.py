@@ -26,9 +26,9 @@ import numpy as np
 import torch
 
 from analysis.io.schema import DONE
+from sweep.errors import CheckpointChanged
 from sweep.plan import provenance
 from sweep.store import writer as store
-from sweep.errors import CheckpointChanged
 from sweep.tasks import ModelRef, ResidualTask
 
 

@@ -29,22 +29,19 @@ import gc
 import os
 import threading
 import time
-from pathlib import Path
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from sweep.numerics import linalg
-
-from sweep.plan import provenance
-
-from sweep.worker import resident
-
-from sweep.store import writer as store
 from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed
+from sweep.numerics import linalg
+from sweep.plan import provenance
+from sweep.store import writer as store
 from sweep.tasks import ALogTask, BlockTask, DepthTask, MemoryTask, ModelRef, ResidualTask
+from sweep.worker import resident
 
 ARRAY_CACHE = 8            # open store groups kept per worker (metadata is read once)
 MMAP_THRESHOLD = 32 << 20  # bytes: glibc's largest; smaller temporaries come from the heap
