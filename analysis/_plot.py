@@ -33,6 +33,15 @@ def window_lines(ax, window):
         ax.axvline(v, color="0.6", ls=":", lw=0.8)
 
 
+def interval_bars(ax, x, value, lo, hi, **kw):
+    """Points at `value` with asymmetric bars to [lo, hi]; points with a non-finite end are
+    left out (a span or layer where nothing was fitted draws nothing)."""
+    x, v, lo, hi = (np.asarray(a, float) for a in (x, value, lo, hi))
+    ok = np.isfinite(v) & np.isfinite(lo) & np.isfinite(hi)
+    kw.setdefault("capsize", 3)
+    return ax.errorbar(x[ok], v[ok], yerr=[v[ok] - lo[ok], hi[ok] - v[ok]], **kw)
+
+
 def save(fig, path, dpi=120):
     fig.savefig(path, dpi=dpi)
     return path

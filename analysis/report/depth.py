@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis._plot import new_figure, panel_label, sweep_colors, window_lines
-from analysis.studies.depth import DepthStudy
+from analysis._plot import interval_bars, new_figure, panel_label, sweep_colors, window_lines
 from analysis.report.text import FIGURE_CAPTIONS
 from analysis.spectrum.rates import MODES
+from analysis.studies.depth import DepthStudy
 
 FIGURE = "depth.png"
 CAPTION = FIGURE_CAPTIONS[FIGURE]
@@ -27,9 +27,8 @@ def figure(d: DepthStudy, title: str):
     for k, m in enumerate(MODES):
         rows = d.beta[m]
         s = np.array(list(rows))
-        b = np.array([rows[x].beta for x in s])
-        err = np.array([[rows[x].beta - rows[x].ci_lo, rows[x].ci_hi - rows[x].beta] for x in s]).T
-        ax[0].errorbar(s * (1 + 0.04 * k), b, yerr=err, fmt="o-", capsize=3, label=m)
+        interval_bars(ax[0], s * (1 + 0.04 * k), [rows[x].beta for x in s],
+                      [rows[x].ci_lo for x in s], [rows[x].ci_hi for x in s], fmt="o-", label=m)
     _span_axis(ax[0], d.spans)
     ax[0].set_ylabel("β of λ^(s) = −ln|ζ|/s")
     ax[0].legend(fontsize=8)
@@ -70,9 +69,8 @@ def figure(d: DepthStudy, title: str):
     for a, series, label in ((ax[4], d.nonnormality, "Henrici departure of J_tt"),
                              (ax[5], d.frobenius, "‖J_tt‖_F² / d")):
         ls = list(series)
-        a.errorbar(ls, [series[x].value for x in ls],
-                   yerr=[[series[x].value - series[x].lo for x in ls],
-                         [series[x].hi - series[x].value for x in ls]], fmt="o-", capsize=3)
+        interval_bars(a, ls, *([getattr(series[x], f) for x in ls] for f in ("value", "lo", "hi")),
+                      fmt="o-")
         a.set_xticks(ls)
         a.set_xlabel("layer")
         a.set_ylabel(label)
@@ -155,14 +153,12 @@ def comparison_figure(studies: dict):
     ax = fig.subplots(1, 2)
     for k, (n, d) in enumerate(studies.items()):
         for j, m in enumerate(MODES):
-            s = np.array(d.spans)
-            b = np.array([d.beta[m][x].beta for x in s])
-            err = np.array([[d.beta[m][x].beta - d.beta[m][x].ci_lo,
-                             d.beta[m][x].ci_hi - d.beta[m][x].beta] for x in s]).T
-            ax[0].errorbar(s * (1 + 0.03 * (2 * k + j)), b, yerr=err, fmt="o-" if j == 0 else "s--",
-                           color=f"C{k}", capsize=3, label=f"{n} [{m}]")
-        ax[1].errorbar([k], [d.top.value], yerr=[[d.top.value - d.top.lo], [d.top.hi - d.top.value]],
-                       fmt="o", color=f"C{k}", capsize=4)
+            s, rows = np.array(d.spans), d.beta[m]
+            interval_bars(ax[0], s * (1 + 0.03 * (2 * k + j)), [rows[x].beta for x in s],
+                          [rows[x].ci_lo for x in s], [rows[x].ci_hi for x in s],
+                          fmt="o-" if j == 0 else "s--", color=f"C{k}", label=f"{n} [{m}]")
+        interval_bars(ax[1], [k], [d.top.value], [d.top.lo], [d.top.hi], fmt="o", color=f"C{k}",
+                      capsize=4)
     _span_axis(ax[0], sorted(set().union(*(d.spans for d in studies.values()))))
     ax[0].set_ylabel("β of λ^(s)")
     ax[0].legend(fontsize=7)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis._plot import new_figure, panel_label, sweep_colors
+from analysis._plot import interval_bars, new_figure, panel_label, sweep_colors
 from analysis.report.text import FIGURE_CAPTIONS
 from analysis.studies.memory import MemoryStudy
 
@@ -22,12 +22,8 @@ def figure(m: MemoryStudy, title: str):
         m.fits[ly].profile.plot(ax[1], "linlog", color=c)
     ax[0].legend(fontsize=7, ncol=2)
     for a, what, label in ((ax[2], "alpha", "power-law exponent α"), (ax[3], "xi", "memory length ξ (tokens)")):
-        v = np.array([getattr(m.fits[ly], what) for ly in layers])
-        lo = np.array([getattr(m.fits[ly], f"{what}_lo") for ly in layers])
-        hi = np.array([getattr(m.fits[ly], f"{what}_hi") for ly in layers])
-        ok = np.isfinite(v) & np.isfinite(lo) & np.isfinite(hi)
-        a.errorbar(np.array(layers)[ok], v[ok], yerr=[v[ok] - lo[ok], hi[ok] - v[ok]], fmt="o-",
-                   capsize=3)
+        interval_bars(a, layers, *([getattr(m.fits[ly], what + end) for ly in layers]
+                                   for end in ("", "_lo", "_hi")), fmt="o-")
         for ly in layers:
             f = m.fits[ly]
             if f.preferred == ("power law" if what == "alpha" else "exponential") and np.isfinite(getattr(f, what)):

@@ -1,11 +1,13 @@
 """Load a checkpoint on a worker: the transformers model the plan described, ready to sweep.
 
-`load_model` resolves the path to one local directory (a hub id through the HF cache), builds
-the model with `AutoModelForCausalLM` in the compute dtype (mamba_ssm-format directories are
-mapped onto transformers' Mamba), switches its attention to tdos' registered function
+`load_local` builds the model from one local checkpoint directory (a sweep worker passes the
+one the plan resolved, ModelRef.location, and never resolves a config path itself): with
+`AutoModelForCausalLM` in the compute dtype (mamba_ssm-format directories are mapped onto
+transformers' Mamba), its attention switched to tdos' registered function
 (sweep/generic/attention.py) and, in float64, its expert matmuls to transformers' eager
 implementation (the grouped kernels have no float64). Nothing is downcast: a model that
-cannot run in the requested dtype fails to load.
+cannot run in the requested dtype fails to load. `load_model` (scripts, tests, benchmarks)
+first resolves a path or hub id to that directory.
 
 `LoadedModel.jacobians(layer)` is the generic exact path of that layer; `block(layer)` the
 hand-written fast path where one is kept (sweep/blocks/__init__.py FAST).
@@ -19,12 +21,12 @@ from pathlib import Path
 import torch
 
 from analysis.io.schema import DTYPES
-from sweep.plan.architecture import mamba_ssm_to_hf_config
 from sweep.blocks import FAST
 from sweep.blocks.base import BlockOps
+from sweep.generic import attention
+from sweep.plan.architecture import mamba_ssm_to_hf_config
 from sweep.plan.checkpoint import find_tokenizer, locate
 from sweep.plan.checkpoint import weight_files as _weight_files
-from sweep.generic import attention
 from sweep.plan.layers import LayerKind, decoder_layers, layer_kinds
 from sweep.plan.provenance import identity_files, sha256_file
 
