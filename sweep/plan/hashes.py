@@ -41,6 +41,7 @@ CACHE_FILE = "sha256.json"
 _VERSION = 1
 _CHUNK = 1 << 22                       # bytes read at a time when hashing
 _RACY_NS = 2_000_000_000               # an entry hashed within 2 s of the file's ctime is re-read
+_SAVE_EVERY_S = 10                     # seconds between writes of the cache while files are read
 _MAX_ENTRIES = 10_000                  # the newest kept: a few hundred checkpoints' files
 _STAT = ("size", "mtime_ns", "ctime_ns", "inode")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -96,8 +97,12 @@ def sha256_files(paths, progress: bool | None = None) -> list[Hashed]:
         with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr,
                   desc=f"sha256 of {len(todo)} file(s)", smoothing=0.1,
                   disable=None if progress is None else not progress) as bar:
+            saved = time.monotonic()
             for p in todo:
                 found[p] = _read(p, cache, bar)
+                if time.monotonic() - saved > _SAVE_EVERY_S:      # an interrupted run keeps them
+                    cache.save()
+                    saved = time.monotonic()
         cache.save()
     return [found[p] for p in paths]
 
