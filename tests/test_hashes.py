@@ -133,7 +133,8 @@ def test_hub_cache_blobs_named_by_sha256_are_not_read(tiny_checkpoints, tmp_path
     assert hashes.sha256_files([copy / "model.safetensors"])[0].source == "read"
 
 
-def test_a_damaged_or_unwritable_cache_costs_a_read_never_a_wrong_hash(tmp_path, xdg_cache):
+def test_a_damaged_or_unwritable_cache_costs_a_read_never_a_wrong_hash(tmp_path, xdg_cache,
+                                                                         monkeypatch):
     f = tmp_path / "w.bin"
     f.write_bytes(os.urandom(1000))
     for junk in (b"\x00\xff not json", b"[1, 2]", json.dumps({"version": 1, "files": {
@@ -143,12 +144,9 @@ def test_a_damaged_or_unwritable_cache_costs_a_read_never_a_wrong_hash(tmp_path,
         assert hashes.sha256_files([f])[0].sha256 == _sha256(f)
         assert set(json.loads(xdg_cache.read_text())["files"]) == {str(f)}     # rewritten whole
 
-    os.environ["TDOS_CACHE"] = str(f)              # a file where the directory should be
-    try:
-        with pytest.warns(UserWarning, match="hash cache .* not written .* set TDOS_CACHE"):
-            assert hashes.sha256_files([f])[0].sha256 == _sha256(f)
-    finally:
-        del os.environ["TDOS_CACHE"]
+    monkeypatch.setenv("TDOS_CACHE", str(f))       # a file where the directory should be
+    with pytest.warns(UserWarning, match="hash cache .* not written .* set TDOS_CACHE"):
+        assert hashes.sha256_files([f])[0].sha256 == _sha256(f)
 
 
 def test_concurrent_writers_merge_and_readers_never_see_half_a_file(tmp_path, xdg_cache):
