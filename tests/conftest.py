@@ -73,6 +73,15 @@ def _write_mamba_ssm(hf_model, out):
     torch.save(sd, out / "pytorch_model.bin")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _hash_cache(tmp_path_factory):
+    """The checkpoints' sha256 cache (sweep/plan/hashes.py) in a directory of this session, set
+    as a user would (TDOS_CACHE), so tests neither read nor grow the user's ~/.cache/tdos."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TDOS_CACHE", str(tmp_path_factory.mktemp("tdos-cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def tiny_checkpoints(tmp_path_factory):
     """{arch: local checkpoint dir} for mamba, gpt2, gpt_neox, llama, plus "mamba_ssm"."""

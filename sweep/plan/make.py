@@ -23,7 +23,8 @@ from sweep.plan import inputs as text_inputs
 from sweep.plan import windows
 from sweep.plan.architecture import FAST_ARCHS, ModelInfo
 from sweep.plan.checkpoint import find_tokenizer, inspect_checkpoint, load_tokenizer
-from sweep.plan.provenance import checkpoint_record, sha256_file
+from sweep.plan.hashes import sha256_files
+from sweep.plan.provenance import checkpoint_record
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,8 @@ def _tokenizer_files(tok) -> dict:
 
         d = Path(snapshot_download(tok.name_or_path, local_files_only=True,
                                    allow_patterns=list(TOKENIZER_FILES)))
-    return {n: sha256_file(d / n) for n in TOKENIZER_FILES if (d / n).is_file()}
+    return {h.path.name: h.sha256
+            for h in sha256_files([d / n for n in TOKENIZER_FILES if (d / n).is_file()])}
 
 
 def _check_analysis_layer(cfg: SweepConfig, models) -> None:

@@ -4,19 +4,19 @@ the float settings. Recorded in the store (docs/store.md) and checked before any
 A checkpoint directory can be overwritten in place (continued training saves over the same
 path, a user edits config.json), so a path alone never names a model. The store records the
 size, mtime and sha256 of every file that decides the values — config.json, the weights, and
-the tokenizer's files when text is tokenized — when it is made; a later run compares sizes
-and mtimes (a few stat calls) and hashes only when they differ.
+the tokenizer's files when text is tokenized — when it is made; a later run compares the
+sha256 of each file as it is now with the record. The hashes come from sweep.plan.hashes:
+the Hugging Face cache's blob names, or a cache keyed by each file's size, mtime, ctime and
+inode, and a file is read only when neither knows its present state.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 from pathlib import Path
 
 from sweep.errors import CheckpointChanged
-
-_HASH_CHUNK = 1 << 22          # bytes read at a time when hashing a weight file
+from sweep.plan.hashes import sha256_files
 
 
 # files besides config.json and the weights that decide the token ids of a text input
@@ -36,35 +36,32 @@ def identity_files(local, tokenizer: bool = False) -> list[Path]:
 
 
 def checkpoint_record(local, tokenizer: bool = False) -> dict:
-    """{"dir", "files": {name: {"size", "mtime_ns", "sha256"}}} of `identity_files(local)`,
-    hashed now (streamed: the client's memory does not grow with the checkpoint)."""
-    files = {}
-    for f in identity_files(local, tokenizer):
-        s = os.stat(f)
-        files[f.name] = {"size": s.st_size, "mtime_ns": s.st_mtime_ns, "sha256": sha256_file(f)}
+    """{"dir", "files": {name: {"size", "mtime_ns", "sha256"}}} of `identity_files(local)`
+    as they are now (streamed when read: the client's memory does not grow with the checkpoint)."""
+    files = {h.path.name: {"size": h.size, "mtime_ns": h.mtime_ns, "sha256": h.sha256}
+             for h in sha256_files(identity_files(local, tokenizer))}
     return {"dir": str(Path(local).resolve()), "files": files}
 
 
 def verify_checkpoint(record: dict, where: str) -> None:
     """Raise CheckpointChanged unless the files in record["dir"] are the recorded ones.
 
-    Size and mtime equal: trusted without reading. Otherwise each file is hashed. A record
-    without a directory here (a store made on another machine, or upgraded from format 1)
-    is left to the workers, which compare the hash of what they load.
+    Each file's present sha256 (sweep.plan.hashes: read only where neither the HF blob name nor
+    the hash cache knows the file's present size, mtime, ctime and inode) against the record.
+    A record without a directory here (a store made on another machine, or upgraded from
+    format 1) is left to the workers, which compare the hash of what they load.
     """
     d = record.get("dir")
     if not d or not Path(d).is_dir():
         return
-    for name, want in record["files"].items():
-        p = Path(d) / name
+    paths = [Path(d) / name for name in record["files"]]
+    for p in paths:
         if not p.is_file():
             raise CheckpointChanged(f"{where}: {p}, recorded when the store was made, is gone — "
                                     f"restore it or sweep into a new store")
-        s = os.stat(p)
-        if (s.st_size, s.st_mtime_ns) == (want.get("size"), want.get("mtime_ns")):
-            continue
-        if sha256_file(p) != want["sha256"]:
-            raise CheckpointChanged(f"{where}: {p} changed since the store was made (sha256 "
+    for h in sha256_files(paths):
+        if h.sha256 != record["files"][h.path.name]["sha256"]:
+            raise CheckpointChanged(f"{where}: {h.path} changed since the store was made (sha256 "
                                     f"differs) — sweep the changed checkpoint into a new store")
 
 
@@ -78,11 +75,8 @@ def file_state(local_dir, names) -> tuple:
 
 
 def sha256_file(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_HASH_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    """The sha256 of one file (sweep.plan.hashes.sha256_files), without a progress bar."""
+    return sha256_files([path], progress=False)[0].sha256
 
 
 def strict_fp32() -> None:

@@ -28,7 +28,8 @@ from sweep.plan.architecture import mamba_ssm_to_hf_config
 from sweep.plan.checkpoint import find_tokenizer, locate
 from sweep.plan.checkpoint import weight_files as _weight_files
 from sweep.plan.layers import LayerKind, decoder_layers, layer_kinds
-from sweep.plan.provenance import identity_files, sha256_file
+from sweep.plan.hashes import sha256_files
+from sweep.plan.provenance import identity_files
 
 _DTYPES = {name: getattr(torch, name) for name in DTYPES}
 # hand-written blocks kept per model: the swept layer and the one being advanced through
@@ -203,7 +204,8 @@ def _wrap(hf, path: str, revision, local: Path, dtype: torch.dtype) -> LoadedMod
         "arch": hf.config.model_type,
         "config": json.loads(hf.config.to_json_string(use_diff=False)),
         # the tokenizer's files too: a store of a text sweep records them (sweep.plan.make)
-        "files_sha256": {f.name: sha256_file(f) for f in identity_files(local, tokenizer=True)},
+        "files_sha256": {h.path.name: h.sha256 for h in
+                         sha256_files(identity_files(local, tokenizer=True), progress=False)},
     }
     from sweep.generic.prefix import module_state
 
