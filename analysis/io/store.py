@@ -63,6 +63,18 @@ class Store:
     def inputs(self) -> dict:
         return dict(self.group.attrs.get("inputs", {}))
 
+    @cached_property
+    def null(self) -> dict | None:
+        """For a null model (docs/nulls.md): {"of": the trained model's name, "kind":
+        "random_init" or "shuffled", "seed": k}; None for a trained model."""
+        null = self.group.attrs.get("null")
+        return dict(null) if null else None
+
+    @cached_property
+    def nulls(self) -> list[str]:
+        """Names of this model's null models in the store, in store order."""
+        return [m for m in self.models if (self.root[m].attrs.get("null") or {}).get("of") == self.name]
+
     @property
     def arch(self) -> str:
         return self.identity.get("arch", "unknown")
