@@ -65,8 +65,8 @@ def markdown(m: MemoryStudy) -> list:
           f"preferred; **{NEITHER}** when its χ² p < {P_REJECT:g}. p-values are indicative: "
           f"the same tokens enter every lag, so the lags' errors are correlated, and the weights "
           f"are estimated. † a rejected law's parameter: a slope of the window, not an exponent. "
-          f"{first.level:.0%} CIs resampling {first.unit}; m(k)'s CIs on the log scale (never "
-          f"below 0).", "",
+          f"{first.level:.0%} CIs resampling each layer's units (below); m(k)'s CIs on the log "
+          f"scale (never below 0).", "",
           "| layer | kind | window | m(k_lo) | m(K) | preferred (BIC) | verdict | replicates "
           "agreeing | ξ (tokens) | α | broken: α₁ / α₂ / k_b |",
           "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -77,8 +77,8 @@ def markdown(m: MemoryStudy) -> list:
                   f"{_ci(p.lo[f.window[0]], p.hi[f.window[0]])} | {p.value[-1]:.3g} "
                   f"{_ci(p.lo[-1], p.hi[-1])} | {f.preferred} | {f.verdict} | {f.share:.0%} | "
                   f"{_param(f, 'exponential', 'xi')} | {_param(f, 'power law', 'alpha')} | {broken} |")
-    md += ["", "Windows: " + "; ".join(f"layer {ly}: {f.window_rule}" for ly, f in m.fits.items())
-           + ".", "", "Goodness of fit of every law (χ² of the weighted fit of ln m(k), its "
+    md += ["", "Windows and resampling units: " + "; ".join(
+        f"layer {ly}: {f.window_rule}, {f.unit}" for ly, f in m.fits.items()) + ".", "", "Goodness of fit of every law (χ² of the weighted fit of ln m(k), its "
            "degrees of freedom = lags − parameters, p = P(χ²_dof > χ²); ΔBIC against the preferred "
            "law):", "", "| layer | law | χ² | dof | p | ΔBIC |", "|---|---|---|---|---|---|"]
     for ly, f in m.fits.items():
