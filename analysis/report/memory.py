@@ -78,7 +78,8 @@ def markdown(m: MemoryStudy) -> list:
                   f"{_ci(p.lo[-1], p.hi[-1])} | {f.preferred} | {f.verdict} | {f.share:.0%} | "
                   f"{_param(f, 'exponential', 'xi')} | {_param(f, 'power law', 'alpha')} | {broken} |")
     md += ["", "Windows and resampling units: " + "; ".join(
-        f"layer {ly}: {f.window_rule}, {f.unit}" for ly, f in m.fits.items()) + ".", "", "Goodness of fit of every law (χ² of the weighted fit of ln m(k), its "
+        f"layer {ly}: {f.window_rule}, {f.unit}" for ly, f in m.fits.items()) + ".", "",
+           "Goodness of fit of every law (χ² of the weighted fit of ln m(k), its "
            "degrees of freedom = lags − parameters, p = P(χ²_dof > χ²); ΔBIC against the preferred "
            "law):", "", "| layer | law | χ² | dof | p | ΔBIC |", "|---|---|---|---|---|---|"]
     for ly, f in m.fits.items():
@@ -95,15 +96,15 @@ def _intrinsic_lines(m: MemoryStudy) -> list:
     ssm = [ly for ly, f in m.fits.items() if f.profile.intrinsic is not None]
     if not ssm:
         return []
+    at = [f"layer {ly}: K_A² {p.intrinsic[k]:.3g} / {p.intrinsic[-1]:.3g}, m {p.value[k]:.3g} / "
+          f"{p.value[-1]:.3g}" for ly in ssm
+          for p, k in [(m.fits[ly].profile, m.fits[ly].window[0])]]
     return ["", "Mamba-style layers " + ", ".join(map(str, ssm)) + ": the SSM's own kernel, squared "
             "as m(k) is, K_A²(k) = ⟨e^{−2Δ_t·λ_A·k}⟩ over tokens and modes (1 at k = 0), at the "
-            "window's first lag and at K, beside m(k): " + "; ".join(
-                f"layer {ly}: K_A² {m.fits[ly].profile.intrinsic[m.fits[ly].window[0]]:.3g} / "
-                f"{m.fits[ly].profile.intrinsic[-1]:.3g}, m {m.fits[ly].profile.value[m.fits[ly].window[0]]:.3g}"
-                f" / {m.fits[ly].profile.value[-1]:.3g}" for ly in ssm) + ". K_A² weighs every mode "
-            "alike and holds Δ_t fixed along the lag; m(k) weighs them through B, C, the gate and "
-            "the output projection and is relative to ‖J_tt‖² (residual included): compare their "
-            "decay, not their levels (docs/memory.md)."]
+            "window's first lag and at K, beside m(k): " + "; ".join(at) + ". K_A² weighs every "
+            "mode alike and holds Δ_t fixed along the lag; m(k) weighs them through B, C, the gate "
+            "and the output projection and is relative to ‖J_tt‖² (residual included): compare "
+            "their decay, not their levels (docs/memory.md)."]
 
 
 def comparison_markdown(studies: dict, layers: dict, deltas: list, heading: str = "###") -> list:
