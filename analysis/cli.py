@@ -37,7 +37,8 @@ def _settings_flags(p: argparse.ArgumentParser) -> None:
                    help="leave token positions t < K out of every number (default 0)")
     p.add_argument("--seed", type=int, default=None, help="seed of every resampling (default 0)")
     p.add_argument("--memory-window", nargs=2, type=int, default=None, metavar=("K_LO", "K_HI"),
-                   help="lags the token-memory fits use (default: analysis.memory_window, else 1..lags)")
+                   help="lags the token-memory fits use (default: analysis.memory_window, "
+                        "else from the layer's causal-convolution width, or 1, to lags)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

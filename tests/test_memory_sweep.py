@@ -216,19 +216,24 @@ def test_tdos_analyze_and_compare_show_the_memory_sections(swept, tmp_path):
                  "--memory-window", "1", str(LAGS)]) == 0
     md = (rep / "report.md").read_text()
     assert f"### Token memory (exact, lags 0..{LAGS}, output tokens t = 0, {EVERY}, {2 * EVERY}, …)" in md
-    assert "K_A(k)" in md                                  # Mamba layers: the intrinsic kernel
+    assert "K_A²(k)" in md                                 # Mamba layers: the intrinsic kernel
     mem = json.loads((rep / "fits.json").read_text())["models"]["mamba"]["memory"]
     assert mem["settings"]["lags"] == LAGS and set(mem["layers"]) == {"0", "1"}
     one = mem["layers"]["0"]
-    assert one["window"] == [1, LAGS] and one["preferred"] in ("exponential", "power law")
-    assert one["profile"][0] == 1.0 and len(one["intrinsic_K_A"]) == LAGS + 1
+    assert one["window"] == [1, LAGS] and one["preferred"] in one["laws"]
+    assert set(one["laws"]) == {"exponential", "power law"}   # 5 lags: too few for a break
+    assert one["profile"][0] == 1.0 and len(one["intrinsic_K_A_squared"]) == LAGS + 1
+    # the sweep recorded the Mamba layers' convolution width (conv_kernel 4) and the LLaMA's none
+    assert one["conv_width"] == 4
+    assert open_store(cfg.store, "llama").conv_width(0) == 0
     assert (rep / "memory.png").stat().st_size > 20_000
     assert compare_main([f"{cfg.store}:llama", f"{cfg.store}:mamba", "--out",
                          str(tmp_path / "cmp"), "--n-boot", "50"]) == 0
     pairs = json.loads((tmp_path / "cmp" / "compare.json").read_text())["memory"]["pairs"]
-    assert {p["what"] for p in pairs} == {"alpha", "xi"}
-    assert all(p["verdict"] in ("differ", "not fitted") or p["verdict"].startswith("agree")
-               for p in pairs)
+    assert len(pairs) == 1 and pairs[0]["what"] in ("alpha", "xi", "alpha_2", None)
+    assert pairs[0]["verdict"] == "differ" or pairs[0]["verdict"].startswith(
+        ("agree", "laws differ", "neither law fits"))
+    assert (pairs[0]["what"] is None) == pairs[0]["verdict"].startswith(("laws", "neither"))
     assert "Token memory side by side" in (tmp_path / "cmp" / "compare.md").read_text()
     assert (tmp_path / "cmp" / "compare_memory.png").is_file()
 

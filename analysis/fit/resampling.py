@@ -32,6 +32,7 @@ when the units' sums are heavy-tailed).
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -123,6 +124,20 @@ class Resampling:
             units = _circular_block_sums(v, self.seq, max(self.block_length, 1))   # (N, p)
             n_draw = max(1, round(self.n_tokens / max(self.block_length, 1)))
         return _draw_sums(units, n_draw, n_boot, rng)
+
+    def sum_variance(self, values) -> np.ndarray:
+        """(p,) the variance of `replicate_sums(values)` over every replicate the plan can
+        draw, in closed form (n_draw units drawn uniformly: n_draw × the units' variance), times
+        `variance_factor` as `interval` applies it: the plan's variance of a sum, with no draws
+        and so no seed. For a point estimate's weights; the intervals still come from draws."""
+        v = np.asarray(values, np.float64).reshape(self.n_tokens, -1)      # (N, p)
+        if self.kind == "sequences":
+            units = np.stack([v[self.seq == s].sum(0) for s in np.unique(self.seq)])
+            n_draw = len(units)
+        else:
+            units = _circular_block_sums(v, self.seq, max(self.block_length, 1))
+            n_draw = max(1, round(self.n_tokens / max(self.block_length, 1)))
+        return n_draw * units.var(0) * self.variance_factor
 
 
 def _circular_block_sums(v, seq, k):
@@ -278,3 +293,10 @@ def log_slope_influence(values, logx):
         return np.zeros(len(v))
     dx = logx[ok] - logx[ok].mean()
     return v[:, ok] @ (dx / tot[ok])
+
+
+def named_seed(name: str, seed: int) -> int:
+    """A resampling seed of its own for `name` (a model), stable across runs and machines
+    (SHA-256, not Python's salted hash): every report that resamples that model draws the
+    same replicates, so its section and a comparison print the same interval."""
+    return int.from_bytes(hashlib.sha256(f"{name}\0{int(seed)}".encode()).digest()[:8], "little")

@@ -116,7 +116,8 @@ ROOT_ATTRS = ("tdos_format", "creation_id", "fingerprint", "config", "models", "
 # ([d_inner, d_state] Mamba-1, [heads] Mamba-2) or null
 GROUP_ATTRS = ("model", "checkpoint", "inputs", "layer_kinds", "a_log_shapes", "complete",
                "worker_software", "depth",    # depth: only in groups swept with `depth:`
-               "memory")                      # memory: only once a sweep with `memory:` ran
+               "memory",                      # memory: only once a sweep with `memory:` ran
+               "conv_widths")                 # with memory: causal-conv taps per model layer (0: none)
 
 
 def dtype_of(name: str, compute_dtype: str) -> str:

@@ -35,7 +35,7 @@ class Settings:
     layer: int | None = None        # representative layer; None: 24 when stored, else middle
     skip_positions: int = 0         # token positions t < skip_positions left out of every number
     seed: int = 0                   # seed of every resampling and simulation
-    memory_window: tuple | None = None   # (k_lo, k_hi) lags the token-memory fits use; None: 1..lags
+    memory_window: tuple | None = None   # (k_lo, k_hi) lags of the memory fits; None: conv width..lags
 
     def __post_init__(self):
         lengths = None if self.lengths is None else tuple(int(L) for L in self.lengths)

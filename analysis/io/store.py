@@ -311,6 +311,13 @@ class Store:
                              f"(--resume computes only the memory)")
         return dict(meta)
 
+    def conv_width(self, layer) -> int | None:
+        """Taps of model layer `layer`'s causal depthwise convolution (Mamba's conv_kernel,
+        LFM2's L_cache), 0 when it has none, None when the store predates its recording (a
+        `tdos sweep --resume` records it)."""
+        widths = self.group.attrs.get("conv_widths")
+        return None if widths is None else int(widths[int(layer)])
+
     def memory(self, layer, seq=0) -> np.ndarray:
         """(L_layer, lags+1) float64 m_t(k) = ‖J_{t,t−k}‖_F²; NaN where t − k < 0, at tokens
         not sampled, and for profiles not written yet."""

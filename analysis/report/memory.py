@@ -1,16 +1,18 @@
 """The token-memory section of `tdos analyze` and `tdos compare`: fits per layer, one
-figure, markdown, and the comparison of models (analysis/studies/memory.py computes the numbers: MemoryStudy, compare_memory)."""
+figure, markdown, and the comparison of models (analysis/studies/memory.py computes the
+numbers: MemoryStudy, compare_memory)."""
 from __future__ import annotations
 
 import numpy as np
 
 from analysis._plot import interval_bars, new_figure, panel_label, sweep_colors
+from analysis.fit.lag_laws import LAWS, P_REJECT
 from analysis.report.text import FIGURE_CAPTIONS
-from analysis.studies.memory import MemoryStudy
+from analysis.studies.memory import NEITHER, MemoryStudy
 
 FIGURE = "memory.png"
 CAPTION = FIGURE_CAPTIONS[FIGURE]
-
+SYMBOL = {"xi": "ξ", "alpha": "α", "alpha_1": "α₁", "alpha_2": "α₂", "k_break": "k_b"}
 
 
 def figure(m: MemoryStudy, title: str):
@@ -21,15 +23,18 @@ def figure(m: MemoryStudy, title: str):
         m.fits[ly].profile.plot(ax[0], "loglog", color=c)
         m.fits[ly].profile.plot(ax[1], "linlog", color=c)
     ax[0].legend(fontsize=7, ncol=2)
-    for a, what, label in ((ax[2], "alpha", "power-law exponent α"), (ax[3], "xi", "memory length ξ (tokens)")):
+    for a, what, law, label in ((ax[2], "alpha", "power law", "power-law exponent α"),
+                                (ax[3], "xi", "exponential", "memory length ξ (tokens)")):
         interval_bars(a, layers, *([getattr(m.fits[ly], what + end) for ly in layers]
                                    for end in ("", "_lo", "_hi")), fmt="o-")
         for ly in layers:
-            f = m.fits[ly]
-            if f.preferred == ("power law" if what == "alpha" else "exponential") and np.isfinite(getattr(f, what)):
-                a.plot([ly], [getattr(f, what)], "s", mfc="none", ms=11, color="C3")
+            f, v = m.fits[ly], getattr(m.fits[ly], what)
+            if f.preferred == law and np.isfinite(v):
+                a.plot([ly], [v], "s", mfc="none", ms=11, color="C3")
+            if law in f.laws and f.laws[law].rejected and np.isfinite(v):
+                a.plot([ly], [v], "x", ms=9, color="k")
         a.set_xticks(layers)
-        a.set_xlabel("layer (□: the law preferred there)")
+        a.set_xlabel(f"layer (□: BIC prefers the law; ×: rejected, p < {P_REJECT:g})")
         a.set_ylabel(label)
     for a, letter in zip(ax, "abcd"):
         panel_label(a, letter)
@@ -41,45 +46,84 @@ def _ci(lo, hi) -> str:
     return f"[{lo:.3g}, {hi:.3g}]" if np.isfinite(lo) and np.isfinite(hi) else "–"
 
 
+def _param(f, law, name) -> str:
+    """"α = 1.9 [1.7, 2.2]", marked † where the law is rejected (a window slope)."""
+    lf = f.laws.get(law)
+    if lf is None:
+        return "–"
+    return f"{lf.params[name]:.3g} {_ci(*lf.ci[name])}{' †' if lf.rejected else ''}"
+
+
 def markdown(m: MemoryStudy) -> list:
     meta = m.meta
     first = next(iter(m.fits.values()))
     md = [f"### Token memory ({meta['estimator']}, lags 0..{meta['lags']}, output tokens "
           f"t = 0, {meta['every']}, {2 * meta['every']}, …)", "",
-          f"m(k) = ⟨‖J_{{t,t−k}}‖_F² / ‖J_tt‖_F²⟩ over the sampled tokens t ≥ k; each layer fitted "
-          f"over lags {first.window[0]}..{first.window[1]} by {first.method}. χ² p-values are "
-          f"indicative (neighbouring lags are correlated). {first.level:.0%} CIs resampling "
-          f"{first.unit}.", "",
-          "| layer | kind | m(1) | m(K) | preferred | replicates agreeing | ξ (tokens) | α | "
-          "χ² exp / power (dof) |", "|---|---|---|---|---|---|---|---|---|"]
+          f"m(k) = ⟨‖J_{{t,t−k}}‖_F² / ‖J_tt‖_F²⟩ over the sampled tokens t ≥ k. Each layer's "
+          f"window starts past its causal convolution (lags ≥ its width; from 1 without one); "
+          f"fits by {first.method}. The law of smallest BIC (χ² + parameters·ln lags) is "
+          f"preferred; **{NEITHER}** when its χ² p < {P_REJECT:g}. p-values are indicative: "
+          f"the same tokens enter every lag, so the lags' errors are correlated, and the weights "
+          f"are estimated. † a rejected law's parameter: a slope of the window, not an exponent. "
+          f"{first.level:.0%} CIs resampling each layer's units (below); m(k)'s CIs on the log "
+          f"scale (never below 0).", "",
+          "| layer | kind | window | m(k_lo) | m(K) | preferred (BIC) | verdict | replicates "
+          "agreeing | ξ (tokens) | α | broken: α₁ / α₂ / k_b |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
     for ly, f in m.fits.items():
         p = f.profile
-        md.append(f"| {ly} | {p.kind} | {p.value[min(1, len(p.value) - 1)]:.3g} | "
-                  f"{p.value[-1]:.3g} | {f.preferred} | {f.share:.0%} | "
-                  f"{f.xi:.3g} {_ci(f.xi_lo, f.xi_hi)} | {f.alpha:.3g} {_ci(f.alpha_lo, f.alpha_hi)} | "
-                  f"{f.chi2['exponential']:.3g} / {f.chi2['power law']:.3g} ({f.dof}) |")
+        broken = " / ".join(_param(f, "broken power law", n) for n in ("alpha_1", "alpha_2", "k_break"))
+        md.append(f"| {ly} | {p.kind} | {f.window[0]}..{f.window[1]} | {p.value[f.window[0]]:.3g} "
+                  f"{_ci(p.lo[f.window[0]], p.hi[f.window[0]])} | {p.value[-1]:.3g} "
+                  f"{_ci(p.lo[-1], p.hi[-1])} | {f.preferred} | {f.verdict} | {f.share:.0%} | "
+                  f"{_param(f, 'exponential', 'xi')} | {_param(f, 'power law', 'alpha')} | {broken} |")
+    md += ["", "Windows and resampling units: " + "; ".join(
+        f"layer {ly}: {f.window_rule}, {f.unit}" for ly, f in m.fits.items()) + ".", "",
+           "Goodness of fit of every law (χ² of the weighted fit of ln m(k), its "
+           "degrees of freedom = lags − parameters, p = P(χ²_dof > χ²); ΔBIC against the preferred "
+           "law):", "", "| layer | law | χ² | dof | p | ΔBIC |", "|---|---|---|---|---|---|"]
+    for ly, f in m.fits.items():
+        best = f.laws[f.preferred].bic if f.preferred in f.laws else np.nan
+        for law in LAWS:
+            if law in f.laws:
+                lf = f.laws[law]
+                md.append(f"| {ly} | {law} | {lf.chi2:.3g} | {lf.dof} | {lf.p:.2g} | "
+                          f"{lf.bic - best:+.3g} |")
+    return md + _intrinsic_lines(m) + ["", f"**{FIGURE}** — {CAPTION}", ""]
+
+
+def _intrinsic_lines(m: MemoryStudy) -> list:
     ssm = [ly for ly, f in m.fits.items() if f.profile.intrinsic is not None]
-    if ssm:
-        md += ["", "Mamba-style layers " + ", ".join(map(str, ssm)) + ": the intrinsic kernel "
-               "K_A(k) = ⟨e^{−Δ_t·λ_A·k}⟩ (input-history memory of the SSM alone) at k = 1 and K "
-               "against the complete block's m(k): " + "; ".join(
-                   f"layer {ly}: K_A {m.fits[ly].profile.intrinsic[1]:.3g} / "
-                   f"{m.fits[ly].profile.intrinsic[-1]:.3g}, m {m.fits[ly].profile.value[1]:.3g} / "
-                   f"{m.fits[ly].profile.value[-1]:.3g}" for ly in ssm) + "."]
-    return md + ["", f"**{FIGURE}** — {CAPTION}", ""]
+    if not ssm:
+        return []
+    at = [f"layer {ly}: K_A² {p.intrinsic[k]:.3g} / {p.intrinsic[-1]:.3g}, m {p.value[k]:.3g} / "
+          f"{p.value[-1]:.3g}" for ly in ssm
+          for p, k in [(m.fits[ly].profile, m.fits[ly].window[0])]]
+    return ["", "Mamba-style layers " + ", ".join(map(str, ssm)) + ": the SSM's own kernel, squared "
+            "as m(k) is, K_A²(k) = ⟨e^{−2Δ_t·λ_A·k}⟩ over tokens and modes (1 at k = 0), at the "
+            "window's first lag and at K, beside m(k): " + "; ".join(at) + ". K_A² weighs every "
+            "mode alike and holds Δ_t fixed along the lag; m(k) weighs them through B, C, the gate "
+            "and the output projection and is relative to ‖J_tt‖² (residual included): compare "
+            "their decay, not their levels (docs/memory.md)."]
 
 
 def comparison_markdown(studies: dict, layers: dict, deltas: list, heading: str = "###") -> list:
     md = [f"{heading} Token memory side by side", "",
-          "| model | layer | preferred | ξ (tokens) | α |", "|---|---|---|---|---|"]
+          "| model | layer | window | preferred (BIC) | verdict | ξ (tokens) | α |",
+          "|---|---|---|---|---|---|---|"]
     for n, s in studies.items():
         f = s.fits[layers[n]]
-        md.append(f"| {n} | {layers[n]} | {f.preferred} ({f.share:.0%}) | {f.xi:.3g} "
-                  f"{_ci(f.xi_lo, f.xi_hi)} | {f.alpha:.3g} {_ci(f.alpha_lo, f.alpha_hi)} |")
-    md += ["", "| pair | layers | Δ | value | CI | verdict |", "|---|---|---|---|---|---|"]
+        md.append(f"| {n} | {layers[n]} | {f.window[0]}..{f.window[1]} | {f.preferred} "
+                  f"({f.share:.0%}) | {f.verdict} | {_param(f, 'exponential', 'xi')} | "
+                  f"{_param(f, 'power law', 'alpha')} |")
+    md += ["", "A difference is taken of the parameter of the law both models prefer (ξ, α, or "
+           "the broken law's α₂ past its break), only where neither model's law is rejected.", "",
+           "| pair | layers | laws | Δ | value | CI | verdict |", "|---|---|---|---|---|---|---|"]
     for x in deltas:
-        md.append(f"| {x.a} − {x.b} | {x.layer_a} / {x.layer_b} | {'Δα' if x.what == 'alpha' else 'Δξ'} "
-                  f"| {x.delta:+.4g} | {_ci(x.lo, x.hi)} | {x.verdict} |")
+        what = f"Δ{SYMBOL[x.what]}" if x.what else "–"
+        value = f"{x.delta:+.4g}" if x.what else "–"
+        md.append(f"| {x.a} − {x.b} | {x.layer_a} / {x.layer_b} | {' / '.join(x.preferred)} | "
+                  f"{what} | {value} | {_ci(x.lo, x.hi)} | {x.verdict} |")
     return md + [""]
 
 
@@ -94,4 +138,3 @@ def comparison_figure(studies: dict, layers: dict):
     panel_label(ax[0], "a")
     panel_label(ax[1], "b")
     return fig
-

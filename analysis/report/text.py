@@ -34,10 +34,11 @@ FIGURE_CAPTIONS = {
               "stack's per-step rates and the Lyapunov rates −γ; (d) the mean Lyapunov spectrum; "
               "(e) Henrici's departure from normality of J_tt and (f) ‖J_tt‖_F²/d across depth"),
     "memory.png": ("token memory: the normalised lag profile m(k) = ⟨‖J_{t,t−k}‖_F² / ‖J_tt‖_F²⟩ of "
-              "every swept layer on (a) log-log and (b) lin-log axes, K_A(k) of Mamba-style layers "
-              "dashed; (c) the power-law exponent α and (d) the memory length ξ across depth, with CIs"),
+              "every swept layer on (a) log-log and (b) lin-log axes, K_A²(k) of Mamba-style layers "
+              "dashed; (c) the power-law exponent α and (d) the memory length ξ across depth, with "
+              "CIs (□: the law BIC prefers there; ×: rejected, p < 0.01: a window slope)"),
     "compare_memory.png": "token memory of every model at its representative layer: m(k) on "
-                          "(a) log-log and (b) lin-log axes with CIs, K_A(k) dashed",
+                          "(a) log-log and (b) lin-log axes with CIs, K_A²(k) dashed",
     "compare_depth.png": "stacked blocks of every model: (a) β of the per-step rates against "
                          "span s, both counts, with CIs; (b) the top Lyapunov exponent γ_1",
 }

@@ -243,7 +243,7 @@ def compare_models(sources, settings: Settings | None = None) -> Comparison:
                    for i, (s, st) in enumerate(zip(sides, stores))}
         c.depth_deltas = compare_depth(c.depth, settings.level)
     if all(st.group.attrs.get("memory") for st in stores):
-        c.memory = {s.name: memory_study(st, dataclasses.replace(settings, seed=settings.seed + i))
-                    for i, (s, st) in enumerate(zip(sides, stores))}
+        # each model's replicates seeded by the model itself, as in its own report section
+        c.memory = {s.name: memory_study(st, settings) for s, st in zip(sides, stores)}
         c.memory_deltas = compare_memory(c.memory, c.memory_layers, settings.level)
     return c

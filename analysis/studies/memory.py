@@ -1,69 +1,75 @@
-"""Token memory (a store swept with `memory:`): how far back a block looks, and whether its
-memory decays exponentially (finite memory) or as a power law (scale-free).
+"""Token memory (a store swept with `memory:`): how far back a block looks, and which law its
+memory decays by, if any (docs/memory.md).
 
 - **The profile** m(k) = ⟨m_t(k) / m_t(0)⟩_t of one layer, m_t(k) = ‖J_{t,t−k}‖_F² at the
-  sampled output tokens t ≥ k of every sequence; its CI resamples the tokens as β's bootstrap
-  does (resampling.py: whole sequences with ≥ 20 of them, else circular blocks of the
-  sampled tokens), each replicate the ratio of resampled sums, so a token enters lag k
-  only when t ≥ k.
-- **The fits**, a weighted least-squares fit of ln m(k) over the lags of a window
-  (`memory_window`, default 1..lags): exponential ln m = a − k/ξ, and power law
-  ln m = a − α ln k. Weights 1/Var(ln m(k)) from the bootstrap replicates; each law's χ²
-  (neighbouring lags are correlated, so its p-value is indicative), the law of smaller χ²
-  preferred, and how often each replicate prefers it. ξ and α get percentile CIs from
-  refitting every replicate profile with the same weights, stretched as every interval is.
-- **The intrinsic kernel** of a Mamba-style layer, K_A(k) = ⟨e^{−Δ_t·λ_A·k}⟩ over its
-  tokens and modes (stored Δ and exp(A_log)): the SSM's input-history memory, drawn beside
-  the complete block's.
+  sampled output tokens t ≥ k of every sequence, a ratio of sums over tokens. Its variance
+  at each lag is the resampling plan's closed-form variance of the linearised sums
+  (`Resampling.sum_variance`: the spread across tokens, pooled into the plan's units, whole
+  sequences or circular blocks): from the data alone, no seed. Its CI resamples the tokens
+  (resampling.py), each replicate a ratio of resampled sums, the interval taken on ln m(k),
+  so it never goes below 0.
+- **The window** of lags starts past the layer's causal convolution (k ≥ its width, recorded
+  by the sweep): below it token t reaches back through the convolution's local taps, not
+  through the layer's memory. `analysis.memory_window` overrides it.
+- **The fits** (analysis/fit/lag_laws.py): exponential, power law and broken power law by
+  weighted least squares of ln m(k), weights 1/Var ln m(k) from the data, so point estimates
+  do not depend on the seed. BIC picks the law; each law's χ² p is printed; "neither law
+  fits" when the picked law's p < 0.01. CIs refit every replicate with the same weights,
+  stretched as every interval is; the replicates' seed derives from the model (`named_seed`).
+- **The intrinsic kernel** of a Mamba-style layer squared, as m(k) is: K_A²(k) =
+  ⟨e^{−2Δ_t·λ_A·k}⟩ over its tokens and modes (stored Δ and exp(A_log)), 1 at k = 0 as m(0).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from analysis._plot import axes_or_new
-from analysis.fit.resampling import Resampling, difference_interval, resampling_for, verdict
+from analysis.fit.lag_laws import LAWS, N_PARAMS, P_REJECT, bic, curve, fit_laws, gof_p
+from analysis.fit.resampling import Resampling, difference_interval, named_seed, resampling_for
+from analysis.fit.resampling import verdict as ci_verdict
 from analysis.io.settings import Settings
 from analysis.spectrum.observables import memory_kernel
 
-LAWS = ("exponential", "power law")
+NEITHER = "neither law fits"
 
 
 @dataclass
 class MemoryProfile:
-    """m(k) of one layer with its CI (module docstring)."""
+    """m(k) of one layer with its variance and CI (module docstring)."""
     model: str
     layer: int
     kind: str
     value: np.ndarray                 # (K+1,) m(k), m(0) = 1
-    lo: np.ndarray
+    lo: np.ndarray                    # (K+1,) CI, from the replicates' ln m(k): >= 0
     hi: np.ndarray
+    log_var: np.ndarray               # (K+1,) Var ln m(k) from the data (the fits' weights)
     n_tokens: np.ndarray              # (K+1,) sampled tokens with t >= k
     estimator: str                    # "exact" | "hutchinson (p Rademacher probes)"
     every: int
     unit: str                         # what a replicate resampled
     level: float
+    conv_width: int | None            # taps of the layer's causal convolution; None: not recorded
     reps: np.ndarray = field(repr=False)              # (n_boot, K+1) replicate profiles
     resampling: Resampling | None = field(repr=False, default=None)
-    intrinsic: np.ndarray | None = None               # (K+1,) K_A(k) of a Mamba-style layer
+    intrinsic: np.ndarray | None = None               # (K+1,) K_A²(k) of a Mamba-style layer
 
     @property
     def lags(self) -> np.ndarray:
         return np.arange(len(self.value))
 
     def plot(self, ax=None, view="loglog", color=None, label=None):
-        """m(k) with its band; view "loglog" (k >= 1) or "linlog"; K_A(k) dashed."""
+        """m(k) with its band; view "loglog" (k >= 1) or "linlog"; K_A²(k) dashed."""
         ax = axes_or_new(ax)
-        k = self.lags if view == "linlog" else self.lags[1:]
         sl = slice(0, None) if view == "linlog" else slice(1, None)
+        k = self.lags[sl]
         label = label or f"layer {self.layer}"
         line, = ax.plot(k, self.value[sl], "o-", ms=3, color=color, label=label)
         ax.fill_between(k, self.lo[sl], self.hi[sl], color=line.get_color(), alpha=0.25, lw=0)
         if self.intrinsic is not None:
             ax.plot(k, self.intrinsic[sl], "--", color=line.get_color(), lw=1,
-                    label=f"{label}: K_A(k)")
+                    label=f"{label}: K_A²(k), SSM modes alone")
         ax.set_yscale("log")
         if view == "loglog":
             ax.set_xscale("log")
@@ -73,55 +79,87 @@ class MemoryProfile:
 
 
 @dataclass
-class MemoryFit:
-    """Both laws fitted to one profile over `window` (module docstring)."""
-    layer: int
-    window: tuple                     # (k_lo, k_hi)
-    n_lags: int
-    xi: float                         # exponential: memory length in tokens (inf: no decay)
-    xi_lo: float
-    xi_hi: float
-    alpha: float                      # power law exponent
-    alpha_lo: float
-    alpha_hi: float
-    chi2: dict                        # {law: χ²}
-    dof: int
-    p: dict                           # {law: χ² p-value (indicative)}
-    preferred: str                    # the law of smaller χ²
-    share: float                      # replicates that prefer it too
-    unit: str
-    level: float
-    reps: dict = field(repr=False, default_factory=dict)     # {"xi"|"alpha": replicates}
-    stretch: float = 1.0
-    profile: MemoryProfile | None = field(repr=False, default=None)
-    method: str = ("weighted least squares of ln m(k) (weights 1/Var ln m(k) of the bootstrap "
-                   "replicates); CIs by refitting every replicate")
+class LawFit:
+    """One law on one profile: point estimates from the data, CIs from the replicates."""
+    law: str
+    params: dict                      # {"xi"} | {"alpha"} | {"alpha_1", "alpha_2", "k_break"}
+    ci: dict                          # {name: (lo, hi)}
+    chi2: float
+    dof: int                          # lags − parameters
+    p: float                          # P(χ²_dof > χ²), indicative (lags correlated)
+    bic: float                        # χ² + parameters · ln(lags)
+    intercept: float
+    reps: dict = field(repr=False, default_factory=dict)    # {name: (n_boot,) replicates}
+
+    @property
+    def rejected(self) -> bool:
+        return bool(self.p < P_REJECT)
 
     def to_dict(self) -> dict:
-        return {"layer": self.layer, "window": list(self.window), "n_lags": self.n_lags,
-                "xi": self.xi, "xi_ci": [self.xi_lo, self.xi_hi], "alpha": self.alpha,
-                "alpha_ci": [self.alpha_lo, self.alpha_hi], "chi2": self.chi2, "dof": self.dof,
-                "p": self.p, "preferred": self.preferred, "preferred_share": self.share,
-                "unit": self.unit, "level": self.level, "method": self.method}
+        return {"params": self.params, "ci": {n: list(c) for n, c in self.ci.items()},
+                "chi2": self.chi2, "dof": self.dof, "p": self.p, "bic": self.bic}
+
+
+@dataclass
+class MemoryFit:
+    """The three laws fitted to one profile over `window` (module docstring)."""
+    layer: int
+    window: tuple                     # (k_lo, k_hi)
+    window_rule: str                  # why the window starts where it does
+    n_lags: int
+    laws: dict                        # {law: LawFit}
+    preferred: str                    # the law of smallest BIC
+    verdict: str                      # "fits" | NEITHER (the preferred law's p < P_REJECT)
+    share: float                      # replicates whose BIC picks the same law
+    unit: str
+    level: float
+    stretch: float = 1.0
+    profile: MemoryProfile | None = field(repr=False, default=None)
+    method: str = ("weighted least squares of ln m(k), weights 1/Var ln m(k) from the data "
+                   "(across tokens, pooled into the resampling units); law chosen by BIC; "
+                   "CIs by refitting every replicate with the same weights")
+
+    def _param(self, law, name, end=""):
+        f = self.laws.get(law)
+        if f is None:
+            return np.nan
+        return f.params[name] if not end else f.ci[name][0 if end == "lo" else 1]
+
+    xi = property(lambda s: s._param("exponential", "xi"))
+    xi_lo = property(lambda s: s._param("exponential", "xi", "lo"))
+    xi_hi = property(lambda s: s._param("exponential", "xi", "hi"))
+    alpha = property(lambda s: s._param("power law", "alpha"))
+    alpha_lo = property(lambda s: s._param("power law", "alpha", "lo"))
+    alpha_hi = property(lambda s: s._param("power law", "alpha", "hi"))
+
+    @property
+    def chi2(self) -> dict:
+        return {law: f.chi2 for law, f in self.laws.items()}
+
+    @property
+    def p(self) -> dict:
+        return {law: f.p for law, f in self.laws.items()}
+
+    def to_dict(self) -> dict:
+        return {"layer": self.layer, "window": list(self.window), "window_rule": self.window_rule,
+                "n_lags": self.n_lags, "laws": {law: f.to_dict() for law, f in self.laws.items()},
+                "preferred": self.preferred, "criterion": "BIC", "verdict": self.verdict,
+                "preferred_share": self.share, "p_reject": P_REJECT, "unit": self.unit,
+                "level": self.level, "method": self.method}
 
     def plot(self, ax=None):
-        """The profile on log-log axes with both fitted laws over the window."""
+        """The profile on log-log axes with every fitted law over the window."""
         ax = self.profile.plot(ax, "loglog") if self.profile is not None else axes_or_new(ax)
-        k = np.linspace(self.window[0], self.window[1], 100)
-        a_exp, a_pow = self._intercepts()
-        ax.plot(k, np.exp(a_exp - k / self.xi), ":", color="C3", label=f"e^(−k/ξ), ξ = {self.xi:.3g}")
-        ax.plot(k, np.exp(a_pow) * k ** -self.alpha, "-.", color="C2", label=f"k^(−α), α = {self.alpha:.3g}")
+        k = np.geomspace(self.window[0], self.window[1], 100)
+        for (law, f), style in zip(self.laws.items(), (":", "-.", "--")):
+            ax.plot(k, np.exp(curve(law, f.intercept, f.params, k)), style, label=f"{law}, p = {f.p:.2g}")
         ax.legend(fontsize=7)
         return ax
 
-    def _intercepts(self):
-        p = self.profile
-        ks, y, w = _window(p.lags, p.value, p.reps, self.window)
-        return (_wls(ks, y, w)[0], _wls(np.log(ks), y, w)[0]) if len(ks) > 1 else (0.0, 0.0)
 
-
-def memory_profile(st, layer, settings: Settings | None = None) -> MemoryProfile:
-    """The normalised lag profile of `layer` of Store `st` (module docstring)."""
+def memory_profile(st, layer, settings: Settings | None = None, seed: int | None = None) -> MemoryProfile:
+    """The normalised lag profile of `layer` of Store `st` (module docstring); `seed` of the
+    replicates, default the model's own (`model_seed`)."""
     settings = settings or Settings()
     meta = st.memory_meta
     K = meta["lags"]
@@ -131,7 +169,7 @@ def memory_profile(st, layer, settings: Settings | None = None) -> MemoryProfile
         ok = np.isfinite(m[:, 0]) & (m[:, 0] > 0)
         ratios.append(m[ok] / m[ok, :1])
         seqs.append(np.full(int(ok.sum()), q))
-    r = np.concatenate(ratios) if ratios else np.zeros((0, K + 1))
+    r = np.concatenate(ratios) if ratios else np.zeros((0, K + 1))          # (N, K+1)
     seq = np.concatenate(seqs)
     if not len(r):
         from analysis.io.store import StoreError
@@ -142,93 +180,115 @@ def memory_profile(st, layer, settings: Settings | None = None) -> MemoryProfile
     x = np.where(have, r, 0.0)
     n = have.sum(0)
     value = x.sum(0) / np.maximum(n, 1)
-    influence = ((x - value * have) / np.maximum(value, 1e-300)).sum(1)
-    plan = resampling_for(influence, seq)
+    # each token's linearised contribution to the ratio of sums at every lag
+    infl = x - value * have                                                 # (N, K+1)
+    plan = resampling_for((infl / np.maximum(value, 1e-300)).sum(1), seq)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        log_var = plan.sum_variance(infl) / (np.maximum(n, 1) * value) ** 2
     sums = plan.replicate_sums(np.concatenate([x, have.astype(float)], 1), settings.n_boot,
-                               settings.seed)
+                               model_seed(st, settings) if seed is None else seed)
     with np.errstate(invalid="ignore", divide="ignore"):
         reps = sums[:, : K + 1] / sums[:, K + 1:]
-    lo, hi = np.array([plan.interval(value[k], reps[:, k], settings.level) for k in range(K + 1)]).T
-    return MemoryProfile(st.name, int(layer), st.layer_kind(layer), value, lo, hi, n,
-                         meta["estimator"], meta["every"], plan.unit, settings.level, reps, plan,
+    lo, hi = _log_interval(plan, value, reps, settings.level)
+    return MemoryProfile(st.name, int(layer), st.layer_kind(layer), value, lo, hi, log_var, n,
+                         meta["estimator"], meta["every"], plan.unit, settings.level,
+                         st.conv_width(layer), reps, plan,
                          _intrinsic(st, layer, K, settings.skip_positions))
 
 
+def model_seed(st, settings: Settings) -> int:
+    """The replicates' seed of Store `st`'s model: its store and name with analysis.seed."""
+    return named_seed(f"{st.creation_id}/{st.name}", settings.seed)
+
+
+def _log_interval(plan, value, reps, level):
+    """(lo, hi) (K+1,) each: the plan's interval of ln m(k), exponentiated (a replicate of 0
+    maps to a lower bound of 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lv, lr = np.log(value), np.log(np.maximum(reps, 1e-300))
+    bounds = [plan.interval(lv[k], lr[:, k], level) if np.isfinite(lv[k]) else (np.nan, np.nan)
+              for k in range(len(value))]
+    return np.exp(np.array(bounds).T)
+
+
 def _intrinsic(st, layer, K, skip) -> np.ndarray | None:
-    """K_A(k) = ⟨e^{−Δ_t λ_A k}⟩ over the tokens and modes of a Mamba-style layer, else None."""
+    """K_A²(k) = ⟨e^{−2Δ_t λ_A k}⟩ over the tokens and modes of a Mamba-style layer, else None."""
     if layer not in st.ssm_layers:
         return None
-    k = np.arange(K + 1, dtype=np.float64)
-    kernels = [memory_kernel(st.effective_rates(layer, q)[skip:].reshape(-1), t=k)
+    t = 2.0 * np.arange(K + 1)                       # the squared amplitude: twice the time
+    kernels = [memory_kernel(st.effective_rates(layer, q)[skip:].reshape(-1), t=t)
                for q in range(st.n_seqs)]                       # one sequence's rates at a time
     n = sum(kern.n_modes for kern in kernels)
     return sum(kern.K * kern.n_modes for kern in kernels) / n if n else None
 
 
-def _window(lags, value, reps, window):
-    """(k, ln m(k), weights) of the lags inside the window with m > 0 and a replicate spread."""
-    sel = (lags >= window[0]) & (lags <= window[1]) & (value > 0) & np.isfinite(value)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        var = np.nanvar(np.log(reps[:, sel]), axis=0)
-    good = np.isfinite(var) & (var > 0)
-    ks = lags[sel][good]
-    return ks.astype(float), np.log(value[sel][good]), 1.0 / var[good]
+def default_window(profile: MemoryProfile, settings: Settings) -> tuple:
+    """((k_lo, k_hi), rule): analysis.memory_window, else from the convolution's width to K."""
+    K = len(profile.value) - 1
+    if settings.memory_window:
+        return tuple(settings.memory_window), "analysis.memory_window"
+    w = profile.conv_width
+    if w is None:
+        return (1, K), "from k = 1: this store predates the recording of convolution widths"
+    if w > 1:
+        return (w, K), f"from k = {w}, past the causal convolution's {w} taps"
+    return (1, K), "from k = 1: no causal convolution"
 
 
-def _wls(x, y, w):
-    """(intercept, slope, χ²) of y on x with weights w."""
-    X = np.stack([np.ones_like(x), x], 1)
-    sw = np.sqrt(w)
-    coef, *_ = np.linalg.lstsq(X * sw[:, None], y * sw, rcond=None)
-    return coef[0], coef[1], float((w * (y - X @ coef) ** 2).sum())
-
-
-def _params(prof, ks, w):
-    """(ξ, α, χ²_exp, χ²_pow) of one profile at lags `ks` with the point profile's weights."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        y = np.log(prof[ks.astype(int)])
-    if len(ks) < 2 or not np.isfinite(y).all():
-        return np.nan, np.nan, np.nan, np.nan
-    _, b_exp, c_exp = _wls(ks, y, w)
-    _, b_pow, c_pow = _wls(np.log(ks), y, w)
-    xi = -1.0 / b_exp if b_exp < 0 else np.inf
-    return xi, -b_pow, c_exp, c_pow
+def _window(profile, window):
+    """(k, ln m(k), weights) of the lags inside the window with m > 0 and a positive variance."""
+    lags, value, var = profile.lags, profile.value, profile.log_var
+    sel = (lags >= window[0]) & (lags <= window[1]) & (value > 0) & np.isfinite(value) \
+        & np.isfinite(var) & (var > 0)
+    return lags[sel].astype(float), np.log(value[sel]), 1.0 / var[sel]
 
 
 def fit_memory(profile: MemoryProfile, window=None, settings: Settings | None = None) -> MemoryFit:
-    """Both laws on `profile` over `window` ((k_lo, k_hi); default the settings' memory_window,
-    else 1..lags)."""
+    """Every law on `profile` over `window` ((k_lo, k_hi); default `default_window`)."""
     settings = settings or Settings()
     K = len(profile.value) - 1
-    window = tuple(window or settings.memory_window or (1, K))
-    window = (max(1, window[0]), min(K, window[1]))
-    ks, _, w = _window(profile.lags, profile.value, profile.reps, window)
-    xi, alpha, c_exp, c_pow = _params(profile.value, ks, w)
-    reps = np.array([_params(r, ks, w) for r in profile.reps])                # (n_boot, 4)
+    window, rule = (tuple(window), "asked for") if window else default_window(profile, settings)
+    window = (max(1, int(window[0])), min(K, int(window[1])))
+    ks, y, w = _window(profile, window)
+    n = len(ks)
+    point = fit_laws(ks, y[None], w)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rep_y = np.log(profile.reps[:, ks.astype(int)])                     # (n_boot, n)
+    reps = fit_laws(ks, rep_y, w)
     plan, level = profile.resampling, profile.level
-
-    def ci(point, col):
-        r = reps[:, col]
-        r = r[np.isfinite(r)]
-        return plan.interval(point, r, level) if np.isfinite(point) and len(r) > 1 else (np.nan, np.nan)
-    dof = max(len(ks) - 2, 0)
-    chi2 = {"exponential": c_exp, "power law": c_pow}
-    p = {law: float(stats.chi2.sf(c, dof)) if dof and np.isfinite(c) else np.nan
-         for law, c in chi2.items()}
-    preferred = min(LAWS, key=lambda law: chi2[law] if np.isfinite(chi2[law]) else np.inf)
-    col = 2 if preferred == "exponential" else 3
-    other = 3 if col == 2 else 2
-    ok = np.isfinite(reps[:, col]) & np.isfinite(reps[:, other])
-    share = float((reps[ok, col] <= reps[ok, other]).mean()) if ok.any() else np.nan
-    return MemoryFit(profile.layer, window, len(ks), xi, *ci(xi, 0), alpha, *ci(alpha, 1), chi2,
-                     dof, p, preferred, share, profile.unit, level,
-                     {"xi": reps[:, 0], "alpha": reps[:, 1]}, plan.stretch(level), profile)
+    laws = {law: _law_fit(point[law], reps[law], ks, plan, level) for law in LAWS if law in point}
+    scores = {law: f.bic for law, f in laws.items() if np.isfinite(f.bic)}
+    preferred = min(scores, key=scores.get) if scores else "none"
+    verdict = NEITHER if preferred == "none" or laws[preferred].rejected else "fits"
+    rep_bic = np.stack([bic(reps[law].chi2, law, n) for law in laws]) if laws else np.zeros((0, 0))
+    ok = np.isfinite(rep_bic).all(0) if laws else np.zeros(0, bool)
+    picks = np.array(list(laws))[np.argmin(rep_bic[:, ok], 0)] if ok.any() else np.array([])
+    share = float((picks == preferred).mean()) if len(picks) else np.nan
+    return MemoryFit(profile.layer, window, rule, n, laws, preferred, verdict, share,
+                     profile.unit, level, plan.stretch(level), profile)
 
 
-def delta(a: MemoryFit, b: MemoryFit, what: str, level: float) -> tuple:
-    """(a − b, lo, hi) of "xi" or "alpha", each side's replicates drawn independently."""
-    va, vb = getattr(a, what), getattr(b, what)
-    return difference_interval(va, a.reps[what], a.stretch, vb, b.reps[what], b.stretch, level)
+def _law_fit(point, reps, ks, plan, level) -> LawFit:
+    """LawFit of one law from its point and replicate LawBatch at lags `ks`."""
+    params = {name: float(v[0]) for name, v in point.params.items()}
+    ci = {name: _param_interval(name, params[name], v, ks, plan, level)
+          for name, v in reps.params.items()}
+    n, chi2 = len(ks), float(point.chi2[0])
+    return LawFit(point.law, params, ci, chi2, n - N_PARAMS[point.law], gof_p(chi2, point.law, n),
+                  float(bic(chi2, point.law, n)), float(point.intercept[0]), dict(reps.params))
+
+
+def _param_interval(name, point, reps, ks, plan, level) -> tuple:
+    """The plan's interval of one parameter; ξ and k_b are positive, so theirs is taken on the
+    log scale, and k_b's kept within the lags a break can lie at."""
+    r = reps[np.isfinite(reps)]
+    if not np.isfinite(point) or len(r) < 2:
+        return (np.nan, np.nan)
+    if name not in ("xi", "k_break"):
+        return plan.interval(point, r, level)
+    lo, hi = np.exp(plan.interval(np.log(point), np.log(r[r > 0]), level))
+    return (float(max(lo, ks[1])), float(min(hi, ks[-2]))) if name == "k_break" \
+        else (float(lo), float(hi))
 
 
 @dataclass
@@ -242,33 +302,42 @@ class MemoryStudy:
         return {"settings": self.meta, "profile": "m(k) = ⟨m_t(k)/m_t(0)⟩ over sampled tokens t ≥ k",
                 "layers": {ly: {**f.to_dict(), "profile": f.profile.value.tolist(),
                                 "profile_ci": [f.profile.lo.tolist(), f.profile.hi.tolist()],
-                                "intrinsic_K_A": None if f.profile.intrinsic is None
+                                "conv_width": f.profile.conv_width,
+                                "intrinsic_K_A_squared": None if f.profile.intrinsic is None
                                 else f.profile.intrinsic.tolist()}
                            for ly, f in self.fits.items()}}
 
 
 def memory_study(st, settings) -> MemoryStudy:
+    """Every swept layer of Store `st`, its replicates seeded by the model (`model_seed`), so a
+    comparison draws the same ones as the model's own section."""
     return MemoryStudy(st.name, st.memory_meta,
                        {ly: fit_memory(memory_profile(st, ly, settings), settings=settings)
                         for ly in st.layers})
 
 
+# the parameter a difference is taken of when both models prefer a law
+COMPARED = {"exponential": "xi", "power law": "alpha", "broken power law": "alpha_2"}
+
+
 @dataclass
 class MemoryDelta:
+    """Δ of one parameter between two models, or why none is taken (`reason`)."""
     a: str
     b: str
     layer_a: int
     layer_b: int
-    what: str            # "alpha" | "xi"
+    what: str | None     # "xi" | "alpha" | "alpha_2" | None (not compared)
     delta: float
     lo: float
     hi: float
     level: float
     preferred: tuple     # each side's preferred law
+    reason: str = ""     # "laws differ" | "neither law fits <model>" when not compared
 
     @property
     def verdict(self) -> str:
-        return verdict(self.lo, self.hi, self.level)
+        return self.reason or ci_verdict(self.lo, self.hi, self.level)
 
     def to_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "layer_a": self.layer_a, "layer_b": self.layer_b,
@@ -277,13 +346,24 @@ class MemoryDelta:
 
 
 def compare_memory(studies: dict, layers: dict, level: float) -> list:
-    """Δα and Δξ of every pair at their representative layers ({name: layer})."""
+    """One difference per pair at their representative layers ({name: layer}): of the
+    parameter of the law both prefer (COMPARED), each side's replicates drawn independently;
+    none when their laws differ or a side's law is rejected."""
     names, out = list(studies), []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             fa, fb = studies[a].fits[layers[a]], studies[b].fits[layers[b]]
-            for what in ("alpha", "xi"):
-                out.append(MemoryDelta(a, b, layers[a], layers[b], what,
-                                       *delta(fa, fb, what, level), level,
-                                       (fa.preferred, fb.preferred)))
+            laws = (fa.preferred, fb.preferred)
+            failed = [n for n, f in ((a, fa), (b, fb)) if f.verdict == NEITHER]
+            reason = "; ".join((["laws differ"] if laws[0] != laws[1] else [])
+                               + ([f"{NEITHER}: {', '.join(failed)}"] if failed else []))
+            what = None if reason else COMPARED[laws[0]]
+            if what is None:
+                out.append(MemoryDelta(a, b, layers[a], layers[b], None, np.nan, np.nan, np.nan,
+                                       level, laws, reason))
+                continue
+            la, lb = fa.laws[laws[0]], fb.laws[laws[1]]
+            d = difference_interval(la.params[what], la.reps[what], fa.stretch,
+                                    lb.params[what], lb.reps[what], fb.stretch, level)
+            out.append(MemoryDelta(a, b, layers[a], layers[b], what, *d, level, laws))
     return out

@@ -109,7 +109,7 @@ class AnalysisConfig:
     layer: int | None = None        # representative layer (default 24 if swept, else the middle)
     skip_positions: int = 0         # token positions t < k left out of every number
     seed: int = 0                   # seed of every resampling and simulation
-    memory_window: typing.Any = None   # [k_lo, k_hi] lags of the token-memory fits (default 1..lags)
+    memory_window: typing.Any = None   # [k_lo, k_hi] lags of the memory fits (default conv width..lags)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,8 @@ class LayerKind:
                                  # "mamba2+attention" …, then "+moe" when it routes to experts
     delta_channels: int = 0      # width of Δ_t: d_inner (Mamba-1), heads (Mamba-2); 0 otherwise
     a_log_shape: tuple[int, ...] = ()   # (d_inner, d_state) Mamba-1, (heads,) Mamba-2
+    conv_width: int = 0          # taps of the layer's causal depthwise convolution (Mamba's
+                                 # conv_kernel / d_conv, LFM2's L_cache); 0: none
 
     @property
     def ssm(self) -> str | None:
@@ -69,7 +71,16 @@ def _kind(layer: torch.nn.Module, layer_type: str | None) -> LayerKind:
                      "recurrent" if layer_type == "linear_attention" or _recurrent(layer) else "mlp")
     if any(_is_moe(m) for m in layer.modules()):
         parts.append("moe")
-    return LayerKind("+".join(parts), shape[0] if shape else 0, shape)
+    return LayerKind("+".join(parts), shape[0] if shape else 0, shape, conv_width(layer))
+
+
+def conv_width(layer: torch.nn.Module) -> int:
+    """Taps of the widest causal depthwise Conv1d in `layer` (one filter per channel, as in
+    Mamba-1/2, hybrids built on them and LFM2's short convolutions), 0 when it has none: lags
+    below it reach token t through the convolution's local window, not the layer's memory."""
+    import torch
+    return max((int(m.kernel_size[0]) for m in layer.modules()
+                if isinstance(m, torch.nn.Conv1d) and m.groups == m.in_channels > 1), default=0)
 
 
 def _recurrent(layer: torch.nn.Module) -> bool:

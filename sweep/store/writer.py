@@ -36,14 +36,21 @@ def open_store(plan: Plan, create: bool = True) -> zarr.Group:
         else:
             create_model_group(root, m, plan.token_block)
         if plan.config.memory is not None:
-            add_memory(root[m.name], plan.config.memory.record(), plan.store)
+            add_memory(root[m.name], plan.config.memory.record(), plan.store,
+                       [k.conv_width for k in m.info.kinds])
     return root
 
 
-def add_memory(g: zarr.Group, record: dict, store: str) -> None:
+def add_memory(g: zarr.Group, record: dict, store: str, conv_widths: list | None = None) -> None:
     """The memory arrays of group `g` for settings `record` (MemoryConfig.record()): made
     when the group has none (a finished sweep's store too: only they are then computed);
-    refused when the group holds memory of other settings. The attribute is set last."""
+    refused when the group holds memory of other settings. The attribute is set last.
+
+    `conv_widths` (one per model layer, 0 without a causal convolution) is what the memory
+    fits' default window starts past; recorded beside the settings, not part of them (it is
+    the architecture's, so a store from before it was recorded takes it on --resume)."""
+    if conv_widths is not None and "conv_widths" not in g.attrs:
+        g.attrs["conv_widths"] = [int(w) for w in conv_widths]
     have = g.attrs.get("memory")
     if have is not None:
         if have != record:
