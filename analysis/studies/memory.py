@@ -12,9 +12,9 @@ memory decays exponentially (finite memory) or as a power law (scale-free).
   (neighbouring lags are correlated, so its p-value is indicative), the law of smaller χ²
   preferred, and how often each replicate prefers it. ξ and α get percentile CIs from
   refitting every replicate profile with the same weights, stretched as every interval is.
-- **The intrinsic kernel** of a Mamba-style layer, K_A(k) = ⟨e^{−Δ_t·λ_A·k}⟩ over its
-  tokens and modes (stored Δ and exp(A_log)): the SSM's input-history memory, drawn beside
-  the complete block's.
+- **The intrinsic kernel** of a layer with a learned decay (Mamba-style, gated delta rule),
+  K_A(k) = ⟨e^{−Δ_t·λ_A·k}⟩ over its tokens and modes (stored Δ and exp(A_log)): the
+  recurrence's input-history memory, drawn beside the complete block's.
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class MemoryProfile:
     level: float
     reps: np.ndarray = field(repr=False)              # (n_boot, K+1) replicate profiles
     resampling: Resampling | None = field(repr=False, default=None)
-    intrinsic: np.ndarray | None = None               # (K+1,) K_A(k) of a Mamba-style layer
+    intrinsic: np.ndarray | None = None               # (K+1,) K_A(k) of a layer with a decay
 
     @property
     def lags(self) -> np.ndarray:
@@ -155,7 +155,7 @@ def memory_profile(st, layer, settings: Settings | None = None) -> MemoryProfile
 
 
 def _intrinsic(st, layer, K, skip) -> np.ndarray | None:
-    """K_A(k) = ⟨e^{−Δ_t λ_A k}⟩ over the tokens and modes of a Mamba-style layer, else None."""
+    """K_A(k) = ⟨e^{−Δ_t λ_A k}⟩ over the tokens and modes of a layer with a decay, else None."""
     if layer not in st.ssm_layers:
         return None
     k = np.arange(K + 1, dtype=np.float64)
