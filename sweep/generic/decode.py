@@ -239,9 +239,10 @@ class _Recorder:
                                    f"(> {limit:g}): this layer's cache was not held fixed")
             if self.owner.steps is not None:
                 if not self.delta_calls or self.delta_calls[-1] is None:
-                    raise DeltaUnseen("no call of the decode step was recognised as its state "
-                                      "update (mamba_ssm's selective_state_update, fla's gated "
-                                      "delta rule), so Δ_t cannot be read")
+                    op = ("fla's gated delta rule" if self.owner.kind.ssm == "deltanet"
+                          else "mamba_ssm's selective_state_update")
+                    raise DeltaUnseen(f"no call of the decode step was recognised as {op}, so "
+                                      f"Δ_t cannot be read")
                 self.deltas.append(self.owner.steps(self.delta_calls[-1][0].detach().clone()))
         raise _Stop(kwargs)
 

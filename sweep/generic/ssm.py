@@ -192,20 +192,20 @@ class Steps:
     gated delta rule's rate −g_t over exp(A_log) of the head its channel belongs to."""
 
     def __init__(self, layer: torch.nn.Module, kind):
-        from sweep.plan.layers import a_log
-
-        self.kind, self.width = kind.ssm, kind.delta_channels
-        self.intrinsic = torch.exp(a_log(layer)) if self.kind == "deltanet" else None   # (H,)
+        self.layer, self.kind, self.width = layer, kind.ssm, kind.delta_channels
 
     def __call__(self, recorded: torch.Tensor) -> torch.Tensor:
         """recorded (channels,): one sequence's entry of the call -> Δ_t (channels,)."""
+        from sweep.plan.layers import a_log
+
         if recorded.shape != (self.width,):
             raise ValueError(f"the decode step's {self.kind} call gave a decay of shape "
                              f"{tuple(recorded.shape)}, not ({self.width},)")
-        if self.intrinsic is None:
+        if self.kind != "deltanet":
             return recorded
-        per_head = self.width // self.intrinsic.shape[0]          # key channels of a head
-        return recorded / self.intrinsic.to(recorded.dtype).repeat_interleave(per_head)
+        # A_log read now: a layer-local worker swaps the layer's parameters in and out
+        intrinsic = torch.exp(a_log(self.layer)).to(recorded.dtype)             # (H,)
+        return recorded / intrinsic.repeat_interleave(self.width // intrinsic.shape[0])
 
 
 class _Update(torch.autograd.Function):

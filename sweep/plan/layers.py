@@ -94,9 +94,9 @@ def _is_moe(m: torch.nn.Module) -> bool:
 def ssm_mixer(layer: torch.nn.Module) -> torch.nn.Module | None:
     """The Mamba-style mixer of `layer`: the module that owns a selective SSM's parameters,
     A_log (A = -exp(A_log)) and the skip D (y = C·s + D x), or None. Gated delta-rule layers
-    (OLMo-Hybrid, Kimi-Linear, Qwen3-Next) own an A_log for their decay but no D: they advance
-    no selective state. (Not decided by the ops found: a release renaming them must stop the
-    sweep through Δ_t, not turn Mamba layers into layers without Δ_t.)"""
+    (OLMo-Hybrid, Kimi-Linear, Qwen3-Next) own an A_log for their decay but no D: no selective
+    scan, `delta_rule_gate`. (Not decided by the ops found: a release renaming them must stop
+    the sweep through Δ_t, not turn Mamba layers into layers without Δ_t.)"""
     return _owner(layer, ("A_log", "D"))
 
 
