@@ -4,7 +4,8 @@
 PY := .venv/bin/python
 FAMILY_TESTS := tests/test_families.py tests/test_generic_ssm.py tests/test_selfcheck.py \
                 tests/test_versions.py tests/test_wheel.py tests/test_local.py \
-                tests/test_layer_local.py tests/test_depth_sweep.py tests/test_memory_sweep.py
+                tests/test_layer_local.py tests/test_depth_sweep.py tests/test_memory_sweep.py \
+                tests/test_decay.py
 
 .venv/.ready: pyproject.toml requirements.lock
 	test -x $(PY) || python3 -m venv .venv

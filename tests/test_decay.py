@@ -43,8 +43,9 @@ def _qwen3_next():
                              linear_value_head_dim=8, mlp_only_layers=[0, 1, 2, 3])
 
 
-CONFIGS = {"olmo_hybrid": FAMILIES["olmo_hybrid"], "kimi_linear": FAMILIES["kimi_linear"],
-           "qwen3_next": _qwen3_next}
+# swept through the CLI; Kimi-Linear only where the installed transformers has it (families.NEWER)
+SWEPT_MODELS = [n for n in ("olmo_hybrid", "kimi_linear") if n in FAMILIES]
+CONFIGS = {**{n: FAMILIES[n] for n in SWEPT_MODELS}, "qwen3_next": _qwen3_next}
 # what each layer's decay is: (heads, Δ_t's width)
 SHAPES = {"olmo_hybrid": (2, 2), "kimi_linear": (4, 32), "qwen3_next": (4, 4)}
 
@@ -141,7 +142,7 @@ def test_decode_step_records_the_gate_of_transformers_own_layer(checkpoints, nam
 @pytest.fixture(scope="module")
 def swept(checkpoints, tmp_path_factory):
     doc = {"models": [{"path": str(checkpoints[n]), "name": n, "dtype": "float64"}
-                      for n in ("olmo_hybrid", "kimi_linear")],
+                      for n in SWEPT_MODELS],
            "inputs": {"sequences": SEQS, "length": L, "seed": 6}, "layers": SWEPT,
            "store": str(tmp_path_factory.mktemp("s") / "run.zarr"),
            "compute": {"token_block": 4, "live_every": 0}}
@@ -151,7 +152,7 @@ def swept(checkpoints, tmp_path_factory):
     return doc["store"], result
 
 
-@pytest.mark.parametrize("name", ["olmo_hybrid", "kimi_linear"])
+@pytest.mark.parametrize("name", SWEPT_MODELS)
 def test_the_store_holds_intrinsic_and_effective_rates(checkpoints, swept, name):
     """Layer-local workers: exp(A_log) of the checkpoint's file, bit for bit; Δ_t·exp(A_log)
     equal to the gate hooked in transformers' whole-sequence forward, every token."""
@@ -191,8 +192,43 @@ def test_the_report_draws_the_delta_rule_layer(swept, tmp_path):
     report = (tmp_path / "report.md").read_text()
     # the representative layer is the deepest swept one
     assert ("Figures 2–4 draw layer 2 (deltanet): intrinsic rates exp(A_log), one A per head "
-            "(4 values") in report and "Δ_t·exp(A_log) per token and key channel of each head" in report
-    fits = json.loads((tmp_path / "fits.json").read_text())
-    assert {m: fits["models"][m]["decay"]["delta_channels"] for m in ("olmo_hybrid", "kimi_linear")} \
-        == {"olmo_hybrid": 2, "kimi_linear": 32}
-    assert (tmp_path / "kimi_linear" / "fig4_effective_vs_length.png").exists()
+            "(2 values") in report and "Δ_t·exp(A_log) per token and head (Δ_t 2 wide)" in report
+    fits = json.loads((tmp_path / "fits.json").read_text())["models"]
+    assert {m: fits[m]["decay"]["delta_channels"] for m in SWEPT_MODELS} \
+        == {m: SHAPES[m][1] for m in SWEPT_MODELS}
+    if "kimi_linear" in SWEPT_MODELS:
+        assert "Δ_t·exp(A_log) per token and key channel of each head (Δ_t 32 wide)" in report
+    for m in SWEPT_MODELS:
+        assert (tmp_path / m / "fig4_effective_vs_length.png").exists()
+
+
+def test_the_reader_broadcasts_a_per_head_decay_over_key_channels(tmp_path):
+    """A written group of known content: Δ_t 6 wide under 2 heads (a Kimi-style gate) reads as
+    Δ_t·exp(A_log) of each channel's head (head-major); a group written before the attribute
+    `delta_channels` reads Δ_t as wide as A_log's first axis."""
+    import zarr
+
+    from analysis.io.schema import FORMAT
+    from sweep.store import writer
+
+    root = zarr.open_group(str(tmp_path / "k.zarr"), mode="w")
+    root.attrs.update({"tdos_format": FORMAT, "models": ["k"]})
+    g = writer.create_group(root, "k", identity={"arch": "kimi_linear"}, checkpoint={},
+                            dtype="float64", inputs={"sequences": 1, "length": 4, "seed": 0},
+                            layer_lengths=((0, 4), (1, 4)), token_block=4,
+                            tokens=np.zeros((1, 4), np.int64), d_model=3,
+                            layer_kinds=["deltanet", "mamba2"], a_log_shapes=[[2], [5]],
+                            delta_channels=[6, 5])
+    delta = np.arange(1.0, 25.0).reshape(4, 6)                                  # (T, c)
+    writer.write_a_log(g, 0, np.log([2.0, 3.0]))
+    writer.write_a_log(g, 1, np.zeros(5))
+    for row, d in ((0, delta), (1, np.ones((4, 5)))):
+        writer.write_block(g, row, 0, 0, 0, writer.BlockValues(eig=np.zeros((4, 3), complex), delta=d))
+    st = open_store(tmp_path / "k.zarr")
+    np.testing.assert_allclose(st.effective_rates(0), delta * [2, 2, 2, 3, 3, 3], rtol=1e-15)
+    np.testing.assert_allclose(st.intrinsic_rates(0), [2.0, 3.0], rtol=1e-15)
+    assert [st.delta_channels(0), st.delta_channels(1)] == [6, 5] and st.delta(1).shape == (4, 5)
+    del g.attrs["delta_channels"]
+    older = open_store(tmp_path / "k.zarr")
+    assert [older.delta_channels(0), older.delta_channels(1)] == [2, 5]
+    np.testing.assert_array_equal(older.delta(1), np.ones((4, 5)))

@@ -184,7 +184,9 @@ def _rate(args, kwargs) -> torch.Tensor | None:
         g = SIGNATURES[DECAY[0]].bind(*args, **kwargs).arguments["g"]
     except TypeError:
         return None
-    return -g[:, -1].reshape(g.shape[0], -1) if isinstance(g, torch.Tensor) and g.dim() >= 3 else None
+    if not isinstance(g, torch.Tensor) or g.dim() < 3:
+        return None
+    return -g[:, -1].reshape(g.shape[0], -1)
 
 
 class Steps:
