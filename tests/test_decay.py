@@ -232,3 +232,22 @@ def test_the_reader_broadcasts_a_per_head_decay_over_key_channels(tmp_path):
     older = open_store(tmp_path / "k.zarr")
     assert [older.delta_channels(0), older.delta_channels(1)] == [2, 5]
     np.testing.assert_array_equal(older.delta(1), np.ones((4, 5)))
+
+
+def test_a_store_that_named_the_layer_recurrent_is_refused_in_one_line(checkpoints, tmp_path):
+    """A group swept before delta-rule layers were `deltanet` holds no Δ_t or A_log arrays for
+    them: resuming it is refused before any task, naming the layers and the fix."""
+    from sweep.errors import StoreMismatch
+    from sweep.plan.make import make_plan
+    from sweep.store.writer import open_store as open_for_sweep
+
+    plan = make_plan(config_from_dict({
+        "model": {"path": str(checkpoints["olmo_hybrid"]), "dtype": "float64"},
+        "inputs": {"sequences": 1, "length": 4, "seed": 0}, "layers": [0],
+        "store": str(tmp_path / "run.zarr")}))
+    g = open_for_sweep(plan)[plan.models[0].name]
+    g.attrs["layer_kinds"] = ["recurrent", "attention"] * 2
+    with pytest.raises(StoreMismatch, match=r"swept when its layers were named otherwise \(layer 0: "
+                                            r"recurrent -> deltanet; layer 2: recurrent -> deltanet\)"
+                                            r".* sweep into a new --store path$"):
+        open_for_sweep(plan)

@@ -33,11 +33,24 @@ def open_store(plan: Plan, create: bool = True) -> zarr.Group:
     for m in plan.models:
         if group_ready(root, m.name):
             verify_checkpoint(root[m.name].attrs["checkpoint"], f"{m.spec.where}.path")
+            _check_kinds(root[m.name], m, plan.store)
         else:
             create_model_group(root, m, plan.token_block)
         if plan.config.memory is not None:
             add_memory(root[m.name], plan.config.memory.record(), plan.store)
     return root
+
+
+def _check_kinds(g: zarr.Group, m: ModelPlan, store: str) -> None:
+    """Refuse a group whose layers an older tdos named otherwise: its arrays lack what this
+    one writes (a gated delta rule swept as `recurrent` has no Δ_t or A_log)."""
+    have, want = list(g.attrs.get("layer_kinds") or []), [k.kind for k in m.info.kinds]
+    if have and have != want:
+        diffs = "; ".join(f"layer {i}: {a} -> {b}" for i, (a, b) in enumerate(zip(have, want))
+                          if a != b)
+        raise StoreMismatch(f"store: {store} holds model {m.name!r} swept when its layers were "
+                            f"named otherwise ({diffs}): this tdos stores more for them — sweep "
+                            f"into a new --store path")
 
 
 def add_memory(g: zarr.Group, record: dict, store: str) -> None:
