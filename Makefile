@@ -4,7 +4,8 @@
 PY := .venv/bin/python
 FAMILY_TESTS := tests/test_families.py tests/test_generic_ssm.py tests/test_selfcheck.py \
                 tests/test_versions.py tests/test_wheel.py tests/test_local.py \
-                tests/test_layer_local.py tests/test_depth_sweep.py tests/test_memory_sweep.py
+                tests/test_layer_local.py tests/test_depth_sweep.py tests/test_memory_sweep.py \
+                tests/test_decay.py
 # the Hugging Face cache layout whose blob names stand for sha256s: the newest huggingface_hub too
 FAMILY_TESTS += tests/test_hashes.py
 

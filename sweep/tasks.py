@@ -73,7 +73,7 @@ class BlockTask:
 
 @dataclass(frozen=True)
 class ALogTask:
-    """Write A_log of the given model layers (the intrinsic rates of Mamba-style layers)."""
+    """Write A_log of the given model layers (the intrinsic rates of layers with a decay)."""
 
     model: ModelRef
     layers: tuple[int, ...]

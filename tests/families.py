@@ -104,7 +104,7 @@ KINDS = {
     "mamba2": ["mamba2"] * 2, "jamba": ["mamba", "attention+moe"], "bamba": ["mamba2", "attention"],
     "zamba2": ["mamba2", "mamba2+attention"], "falcon_h1": ["mamba2+attention"] * 2,
     "rwkv": ["recurrent"] * 2, "recurrent_gemma": ["recurrent", "attention"],
-    "olmo_hybrid": ["recurrent", "attention"], "kimi_linear": ["recurrent", "attention+moe"],
+    "olmo_hybrid": ["deltanet", "attention"], "kimi_linear": ["deltanet", "attention+moe"],
 }
 
 # relative bounds (float64), generic path vs the whole-sequence autograd oracle, on J_tt's

@@ -4,7 +4,8 @@
 called exactly as the model's own no-cache forward calls it (arguments captured by a hook):
 the (L·d) x (L·d) Jacobian, whose diagonal blocks are J_tt and whose blocks above the
 diagonal must be zero. `scan_deltas`: Δ_t as transformers hands it to its own scan kernel
-(dt and its bias, softplus), captured during the same forward. `oracle_model`: the
+(dt and its bias, softplus), captured during the same forward; `gate_rates`: the log decay a
+gated delta rule hands its chunked kernel, likewise. `oracle_model`: the
 checkpoint as transformers alone loads it in float64.
 """
 from __future__ import annotations
@@ -85,8 +86,20 @@ def sequence_jacobian(model, layer: int, ids: torch.Tensor):
 
 def scan_deltas(model, layer: int, ids: torch.Tensor) -> torch.Tensor:
     """(L, channels): Δ_t = softplus(dt + bias) of layer `layer` as its whole-sequence scan
-    receives it (Mamba-1 scans: dt (1, D, L); Mamba-2 chunk scans: dt (1, L, H)). The scans
-    are found by the kernel they stand for and read by that kernel's public signature."""
+    receives it (Mamba-1 scans: dt (1, D, L); Mamba-2 chunk scans: dt (1, L, H)); for a gated
+    delta rule, −g_t / exp(A_log) of the log decay g (1, L, H) or (1, L, H, K) its chunked
+    kernel receives. The scans are found by the kernel they stand for and read by that
+    kernel's public signature."""
+    return _scan_deltas(model, layer, ids, gates=False)
+
+
+def gate_rates(model, layer: int, ids: torch.Tensor) -> torch.Tensor:
+    """(L, channels): −g_t, the log decay rate that a gated delta-rule layer's whole-sequence
+    call hands its chunked kernel (per head, or per key channel of each head)."""
+    return _scan_deltas(model, layer, ids, gates=True)
+
+
+def _scan_deltas(model, layer, ids, gates: bool) -> torch.Tensor:
     block = decoder_layers(model)[layer]
     modules = {sys.modules[type(m).__module__] for m in block.modules()}
     seen, saved, inside = [], [], []
@@ -95,7 +108,7 @@ def scan_deltas(model, layer: int, ids: torch.Tensor) -> torch.Tensor:
             kernel = _scan_kernel(name, fn)
             if kernel:
                 saved.append((mod, name, fn))
-                setattr(mod, name, _recording(fn, kernel, seen, inside))
+                setattr(mod, name, _recording(fn, kernel, seen, inside, None if gates else block))
     # the module-level op serves every layer: record it inside this layer's call only
     hook = block.register_forward_pre_hook(lambda module, args: inside.append(True))
     try:
@@ -119,8 +132,15 @@ def _mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, D=None, z=None, dt_bi
     pass
 
 
+# flash-linear-attention's whole-sequence gated delta rules (fla.ops.gated_delta_rule, fla.ops.kda)
+def _chunk_gated_delta_rule(q, k, v, g, beta=None, *options, **kw):
+    pass
+
+
 _SCANS = {"selective_scan": _selective_scan_fn, "chunk_scan": _mamba_chunk_scan_combined,
-          "selective_scan_fn": _selective_scan_fn, "mamba_chunk_scan_combined": _mamba_chunk_scan_combined}
+          "selective_scan_fn": _selective_scan_fn, "mamba_chunk_scan_combined": _mamba_chunk_scan_combined,
+          "chunk_gated_delta_rule": _chunk_gated_delta_rule, "chunk_kda": _chunk_gated_delta_rule,
+          "chunk_kimi_delta_attention": _chunk_gated_delta_rule}
 
 
 def _scan_kernel(name: str, fn):
@@ -133,7 +153,8 @@ def _scan_kernel(name: str, fn):
     return next((f for k, f in _SCANS.items() if name.endswith(k)), None)
 
 
-def _recording(fn, kernel, seen, inside):
+def _recording(fn, kernel, seen, inside, block):
+    """`fn` recording Δ (or, with block None, a delta rule's −g) of its calls while `inside`."""
     import inspect
 
     sig = inspect.signature(kernel)
@@ -142,7 +163,14 @@ def _recording(fn, kernel, seen, inside):
         if not inside:
             return fn(*args, **kwargs)
         a = sig.bind(*args, **kwargs).arguments
-        if kernel is _selective_scan_fn:
+        if kernel is _chunk_gated_delta_rule:
+            rate = -a["g"][0].reshape(a["g"].shape[1], -1).detach()                 # (L, c)
+            if block is not None:               # Δ = −g / exp(A_log) of the channel's head
+                a_log = next(p for n, p in block.named_parameters() if n.endswith("A_log"))
+                heads = torch.exp(a_log.detach().reshape(-1))
+                rate = rate / heads.repeat_interleave(rate.shape[1] // heads.shape[0])
+            seen.append(rate)
+        elif kernel is _selective_scan_fn:
             bias, soft = a.get("delta_bias"), a.get("delta_softplus", False)
             raw = a["delta"] + (0 if bias is None else bias[..., None])
             seen.append((F.softplus(raw) if soft else raw)[0].T.detach())          # (L, D)

@@ -5,8 +5,8 @@ Kept beside the store in `<store>.agg` (zarr v3; analysis never writes into the 
     <model>/hist_<m>    (layer, seq, token, col) uint32  stable collective rates λ = −ln|ζ|
            /special_<m> (layer, seq, token, class) uint32  marginal, unstable, zero, nonfinite, scale
            /min_rate_<m> (layer, seq, token) float64  smallest stable rate of the token (exact)
-           /hist_eff    (layer, seq, token, col) uint32  Δ_t·λ_A, all d_inner·d_state modes (Mamba)
-           /hist_delta  (layer, seq, token, col) uint32  Δ_t, all d_inner channels (Mamba)
+           /hist_eff    (layer, seq, token, col) uint32  Δ_t·λ_A, every mode of a layer with a decay
+           /hist_delta  (layer, seq, token, col) uint32  Δ_t, every channel (or head) of it
            /ledger      (layer, seq, block) int8   store ledger value the block was aggregated at
 
 <m> is each mode count (`rates.MODES`): all_stable and symmetry_removed, from one pass.
@@ -24,7 +24,7 @@ import numpy as np
 import zarr
 
 from analysis.io.schema import DONE, FLAGGED, SCALE_ARRAYS, SHIFT_ARRAYS
-from analysis.io.store import Store, open_store
+from analysis.io.store import Store, effective, open_store
 from analysis.spectrum.rates import (CLASSES, DEFAULT_MODES, MODES, N_COLS, SCALE_RESIDUAL_MAX,
                                      classify_rows, histogram_rows, marginal_threshold, mode_key)
 
@@ -106,8 +106,8 @@ def update_model(st: Store, root, progress=None) -> int:
     for n, (i, s, b) in enumerate(todo):
         layer = st.layers[i]
         if layer in st.ssm_layers and layer not in rates_a:
-            # (d_inner, d_state) Mamba-1, (heads,) Mamba-2
-            rates_a[layer] = np.exp(st.a_log(layer).astype(np.float64))
+            # (d_inner, d_state) Mamba-1, (heads,) Mamba-2 and the delta rule; Δ_t's width
+            rates_a[layer] = np.exp(st.a_log(layer).astype(np.float64)), st.delta_channels(layer)
         _aggregate_block(st, g, i, s, b, thr, rates_a.get(layer), flagged=src[i, s, b] == FLAGGED)
         agg[i, s, b] = src[i, s, b]
         if (n + 1) % 64 == 0:
@@ -119,8 +119,9 @@ def update_model(st: Store, root, progress=None) -> int:
     return len(todo)
 
 
-def _aggregate_block(st: Store, g, i, s, b, thr, lam_a, flagged):
-    """Histogram one block's tokens; a flagged block's histograms are written as zeros."""
+def _aggregate_block(st: Store, g, i, s, b, thr, decay, flagged):
+    """Histogram one block's tokens; a flagged block's histograms are written as zeros.
+    `decay`: (λ_A, Δ_t's width) of a layer with a decay, else None."""
     B = st.token_block
     t0, t1 = b * B, min((b + 1) * B, st.layer_length[st.layers[i]])
     zeta = np.asarray(st.group["eigenvalues"][i, s, t0:t1])           # (T, d)
@@ -135,14 +136,13 @@ def _aggregate_block(st: Store, g, i, s, b, thr, lam_a, flagged):
         with np.errstate(all="ignore"):
             g[f"min_rate_{key}"][i, s, t0:t1] = np.where(np.isfinite(stable).any(1), np.nanmin(
                 np.where(np.isfinite(stable), stable, np.inf), axis=1), np.nan)
-    if lam_a is not None:
-        c = lam_a.shape[0]                                               # channels or heads
+    if decay is not None:
+        lam_a, c = decay
         delta = np.asarray(st.group["delta"][i, s, t0:t1, :c], np.float64)   # (T, c)
         if flagged:
             delta = np.full_like(delta, np.nan)
-        # Δ_t·λ_A: (T, d_inner·d_state) for Mamba-1, (T, heads) for Mamba-2
-        eff = (delta[:, :, None] * lam_a[None]).reshape(T, -1) if lam_a.ndim == 2 else delta * lam_a
-        g["hist_eff"][i, s, t0:t1] = histogram_rows(eff)
+        # Δ_t·λ_A: (T, d_inner·d_state) for Mamba-1, (T, c) otherwise
+        g["hist_eff"][i, s, t0:t1] = histogram_rows(effective(delta, lam_a).reshape(T, -1))
         g["hist_delta"][i, s, t0:t1] = histogram_rows(delta)
 
 

@@ -19,7 +19,10 @@ from dataclasses import dataclass
 #    groups swept with `depth:` also hold the stack arrays (`stack_eigenvalues`, `stack_gain`,
 #    `lyapunov`, `depth_ledger`): optional, like the Mamba-only ones, so a group without
 #    them is a format-4 group swept without depth; likewise the memory arrays (`memory`,
-#    `memory_stderr`, `memory_ledger`), added to a group by the first sweep with `memory:`
+#    `memory_stderr`, `memory_ledger`), added to a group by the first sweep with `memory:`;
+#    and gated delta-rule layers (kind `deltanet`, with the group attribute `delta_channels`):
+#    a format-4 group without that attribute has Δ_t as wide as A_log's first axis (Mamba),
+#    and a delta-rule layer swept before stored none (its kind says "recurrent")
 FORMAT = 4
 UPGRADABLE = (1, 2, 3)            # formats `tdos upgrade STORE` rewrites to FORMAT in place
 
@@ -39,7 +42,11 @@ JACOBIAN_PATHS = ("unknown",      # not written yet, or a store upgraded from fo
                   "generic")      # sweep/generic: autograd of transformers' own layer
 
 # layer kinds (group attribute `layer_kinds`, one per model layer): "+"-joined parts
-SSM_KINDS = ("mamba", "mamba2")   # the parts with Δ_t and A_log
+# the parts with a learned decay, hence Δ_t and A_log: a state decays by exp(−Δ_t·exp(A_log))
+# per token (per channel and state for Mamba-1, per head for Mamba-2); `deltanet`, a gated
+# delta rule (OLMo-Hybrid, Qwen3-Next, Kimi-Linear), by exp(g_t), the gate transformers hands
+# its kernel, with Δ_t = −g_t / exp(A_log): per head, or per key channel of a head (Kimi)
+SSM_KINDS = ("mamba", "mamba2", "deltanet")
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,7 @@ class ArraySpec:
     kind: str                     # "int64" | "int8" | "real" / "complex": in the compute dtype
     per_token: bool = False       # chunks (1, 1, token_block, ...): written by block tasks
     per_sequence: bool = False    # chunks (1, 1, ...): one per (layer row, sequence)
-    ssm: bool = False             # present only in groups with a Mamba-style layer
+    ssm: bool = False             # present only in groups with a layer of SSM_KINDS
     depth: bool = False           # present only in groups swept with `depth:` (attribute `depth`)
     memory: bool = False          # present once a sweep with `memory:` opened the group
 
@@ -72,10 +79,11 @@ ARRAYS = {
     "ledger": ArraySpec(("layer", "seq", "block"), "int8"),
     "eig_backend": ArraySpec(("layer", "seq", "block"), "int8"),
     "jacobian_path": ArraySpec(("layer", "seq", "block"), "int8"),
-    # Δ_t per channel (Mamba-1: d_inner) or per head (Mamba-2); rows of other layers stay NaN
+    # Δ_t per channel (Mamba-1: d_inner), per head (Mamba-2, gated delta rule) or per key
+    # channel of each head, head-major (Kimi's delta rule); rows of other layers stay NaN
     "delta": ArraySpec(("layer", "seq", "token", "channel"), "real", per_token=True, ssm=True),
-    # A_log of every Mamba-style layer of the model, swept or not: (d_inner, d_state) for
-    # Mamba-1, (heads, 1) for Mamba-2; other layers stay NaN
+    # A_log of every layer with a decay (SSM_KINDS), swept or not: (d_inner, d_state) for
+    # Mamba-1, (heads, 1) for Mamba-2 and the delta rule; other layers stay NaN
     "a_log": ArraySpec(("model_layer", "channel", "state"), "real", ssm=True),
     # h_{l,t}: the residual stream entering the row's layer, in the compute dtype, from the
     # streaming forward (embedding, then one layer at a time); written per (row, sequence),
@@ -113,9 +121,11 @@ COMPLEX = {"float32": "complex64", "float64": "complex128"}
 ROOT_ATTRS = ("tdos_format", "creation_id", "fingerprint", "config", "models", "software",
               "analysis")      # analysis: the config's `analysis:` section (Table I lengths, layer)
 # layer_kinds: one kind per model layer; a_log_shapes: per model layer, A_log's shape
-# ([d_inner, d_state] Mamba-1, [heads] Mamba-2) or null
-GROUP_ATTRS = ("model", "checkpoint", "inputs", "layer_kinds", "a_log_shapes", "complete",
-               "worker_software", "depth",    # depth: only in groups swept with `depth:`
+# ([d_inner, d_state] Mamba-1, [heads] Mamba-2 and the delta rule) or null; delta_channels:
+# per model layer, the width of Δ_t (0 where none; absent in groups written before it: then
+# A_log's first axis)
+GROUP_ATTRS = ("model", "checkpoint", "inputs", "layer_kinds", "a_log_shapes", "delta_channels",
+               "complete", "worker_software", "depth",    # depth: only in groups swept with `depth:`
                "memory",                      # memory: only once a sweep with `memory:` ran
                "conv_widths")                 # with memory: causal-conv taps per model layer (0: none)
 
@@ -131,14 +141,14 @@ def dtype_of(name: str, compute_dtype: str) -> str:
 
 
 def group_arrays(ssm: bool, depth: bool = False, memory: bool = False) -> tuple[str, ...]:
-    """Names of the arrays a group holds (`ssm`: it has a Mamba-style layer; `depth`: it was
+    """Names of the arrays a group holds (`ssm`: it has a layer with a decay; `depth`: it was
     swept with `depth:`; `memory`: with `memory:`)."""
     return tuple(n for n, spec in ARRAYS.items() if (ssm or not spec.ssm)
                  and (depth or not spec.depth) and (memory or not spec.memory))
 
 
 def is_ssm(kind: str) -> bool:
-    """Whether a layer of this kind has Δ_t and A_log."""
+    """Whether a layer of this kind has a learned decay: Δ_t and A_log."""
     return any(part in SSM_KINDS for part in kind.split("+"))
 
 

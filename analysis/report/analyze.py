@@ -14,6 +14,7 @@ from analysis._plot import save
 from analysis.fit.gof import power_law_gof
 from analysis.fit.window import window_sensitivity
 from analysis.io.aggregate import aggregate
+from analysis.io.schema import SSM_KINDS
 from analysis.io.settings import Settings
 from analysis.io.store import open_store
 from analysis.laws.uncertainty import MeasuredLaws, measured_laws
@@ -89,6 +90,7 @@ class ModelResult:
     sensitivity: dict = field(default_factory=dict)    # {modes: WindowSensitivity}
     outside_bins: dict = field(default_factory=dict)
     outside_bins_ssm: dict | None = None
+    decay: dict | None = None              # the layer Figs 2–4 draw: kind, intrinsic/effective modes
     a_log_shift: dict | None = None
     precision: list = field(default_factory=list)      # PrecisionComparison.to_dict()s
     files: list = field(default_factory=list)
@@ -215,7 +217,7 @@ def _model_figures(st, agg, res, out, rows):
                           window), "fig1_collective_spectrum.png")
     ssm = _ssm_layer(st, layer)
     if ssm is not None:
-        res.outside_bins_ssm = _mamba_figures(st, agg, ssm, layer, lengths, put)
+        res.outside_bins_ssm, res.decay = _mamba_figures(st, agg, ssm, layer, lengths, put)
         if has_s4d_init(st, ssm):
             res.a_log_shift = a_log_shift(st.a_log(ssm))
     by_length = tdos_vs_length(agg, layer, lengths, modes)
@@ -243,19 +245,21 @@ def _model_figures(st, agg, res, out, rows):
 
 
 def _ssm_layer(st, layer) -> int | None:
-    """The swept Mamba-style layer Figs 2–4 draw: `layer` itself, else the nearest one; None
-    when the model has no swept Mamba-style layer (Figs 2–4 apply to those alone)."""
+    """The swept layer with a learned decay (Mamba-style, gated delta rule) that Figs 2–4 draw:
+    `layer` itself, else the nearest one; None when the model has no such swept layer (Figs
+    2–4 apply to those alone)."""
     swept = [ly for ly in st.layers if ly in st.ssm_layers]
     return min(swept, key=lambda ly: (abs(ly - layer), ly)) if swept else None
 
 
-def _mamba_figures(st, agg, layer, representative, lengths, put) -> dict:
-    """Figs 2–4 (SSM rates: no mode count applies) of Mamba-style layer `layer`; returns the
-    counts beyond the bins."""
+def _mamba_figures(st, agg, layer, representative, lengths, put) -> tuple[dict, dict]:
+    """Figs 2–4 (intrinsic and effective rates: no mode count applies) of layer `layer`, which
+    has a learned decay; returns the counts beyond the bins and what the rates are."""
     kind = st.layer_kind(layer)
-    modes_of = "every A_log mode" if "mamba2" not in kind else "one A per head"
+    part = next(p for p in kind.split("+") if p in SSM_KINDS)
+    modes_of = "every A_log mode" if part == "mamba" else "one A per head"
     which = (f"layer {layer} ({kind})" if layer == representative else
-             f"layer {layer} ({kind}: the Mamba-style layer nearest the representative layer "
+             f"layer {layer} ({kind}: the layer with a decay nearest the representative layer "
              f"{representative}, a {st.layer_kind(representative)} layer)")
     lam_a = st.intrinsic_rates(layer)
     sp_int = intrinsic_spectrum(st, layer)
@@ -265,14 +269,21 @@ def _mamba_figures(st, agg, layer, representative, lengths, put) -> dict:
         "fig2_intrinsic.png")
     by_layer = intrinsic_by_layer(st)
     n = len(st.ssm_layers)
-    put(F.fig_family(by_layer, f"{st.name}: ρ_int across its {n} Mamba-style layers"
+    put(F.fig_family(by_layer, f"{st.name}: ρ_int across its {n} layers with a decay"
                      + (f" of {st.n_model_layers}" if n < st.n_model_layers else "")
                      + f" ({modes_of})", ylabel="ρ_int(λ_A)"), "fig3_intrinsic_all_layers.png")
     eff, dlt = effective_vs_length(agg, layer, lengths)
     put(F.fig4_effective(eff, dlt, f"{st.name}, {which}: selective dynamics vs L "
                          f"(every Δ_t·λ_A mode)"), "fig4_effective_vs_length.png")
-    return {"intrinsic_by_layer": by_layer.outside, "effective_vs_L": eff.outside,
-            "delta_vs_L": dlt.outside, "intrinsic_min_max": [float(lam_a.min()), float(lam_a.max())]}
+    width = st.delta_channels(layer)
+    per = ("(channel, state)" if part == "mamba" else "head" if width == lam_a.size
+           else "key channel of each head")
+    decay = {"layer": layer, "kind": kind, "intrinsic": f"exp(A_log), {modes_of}",
+             "n_intrinsic": int(lam_a.size), "delta_channels": width,
+             "effective": f"Δ_t·exp(A_log) per token and {per}"}
+    return ({"intrinsic_by_layer": by_layer.outside, "effective_vs_L": eff.outside,
+             "delta_vs_L": dlt.outside,
+             "intrinsic_min_max": [float(lam_a.min()), float(lam_a.max())]}, decay)
 
 
 def _precision_checks(store_path, names, results, out, settings):

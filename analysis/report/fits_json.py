@@ -58,6 +58,7 @@ def model_doc(r) -> dict:
            "outside_bins": r.outside_bins}
     if r.outside_bins_ssm is not None:
         doc["outside_bins_ssm"] = r.outside_bins_ssm
+        doc["decay"] = r.decay
     if r.a_log_shift is not None:
         doc["a_log_shift"] = r.a_log_shift
     if r.precision:

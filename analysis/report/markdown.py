@@ -128,9 +128,15 @@ def _model_section(name, r, rel) -> list:
     for p in r.precision:
         if p["reference"] == name:
             md += precision_lines(p)
-    if r.arch != "mamba":
-        md += [f"Figures 2–4 skipped: {r.arch} has no SSM (A_log, Δ are Mamba-only).", ""]
-    elif shift := r.a_log_shift:
+    if r.decay is None:
+        md += [f"Figures 2–4 skipped: {r.arch} has no swept layer with a learned decay (A_log "
+               f"and Δ_t: Mamba-style or gated delta-rule layers).", ""]
+    else:
+        d, lo_hi = r.decay, r.outside_bins_ssm["intrinsic_min_max"]
+        md += [f"Figures 2–4 draw layer {d['layer']} ({d['kind']}): intrinsic rates "
+               f"{d['intrinsic']} ({d['n_intrinsic']:,} values, {lo_hi[0]:.3g} … {lo_hi[1]:.3g}); "
+               f"effective rates {d['effective']} (Δ_t {d['delta_channels']:,} wide).", ""]
+    if shift := r.a_log_shift:
         md += [f"A_log of layer {r.layer} against its S4D-real initialisation (log 1 … log N): "
                f"{shift['moved']:.1%} of {shift['entries']:,} entries moved by |ΔA_log| > 0.1, "
                f"median |ΔA_log| {shift['median_abs_delta']:.3f}, Kolmogorov–Smirnov distance "

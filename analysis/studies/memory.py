@@ -16,7 +16,7 @@ memory decays by, if any (docs/memory.md).
   do not depend on the seed. BIC picks the law; each law's χ² p is printed; "neither law
   fits" when the picked law's p < 0.01. CIs refit every replicate with the same weights,
   stretched as every interval is; the replicates' seed derives from the model (`named_seed`).
-- **The intrinsic kernel** of a Mamba-style layer squared, as m(k) is: K_A²(k) =
+- **The intrinsic kernel** of a layer with a learned decay (Mamba-style, gated delta rule) squared, as m(k) is: K_A²(k) =
   ⟨e^{−2Δ_t·λ_A·k}⟩ over its tokens and modes (stored Δ and exp(A_log)), 1 at k = 0 as m(0).
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ class MemoryProfile:
     conv_width: int | None            # taps of the layer's causal convolution; None: not recorded
     reps: np.ndarray = field(repr=False)              # (n_boot, K+1) replicate profiles
     resampling: Resampling | None = field(repr=False, default=None)
-    intrinsic: np.ndarray | None = None               # (K+1,) K_A²(k) of a Mamba-style layer
+    intrinsic: np.ndarray | None = None               # (K+1,) K_A²(k) of a layer with a decay
 
     @property
     def lags(self) -> np.ndarray:
@@ -212,7 +212,7 @@ def _log_interval(plan, value, reps, level):
 
 
 def _intrinsic(st, layer, K, skip) -> np.ndarray | None:
-    """K_A²(k) = ⟨e^{−2Δ_t λ_A k}⟩ over the tokens and modes of a Mamba-style layer, else None."""
+    """K_A²(k) = ⟨e^{−2Δ_t λ_A k}⟩ over the tokens and modes of a layer with a decay, else None."""
     if layer not in st.ssm_layers:
         return None
     t = 2.0 * np.arange(K + 1)                       # the squared amplitude: twice the time

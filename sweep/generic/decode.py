@@ -37,13 +37,14 @@ class LayerBlock:
     jac: torch.Tensor             # (T, d, d) J_tt
     inputs: torch.Tensor          # (T, d) h_{l,t}, the layer's input
     outputs: torch.Tensor         # (T, d) h_{l+1,t}
-    delta: torch.Tensor | None    # (T, channels) Δ_t of a Mamba-style layer, else None
+    delta: torch.Tensor | None    # (T, channels) Δ_t of a layer with a decay (Mamba-style,
+                                  # gated delta rule: sweep/generic/ssm.py), else None
     attention: str                # "split" (prefix held by tdos' attention), "concat", or "none"
     mismatch: float               # largest relative difference of the copy's output to the real
 
 
 class DeltaUnseen(RuntimeError):
-    """A Mamba-style layer's decode step made no call tdos recognises as its state update."""
+    """A decaying layer's decode step made no call tdos recognises as its state update."""
 
 
 class _Stop(Exception):
@@ -71,6 +72,7 @@ class LayerJacobians:
         self.fresh = prefix.module_state(model) if fresh is None else fresh
         self.layer = decoder_layers(model)[layer]
         self.kind = layer_kinds(model)[layer]
+        self.steps = ssm.Steps(self.layer, self.kind) if self.kind.ssm else None
         self.split: bool | None = None        # attention through the interface: probed once
         params = inspect.signature(model.forward).parameters
         self._positions = "position_ids" in params
@@ -235,11 +237,13 @@ class _Recorder:
                 raise RuntimeError(f"layer {self.owner.index}: the held-prefix copy of the call "
                                    f"differs from the model's own output by {self.mismatch:.1e} "
                                    f"(> {limit:g}): this layer's cache was not held fixed")
-            if self.owner.kind.ssm:
-                if not self.delta_calls:
-                    raise DeltaUnseen("no call of the decode step was recognised as mamba_ssm's "
-                                      "selective_state_update, so Δ_t cannot be read")
-                self.deltas.append(self.delta_calls[-1][0].detach().clone())
+            if self.owner.steps is not None:
+                if not self.delta_calls or self.delta_calls[-1] is None:
+                    op = ("fla's gated delta rule" if self.owner.kind.ssm == "deltanet"
+                          else "mamba_ssm's selective_state_update")
+                    raise DeltaUnseen(f"no call of the decode step was recognised as {op}, so "
+                                      f"Δ_t cannot be read")
+                self.deltas.append(self.owner.steps(self.delta_calls[-1][0].detach().clone()))
         raise _Stop(kwargs)
 
     def _differentiate(self, x, rest, kw) -> torch.Tensor:

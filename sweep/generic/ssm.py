@@ -32,6 +32,15 @@ shared by all of them; Mamba-2 has H heads of P channels in G groups sharing B a
 While patched, every state update made without autograd (the model's own decode step)
 records Δ_t = softplus(dt + bias) in `recorded`, one value per channel (Mamba-1) or per head
 (Mamba-2).
+
+Gated delta-rule layers (OLMo-Hybrid, Qwen3-Next, Kimi-Linear and their kin) hand their
+kernel, declared replaceable by flash-linear-attention's `fused_recurrent_gated_delta_rule` /
+`chunk_gated_delta_rule` (Kimi: `fused_recurrent_kda` / `chunk_kda`), the per-token log decay
+g: the state is multiplied by exp(g_t) before the token's delta-rule update. While patched,
+those calls made without autograd record the rate −g_t of their last token (per head, or per
+key channel of each head), read through fla's public signature like the Mamba ops; `Steps`
+turns it into Δ_t = −g_t / exp(A_log) of the layer's own A_log, so that Δ_t·exp(A_log) is
+transformers' own gate. Calls with autograd go through transformers' code unchanged.
 """
 from __future__ import annotations
 
@@ -51,7 +60,11 @@ import torch.nn.functional as F
 # through transformers' own parameter names, which a release may rename.
 UPDATE = "selective_state_update"
 CONV = "causal_conv1d_update"
-OPS = (UPDATE, CONV)
+# flash-linear-attention's gated delta rules; transformers' own fallbacks were once plain
+# functions named torch_recurrent_gated_delta_rule, recurrent_kimi_delta_attention, …
+DECAY = ("recurrent_gated_delta_rule", "chunk_gated_delta_rule", "recurrent_kda", "chunk_kda",
+         "recurrent_kimi_delta_attention", "chunk_kimi_delta_attention")
+OPS = (UPDATE, CONV, *DECAY)
 
 
 def _selective_state_update(state, x, dt, A, B, C, D=None, z=None, dt_bias=None,
@@ -63,8 +76,14 @@ def _causal_conv1d_update(x, conv_state, weight, bias=None, activation=None, **k
     """causal_conv1d.causal_conv1d_update's signature (its public API)."""
 
 
+def _gated_delta_rule(q, k, v, g, beta=None, *options, **kernel_options):
+    """fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule's and fla.ops.kda's leading
+    arguments (their public API): g (b, T, H) or (b, T, H, K), the log decay."""
+
+
 SIGNATURES = {UPDATE: inspect.signature(_selective_state_update),
-              CONV: inspect.signature(_causal_conv1d_update)}
+              CONV: inspect.signature(_causal_conv1d_update),
+              **{op: inspect.signature(_gated_delta_rule) for op in DECAY}}
 KERNEL_OPTIONS = ("cu_seqlens", "seq_idx", "state_batch_indices", "dst_state_batch_indices",
                   "pad_slot_id", "cache_seqlens", "conv_state_indices", "num_accepted_tokens")
 fallbacks: set[str] = set()    # ops whose calls did not fit: differentiated by plain autograd
@@ -108,6 +127,10 @@ class _Wrapped:
         self.fn, self.op, self.recorded, self.structured = fn, op, recorded, structured
 
     def __call__(self, *args, **kwargs):
+        if self.op in DECAY:
+            if not torch.is_grad_enabled():
+                self.recorded.append(_rate(args, kwargs))
+            return self.fn(*args, **kwargs)
         a = _bound(self.op, args, kwargs)
         if not torch.is_grad_enabled():
             if self.op == UPDATE and a is not None:
@@ -152,6 +175,39 @@ def _delta(a: dict) -> torch.Tensor:
     raw = a["dt"] if a["dt_bias"] is None else a["dt"] + a["dt_bias"].to(a["dt"].dtype)
     delta = F.softplus(raw) if a["dt_softplus"] else raw
     return delta[..., 0] if a["A"].dim() == 3 else delta   # Mamba-2 repeats dt over head_dim
+
+
+def _rate(args, kwargs) -> torch.Tensor | None:
+    """−g of the call's last token, (b, heads) or (b, heads·key channels); None when the call
+    has no tensor g by fla's signature."""
+    try:
+        g = SIGNATURES[DECAY[0]].bind(*args, **kwargs).arguments["g"]
+    except TypeError:
+        return None
+    if not isinstance(g, torch.Tensor) or g.dim() < 3:
+        return None
+    return -g[:, -1].reshape(g.shape[0], -1)
+
+
+class Steps:
+    """Δ_t of one decoder layer from what its recorded calls hold: Mamba's as recorded; a
+    gated delta rule's rate −g_t over exp(A_log) of the head its channel belongs to."""
+
+    def __init__(self, layer: torch.nn.Module, kind):
+        self.layer, self.kind, self.width = layer, kind.ssm, kind.delta_channels
+
+    def __call__(self, recorded: torch.Tensor) -> torch.Tensor:
+        """recorded (channels,): one sequence's entry of the call -> Δ_t (channels,)."""
+        from sweep.plan.layers import a_log
+
+        if recorded.shape != (self.width,):
+            raise ValueError(f"the decode step's {self.kind} call gave a decay of shape "
+                             f"{tuple(recorded.shape)}, not ({self.width},)")
+        if self.kind != "deltanet":
+            return recorded
+        # A_log read now: a layer-local worker swaps the layer's parameters in and out
+        intrinsic = torch.exp(a_log(self.layer)).to(recorded.dtype)             # (H,)
+        return recorded / intrinsic.repeat_interleave(self.width // intrinsic.shape[0])
 
 
 class _Update(torch.autograd.Function):

@@ -33,12 +33,25 @@ def open_store(plan: Plan, create: bool = True) -> zarr.Group:
     for m in plan.models:
         if group_ready(root, m.name):
             verify_checkpoint(root[m.name].attrs["checkpoint"], f"{m.spec.where}.path")
+            _check_kinds(root[m.name], m, plan.store)
         else:
             create_model_group(root, m, plan.token_block)
         if plan.config.memory is not None:
             add_memory(root[m.name], plan.config.memory.record(), plan.store,
                        [k.conv_width for k in m.info.kinds])
     return root
+
+
+def _check_kinds(g: zarr.Group, m: ModelPlan, store: str) -> None:
+    """Refuse a group whose layers an older tdos named otherwise: its arrays lack what this
+    one writes (a gated delta rule swept as `recurrent` has no Δ_t or A_log)."""
+    have, want = list(g.attrs.get("layer_kinds") or []), [k.kind for k in m.info.kinds]
+    if have and have != want:
+        diffs = "; ".join(f"layer {i}: {a} -> {b}" for i, (a, b) in enumerate(zip(have, want))
+                          if a != b)
+        raise StoreMismatch(f"store: {store} holds model {m.name!r} swept when its layers were "
+                            f"named otherwise ({diffs}): this tdos stores more for them — sweep "
+                            f"into a new --store path")
 
 
 def add_memory(g: zarr.Group, record: dict, store: str, conv_widths: list | None = None) -> None:
@@ -148,25 +161,29 @@ def create_model_group(root: zarr.Group, m: ModelPlan, token_block: int) -> zarr
                         token_block=token_block, tokens=m.tokens, d_model=info.d_model,
                         layer_kinds=[k.kind for k in info.kinds],
                         a_log_shapes=[list(k.a_log_shape) or None for k in info.kinds],
-                        depth=m.depth)
+                        delta_channels=[k.delta_channels for k in info.kinds], depth=m.depth)
 
 
 def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dict, dtype: str,
                  inputs: dict, layer_lengths, token_block: int, tokens: np.ndarray, d_model: int,
                  layer_kinds: list[str], a_log_shapes: list | None = None,
-                 depth: dict | None = None) -> zarr.Group:
+                 delta_channels: list[int] | None = None, depth: dict | None = None) -> zarr.Group:
     """One model's arrays, empty (NaN, ledger 0), in the layout analysis/io/schema.py declares;
     `complete` is set last, so a group left half-made by a crash is removed and made again.
 
     `layer_kinds` has one kind per model layer; `a_log_shapes` A_log's shape per model layer
-    ([d_inner, d_state] Mamba-1, [heads] Mamba-2, None elsewhere); `depth` ({"spans",
-    "layers": [l0, l1]}, or None) adds the stack arrays. The tests write stores of known
-    content through this same function."""
+    ([d_inner, d_state] Mamba-1, [heads] Mamba-2 and the delta rule, None elsewhere);
+    `delta_channels` Δ_t's width per model layer (default: A_log's first axis); `depth`
+    ({"spans", "layers": [l0, l1]}, or None) adds the stack arrays. The tests write stores of
+    known content through this same function."""
     if name in root:
         shutil.rmtree(Path(root.store.root) / name)
     g = root.create_group(name)
-    shapes = [tuple(s) for s in (a_log_shapes or [None] * len(layer_kinds)) if s]
-    channels = max((s[0] for s in shapes), default=0)
+    a_log_shapes = list(a_log_shapes or [None] * len(layer_kinds))
+    shapes = [tuple(s) for s in a_log_shapes if s]
+    if delta_channels is None:
+        delta_channels = [s[0] if s else 0 for s in a_log_shapes]
+    channels = max([s[0] for s in shapes] + list(delta_channels), default=0)
     state = max((s[1] if len(s) == 2 else 1 for s in shapes), default=0)
     S, L = tokens.shape
     sizes = {"layer": len(layer_lengths), "seq": S, "token": L, "mode": d_model,
@@ -183,9 +200,8 @@ def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dic
                             "layers": [int(x) for x in depth["layers"]]}
     g.attrs.update({"model": _jsonable({**identity, "dtype": dtype}), "checkpoint": checkpoint,
                     "inputs": {**inputs, "token_block": token_block},
-                    "layer_kinds": list(layer_kinds),
-                    "a_log_shapes": list(a_log_shapes or [None] * len(layer_kinds)),
-                    "complete": True})
+                    "layer_kinds": list(layer_kinds), "a_log_shapes": a_log_shapes,
+                    "delta_channels": [int(c) for c in delta_channels], "complete": True})
     return g
 
 
@@ -227,7 +243,7 @@ class BlockValues:
     """What one block task computed, rows t0..t0+T of the token axis."""
 
     eig: np.ndarray                          # (T, d) complex
-    delta: np.ndarray | None = None          # (T, channels) Mamba-style layers, else None
+    delta: np.ndarray | None = None          # (T, channels) layers with a decay, else None
     scale: tuple[np.ndarray, np.ndarray] | None = None   # ρ (T,), r (T,) along h_t
     shift: tuple[np.ndarray, np.ndarray] | None = None   # ρ (T,), r (T,) along 𝟙/√d
     frobenius2: np.ndarray | None = None     # (T,) ‖J_tt‖_F²
@@ -297,7 +313,8 @@ def write_memory(g: zarr.Group | Mapping[str, zarr.Array], row: int, seq: int, t
 
 
 def write_a_log(g: zarr.Group | Mapping[str, zarr.Array], layer: int, a_log: np.ndarray) -> None:
-    """A_log of model layer `layer`: (d_inner, d_state) Mamba-1, (heads,) Mamba-2."""
+    """A_log of model layer `layer`: (d_inner, d_state) Mamba-1, (heads,) Mamba-2 and the
+    gated delta rule."""
     a = np.asarray(a_log)
     a = a[:, None] if a.ndim == 1 else a                   # (channels, state)
     g["a_log"][layer, : a.shape[0], : a.shape[1]] = a

@@ -114,13 +114,11 @@ class LoadedModel:
         return h
 
     def a_log(self, layer: int) -> torch.Tensor | None:
-        """A_log of a Mamba-style layer: (d_inner, d_state) Mamba-1, (heads,) Mamba-2."""
-        from sweep.plan.layers import ssm_mixer
+        """A_log of a layer with a decay: (d_inner, d_state) Mamba-1, (heads,) Mamba-2 and
+        the gated delta rule."""
+        from sweep.plan.layers import a_log
 
-        if not self.kinds[layer].ssm:
-            return None
-        mixer = ssm_mixer(decoder_layers(self.hf)[layer])
-        return None if mixer is None else mixer.A_log.detach()
+        return a_log(decoder_layers(self.hf)[layer]) if self.kinds[layer].ssm else None
 
     def tokenizer(self):
         """The checkpoint's HF tokenizer when its files are available locally, else None."""

@@ -205,11 +205,12 @@ def whole_sequence_call(cached: _Cached, layer: int, ids: torch.Tensor, h: torch
 
 
 def a_log(cached: _Cached, layer: int) -> torch.Tensor | None:
-    """A_log of a Mamba-style layer, read with that layer resident."""
-    from sweep.plan.layers import ssm_mixer
+    """A_log of a layer with a decay (Mamba-style, gated delta rule), read with that layer
+    resident."""
+    from sweep.plan.layers import a_log
 
     lm = cached.model
     with cached.lock:
         lm.resident(layer)
-        mixer = ssm_mixer(lm.layers[layer])
-        return None if mixer is None else mixer.A_log.detach().clone()
+        a = a_log(lm.layers[layer])
+        return None if a is None else a.clone()
