@@ -233,3 +233,27 @@ def test_readers_refuse_what_was_not_swept(tmp_path):
     with pytest.raises(StoreError, match="starts run 0..0"):
         st.stack_eigenvalues(1, 4)
     np.testing.assert_allclose(st.stack_eigenvalues(0, 4, seq=1), np.full((L, 4), 0.5 ** 4))
+
+
+def test_a_format_4_depth_group_upgrades_to_singular_value_exponents_pending(tmp_path):
+    """Format 4 stored Benettin's QR exponents as `lyapunov`: the upgrade keeps them as
+    `lyapunov_qr` and sets the walks pending, so a resumed sweep stores the singular values."""
+    import shutil
+
+    import zarr
+
+    from sweep.store.upgrade import upgrade
+
+    path = tmp_path / "s.zarr"
+    st = _write(path, "j", lambda ly, s, t: np.eye(4) * 0.5 + 0.1 * np.triu(np.ones((4, 4)), 1))
+    qr = st.lyapunov_qr(1)
+    g = zarr.open_group(str(path), path="j", mode="r+")
+    g["lyapunov"][...] = g["lyapunov_qr"][...]                 # what format 4 held there
+    for name in schema.STACK_ARRAYS_5:
+        shutil.rmtree(path / "j" / name)
+    zarr.open_group(str(path), mode="r+").attrs["tdos_format"] = 4
+    assert upgrade(path) == 4
+    st = open_store(path, "j")
+    np.testing.assert_array_equal(np.asarray(g["lyapunov_qr"][1]), qr)
+    assert (np.asarray(g["depth_ledger"][...]) == schema.PENDING).all()
+    assert np.isnan(st.lyapunov(1)).all() and np.isnan(st.stack_shift_direction(0, 2)[0]).all()
