@@ -135,3 +135,16 @@ def test_gain_is_the_mean_squared_response_to_a_random_unit_perturbation():
 def test_spans_must_be_positive():
     with pytest.raises(ValueError, match="spans must be integers >= 1"):
         DepthWalk([0, 2], T=1, d=2)
+
+
+def test_frames_wider_than_one_svd_split_and_stay_exact():
+    """A rotated graded J = Q diag(e^{-x_i}) Qᵀ repeated 600 times, x evenly spread over [0, 1]
+    with d = 40: every gap (15) is below the decoupling width, the range (600) above what one
+    SVD takes, so the walk splits its frame (`_graded_svd`); P = Q diag(e^{-600 x}) Qᵀ and
+    γ_i = -x_i exactly."""
+    d, S = 40, 600
+    x = torch.linspace(0.0, 1.0, d, dtype=torch.float64)
+    q = torch.linalg.qr(torch.randn(d, d, generator=torch.Generator().manual_seed(6),
+                                    dtype=torch.float64)).Q
+    walk, _ = _walk([(q @ torch.diag(torch.exp(-x)) @ q.T)[None]] * S)
+    torch.testing.assert_close(walk.lyapunov()[0], -x, rtol=0, atol=1e-12)
