@@ -34,6 +34,11 @@ import torch
 # (ln cond J) room below. Wider frames are split at their widest gap (`_graded_svd`).
 RANGE = 300.0
 
+# A gap ln(sigma_k / sigma_k+1) above GAP decouples the frame there: the rows below it move the
+# singular values above by a relative e^(-2 GAP) (second order: they are another block's rows),
+# below float64's eps, so the gap can be shrunk to GAP before the SVD and restored after it.
+GAP = 20.0
+
 
 class DepthWalk:
     """Products and Lyapunov exponents of a token block's J_tt (T, d, d) walked up a run."""
@@ -92,12 +97,6 @@ class DepthWalk:
     def _need_steps(self):
         if not self.steps:
             raise ValueError("no layer walked yet")
-
-
-# A gap ln(sigma_k / sigma_k+1) above GAP decouples the frame there: the rows below it move the
-# singular values above by a relative e^(-2 GAP) (second order: they are another block's rows),
-# below float64's eps, so the gap can be shrunk to GAP before the SVD and restored after it.
-GAP = 20.0
 
 
 def _update(u: torch.Tensor, log_s: torch.Tensor, j: torch.Tensor):
