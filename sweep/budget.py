@@ -208,11 +208,11 @@ def _store_bytes(m, planned: int, cfg) -> int:
     a_log = sum(math.prod(k.a_log_shape) for k in info.kinds if k.ssm) * real
     tokens = cfg.inputs.sequences * cfg.inputs.length * 8   # the int64 token ids
     stacks = 0
-    if m.depth_spans:                 # per span: eig(P) and its gain at every start; γ per token
-        n = len(m.rows)
+    if m.depth_spans:                 # per span and start: eig(P), its σ, gain, ρ and r along 𝟙;
+        n = len(m.rows)               # per token: γ and the QR diagnostic
         starts = sum(n - s + 1 for s in m.depth_spans)
         swept = cfg.inputs.sequences * m.rows[0][1]
-        stacks = swept * (starts * (info.d_model * 2 + 1) + info.d_model) * real
+        stacks = swept * (starts * (info.d_model * 3 + 3) + 2 * info.d_model) * real
     memory = 0
     if cfg.memory is not None:        # m_t(k) and its standard error: (layer, seq, L, K+1) each
         memory = 2 * len(m.rows) * cfg.inputs.sequences * cfg.inputs.length * (cfg.memory.lags + 1) * real
@@ -247,9 +247,10 @@ def _worker_bytes(m, cfg) -> tuple[int, str]:
         batch = min(residual_batch(m, L), cfg.inputs.sequences)
         stream = batch * 2 * h
     block = jac + eig + work + (h if not m.info.not_local or m.engine == "fast" else 0)
-    # a walk up the layers (depth) holds max(spans) − 1 partial products, the QR frame and
-    # the product being formed: (T, d, d) each, beside the block's own
-    walk = (max(m.depth_spans) + 1) * jac if m.depth_spans else 0
+    # a walk up the layers (depth) holds max(spans) − 1 partial products and the product being
+    # formed, (T, d, d) each in the compute dtype, and the singular and QR frames in float64,
+    # beside the block's own
+    walk = (max(m.depth_spans) + 2 * 8 // real) * jac if m.depth_spans else 0
     block += walk
     # a memory task keeps the layer's whole-sequence graph (bench_memory measured up to 18
     # activations of block_params / d per token, Mamba's scan) and a gradient per cotangent

@@ -2,12 +2,16 @@
 it, through the engine's own writers and walk (sweep/store/writer.py, sweep/numerics/depth.py), where the
 truth is known in closed form:
 
-- one normal J repeated: the measured kernel equals the inferred one (ratio 1), Henrici's
-  departure is 0, and the stack's per-step rates are the single block's, so β of every span
-  recovers the drawn power law;
+- one normal J repeated: non-normality 1, Henrici's departure 0, the alignment of a layer
+  with itself (Σ|ζ|^{2s}/d)/(Σ|ζ|²/d)^s per token (1 when every |ζ| is equal), and the
+  stack's per-step rates are the single block's, so β of every span recovers the drawn law;
 - one Jordan-like J = a·I + c·N repeated (2×2 blocks): ‖J^s‖_F²/d = a^{2s} + s²a^{2s−2}c²/2,
-  so the ratio is 1 + s²c²/(2a²), a transient growth no eigenvalue shows;
-- a different rotation at every layer: every Lyapunov exponent 0, gain 1, nothing stable.
+  non-normality ((a² + c²/2)/a²)^s, a transient growth no eigenvalue shows;
+- independent Haar-rotated layers U D Uᵀ: alignment → 1 as d grows (E tr(A V B Vᵀ) = tr A tr B/d);
+- one direction amplified by k at every layer, the rest rotated at random: alignment
+  ((k^{2s} + d − 1)/d) / ((k² + d − 1)/d)^s > 1, non-normality 1;
+- a different rotation at every layer: every Lyapunov exponent 0, gain 1, nothing stable;
+- the point estimates do not depend on the resampling seed.
 """
 from __future__ import annotations
 
@@ -22,9 +26,10 @@ from analysis.io import schema
 from analysis.io.settings import Settings
 from analysis.report.depth import figure, markdown
 from analysis.studies.depth import compare_depth, depth_study
-from sweep.numerics.depth import DepthWalk, gain
-from sweep.numerics.spectra import eigvals, henrici
+from sweep.numerics.depth import DepthWalk
+from sweep.numerics.spectra import eigvals, henrici, shift_direction
 from sweep.store.writer import BlockValues, create_group, write_block, write_lyapunov, write_stack
+from sweep.worker.task import stack_values
 
 SPANS, LAYERS, SEQS, L, B = [2, 4], 4, 4, 16, 8
 SETTINGS = Settings(n_boot=200)
@@ -55,12 +60,12 @@ def _write(path, name, jacobians):
                                    for t in range(t0, t0 + B)])
                 eig = eigvals(jac).numpy()
                 fro2 = jac.square().sum((1, 2)).numpy()
+                shift = tuple(a.numpy() for a in shift_direction(jac))
                 write_block(g, layer, seq, block, t0, BlockValues(
-                    eig, frobenius2=fro2, nonnormality=henrici(fro2, eig)))
+                    eig, shift=shift, frobenius2=fro2, nonnormality=henrici(fro2, eig)))
                 for start, span, p in walk.step(layer, jac):
-                    write_stack(g, SPANS.index(span), start, seq, t0, eigvals(p).numpy(),
-                                gain(p).numpy())
-            write_lyapunov(g, seq, block, t0, walk.lyapunov().numpy())
+                    write_stack(g, SPANS.index(span), start, seq, t0, stack_values(p, span))
+            write_lyapunov(g, seq, block, t0, walk.lyapunov().numpy(), walk.lyapunov_qr().numpy())
     return open_store(path, name)
 
 
@@ -78,37 +83,113 @@ def _normal(d, rng, beta):
     return jac
 
 
-def test_a_repeated_normal_block_gives_kernel_ratio_one_and_keeps_its_power_law(tmp_path):
-    st = _write(tmp_path / "s.zarr", "normal", _normal(24, np.random.default_rng(0), -0.3))
+def _geo(x) -> float:
+    return float(np.exp(np.mean(np.log(x))))
+
+
+def test_a_repeated_normal_block_is_normal_aligned_with_itself_and_keeps_its_power_law(tmp_path):
+    jac = _normal(24, np.random.default_rng(0), -0.3)
+    st = _write(tmp_path / "s.zarr", "normal", jac)
     d = depth_study(st, SETTINGS)
+    mod2 = np.stack([np.abs(np.linalg.eigvals(jac(0, q, t))) ** 2 for q in range(SEQS)
+                     for t in range(L)])                                  # (N, d)
     for p in d.kernel:
-        assert abs(p.ratio.value - 1) < 1e-10, (p.layer, p.span, p.ratio)
-        assert p.ratio.lo <= 1 <= p.ratio.hi + 1e-12
+        s = p.span
+        assert p.nonnormality.value == pytest.approx(1, abs=1e-10)
+        assert p.arithmetic["nonnormality"] == pytest.approx(1, abs=1e-10)
+        want = _geo((mod2 ** s).mean(1) / mod2.mean(1) ** s)
+        assert p.alignment.value == pytest.approx(want, rel=1e-9), (p.layer, s)
+        assert p.alignment.lo <= p.alignment.value <= p.alignment.hi
     for ly, h in d.nonnormality.items():
         assert h.value < 1e-6
-    # the per-step rates of J^s are J's own: every span fits what one block fits
+    # the per-step rates of J^s are J's own: every span fits what one block fits (all-stable;
+    # symmetry-removed also drops the mode along 𝟙 where these near-identity J keep 𝟙 within
+    # the residual threshold, at every span)
     for s in d.spans:
-        for m in ("all-stable", "symmetry-removed"):
-            assert d.beta[m][s].beta == pytest.approx(d.beta["all-stable"][1].beta, abs=1e-6)
+        assert d.beta["all-stable"][s].beta == pytest.approx(d.beta["all-stable"][1].beta, abs=1e-6)
     row = d.beta["all-stable"][4]
     assert row.ci_lo <= -0.3 <= row.ci_hi, (row.beta, row.ci_lo, row.ci_hi)
     assert d.below_floor == {1: 0, 2: 0, 4: 0}
 
 
-def test_a_repeated_jordan_block_shows_its_transient_growth(tmp_path):
+def test_a_scaled_rotation_repeated_has_both_ratios_one(tmp_path):
+    q = ortho_group.rvs(6, random_state=np.random.default_rng(3))
+    st = _write(tmp_path / "s.zarr", "rot", lambda layer, seq, t: 0.8 * q)
+    for p in depth_study(st, SETTINGS).kernel:
+        assert p.nonnormality.value == pytest.approx(1, rel=1e-10)
+        assert p.alignment.value == pytest.approx(1, rel=1e-10)
+        assert p.measured.value == pytest.approx(0.64 ** p.span, rel=1e-10)
+
+
+def test_a_repeated_jordan_block_shows_its_transient_growth_as_non_normality(tmp_path):
     a, c, d = 0.7, 0.5, 8
     j = np.kron(np.eye(d // 2), np.array([[a, c], [0.0, a]]))
     st = _write(tmp_path / "s.zarr", "jordan", lambda layer, seq, t: j)
     study = depth_study(st, SETTINGS)
     for p in study.kernel:
         s = p.span
-        want = a ** (2 * s) + s * s * a ** (2 * s - 2) * c * c / 2
-        assert p.measured.value == pytest.approx(want, rel=1e-12)
-        assert p.inferred.value == pytest.approx(a ** (2 * s), rel=1e-12)
-        assert p.ratio.value == pytest.approx(1 + s * s * c * c / (2 * a * a), rel=1e-12)
+        measured = a ** (2 * s) + s * s * a ** (2 * s - 2) * c * c / 2
+        assert p.measured.value == pytest.approx(measured, rel=1e-12)
+        assert p.spectral.value == pytest.approx(a ** (2 * s), rel=1e-12)
+        assert p.independent.value == pytest.approx((a * a + c * c / 2) ** s, rel=1e-12)
+        assert p.nonnormality.value == pytest.approx((1 + c * c / (2 * a * a)) ** s, rel=1e-12)
+        assert p.alignment.value == pytest.approx(measured / (a * a + c * c / 2) ** s, rel=1e-12)
+        assert p.arithmetic["alignment"] == pytest.approx(p.alignment.value, rel=1e-12)
     # Henrici: ‖J‖_F² = d(a² + c²/2), Σ|ζ|² = d a²
     want = np.sqrt((c * c / 2) / (a * a + c * c / 2))
     assert study.nonnormality[0].value == pytest.approx(want, rel=1e-12)
+
+
+def _haar(d, seed):
+    """Per (layer, seq, t) an independent U D Uᵀ, D = diag(0.5 … 1.5)."""
+    rng = np.random.default_rng(seed)
+    diag = np.diag(np.linspace(0.5, 1.5, d))
+    js = {(ly, q, t): (lambda u: u @ diag @ u.T)(ortho_group.rvs(d, random_state=rng))
+          for ly in range(LAYERS) for q in range(SEQS) for t in range(L)}
+    return lambda ly, q, t: js[ly, q, t]
+
+
+def test_independent_haar_rotated_layers_lose_their_alignment_as_d_grows(tmp_path):
+    off = {}
+    for d in (4, 32):
+        st = _write(tmp_path / f"h{d}.zarr", "haar", _haar(d, d))
+        pts = [p for p in depth_study(st, SETTINGS).kernel if p.span == 4]
+        assert all(abs(p.nonnormality.value - 1) < 1e-10 for p in pts)
+        off[d] = max(abs(np.log(p.alignment.value)) for p in pts)
+    assert off[32] < off[4] / 4 and off[32] < 0.02, off
+
+
+def test_one_direction_amplified_at_every_layer_aligns_the_layers(tmp_path):
+    k, d = 2.0, 8
+    rng = np.random.default_rng(4)
+    e = {(q, t): (lambda v: v / np.linalg.norm(v))(rng.standard_normal(d))
+         for q in range(SEQS) for t in range(L)}
+
+    def jac(ly, q, t):
+        u = e[q, t][:, None]
+        basis = np.linalg.qr(np.eye(d) - u @ u.T)[0][:, :d - 1]          # (d, d−1) ⟂ u
+        turn = basis @ ortho_group.rvs(d - 1, random_state=rng) @ basis.T   # a rotation of ⟂ u
+        return k * u @ u.T + turn
+
+    cache = {}
+    st = _write(tmp_path / "s.zarr", "amp",
+                lambda ly, q, t: cache.setdefault((ly, q, t), jac(ly, q, t)))
+    for p in depth_study(st, SETTINGS).kernel:
+        s = p.span
+        want = ((k ** (2 * s) + d - 1) / d) / ((k * k + d - 1) / d) ** s
+        assert want > 1 or s == 1
+        assert p.alignment.value == pytest.approx(want, rel=1e-9), (p.layer, s)
+
+
+def test_point_estimates_do_not_depend_on_the_resampling_seed(tmp_path):
+    st = _write(tmp_path / "s.zarr", "haar", _haar(6, 5))
+    a, b = (depth_study(st, Settings(n_boot=100, seed=seed)) for seed in (0, 7))
+    assert np.array_equal(a.lyapunov, b.lyapunov) and a.top.value == b.top.value
+    for p, q in zip(a.kernel, b.kernel):
+        for part in ("measured", "spectral", "independent", "nonnormality", "alignment"):
+            assert getattr(p, part).value == getattr(q, part).value
+        assert p.arithmetic == q.arithmetic
+    assert any(p.alignment.lo != q.alignment.lo for p, q in zip(a.kernel, b.kernel))
 
 
 def test_rotations_have_zero_lyapunov_exponents_and_unit_gain(tmp_path):
@@ -152,3 +233,27 @@ def test_readers_refuse_what_was_not_swept(tmp_path):
     with pytest.raises(StoreError, match="starts run 0..0"):
         st.stack_eigenvalues(1, 4)
     np.testing.assert_allclose(st.stack_eigenvalues(0, 4, seq=1), np.full((L, 4), 0.5 ** 4))
+
+
+def test_a_format_4_depth_group_upgrades_to_singular_value_exponents_pending(tmp_path):
+    """Format 4 stored Benettin's QR exponents as `lyapunov`: the upgrade keeps them as
+    `lyapunov_qr` and sets the walks pending, so a resumed sweep stores the singular values."""
+    import shutil
+
+    import zarr
+
+    from sweep.store.upgrade import upgrade
+
+    path = tmp_path / "s.zarr"
+    st = _write(path, "j", lambda ly, s, t: np.eye(4) * 0.5 + 0.1 * np.triu(np.ones((4, 4)), 1))
+    qr = st.lyapunov_qr(1)
+    g = zarr.open_group(str(path), path="j", mode="r+")
+    g["lyapunov"][...] = g["lyapunov_qr"][...]                 # what format 4 held there
+    for name in schema.STACK_ARRAYS_5:
+        shutil.rmtree(path / "j" / name)
+    zarr.open_group(str(path), mode="r+").attrs["tdos_format"] = 4
+    assert upgrade(path) == 4
+    st = open_store(path, "j")
+    np.testing.assert_array_equal(np.asarray(g["lyapunov_qr"][1]), qr)
+    assert (np.asarray(g["depth_ledger"][...]) == schema.PENDING).all()
+    assert np.isnan(st.lyapunov(1)).all() and np.isnan(st.stack_shift_direction(0, 2)[0]).all()

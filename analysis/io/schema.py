@@ -23,8 +23,11 @@ from dataclasses import dataclass
 #    and gated delta-rule layers (kind `deltanet`, with the group attribute `delta_channels`):
 #    a format-4 group without that attribute has Δ_t as wide as A_log's first axis (Mamba),
 #    and a delta-rule layer swept before stored none (its kind says "recurrent")
-FORMAT = 4
-UPGRADABLE = (1, 2, 3)            # formats `tdos upgrade STORE` rewrites to FORMAT in place
+# 5: `lyapunov` holds (1/S) ln σ_i of the run's product (format 4: Benettin's QR exponents,
+#    now `lyapunov_qr`); depth groups also hold each stack's (1/s) ln σ_i (`stack_lyapunov`)
+#    and its Rayleigh quotient and residual along 𝟙/√d (`stack_shift_rayleigh`/`_residual`)
+FORMAT = 5
+UPGRADABLE = (1, 2, 3, 4)         # formats `tdos upgrade STORE` rewrites to FORMAT in place
 
 # ledger codes, (layer, seq, block) int8: the single record of completion
 PENDING, DONE, FLAGGED = 0, 1, 2  # FLAGGED: done, but some value is non-finite
@@ -96,7 +99,8 @@ ARRAYS = {
     # unit perturbation of h_{l,t} after s blocks
     "stack_eigenvalues": ArraySpec(("span", "layer", "seq", "token", "mode"), "complex", depth=True),
     "stack_gain": ArraySpec(("span", "layer", "seq", "token"), "real", depth=True),
-    # finite-depth Lyapunov exponents over the run l0..l1 (S = l1 − l0 + 1 blocks), largest first
+    # finite-depth Lyapunov exponents over the run l0..l1 (S = l1 − l0 + 1 blocks):
+    # γ_i = (1/S) ln σ_i(P_t(l0, S)), the singular values, largest first (format 5)
     "lyapunov": ArraySpec(("seq", "token", "mode"), "real", depth=True),
     # a token block's walk up the run (its single blocks, stacks and exponents) is written:
     # its cell is set last, after the blocks' own ledger cells
@@ -109,9 +113,18 @@ ARRAYS = {
     "memory_stderr": ArraySpec(("layer", "seq", "token", "lag"), "real", per_sequence=True,
                                memory=True),
     "memory_ledger": ArraySpec(("layer", "seq"), "int8", per_sequence=True, memory=True),
+    # format 5, stacked blocks: Benettin's QR exponents of the run from the identity frame, a
+    # basis-dependent diagnostic, largest first; (1/s) ln σ_i(P_t(l, s)) of every stack; the
+    # stack's Rayleigh quotient and relative residual along 𝟙/√d (LayerNorm's shift direction
+    # is invariant under every block, so under their product)
+    "lyapunov_qr": ArraySpec(("seq", "token", "mode"), "real", depth=True),
+    "stack_lyapunov": ArraySpec(("span", "layer", "seq", "token", "mode"), "real", depth=True),
+    "stack_shift_rayleigh": ArraySpec(("span", "layer", "seq", "token"), "real", depth=True),
+    "stack_shift_residual": ArraySpec(("span", "layer", "seq", "token"), "real", depth=True),
 }
 SCALE_ARRAYS = ("scale_rayleigh", "scale_residual")
 SHIFT_ARRAYS = ("shift_rayleigh", "shift_residual")
+STACK_ARRAYS_5 = ("lyapunov_qr", "stack_lyapunov", "stack_shift_rayleigh", "stack_shift_residual")
 # the compute dtypes a sweep runs in (model.dtype), declared once: the config checks them, the
 # worker maps them to torch, the budget sizes them, the arrays take their names from them
 DTYPES = ("float32", "float64")

@@ -285,12 +285,32 @@ class Store:
         perturbation of h_{layer,t} after `span` blocks; NaN as in `stack_eigenvalues`."""
         return self._stack("stack_gain", layer, span, seq).astype(np.float64)
 
+    def stack_lyapunov(self, layer, span, seq=0) -> np.ndarray:
+        """(L, d) float64 (1/span) ln σ_i(P_t(layer, span)), largest first; NaN as in
+        `stack_eigenvalues`."""
+        return self._stack("stack_lyapunov", layer, span, seq).astype(np.float64)
+
+    def stack_shift_direction(self, layer, span, seq=0) -> tuple[np.ndarray, np.ndarray]:
+        """ρ (L,), r (L,) float64: P_t(layer, span)'s Rayleigh quotient and relative residual
+        along 𝟙/√d; NaN as in `stack_eigenvalues`."""
+        return tuple(self._stack(n, layer, span, seq).astype(np.float64)
+                     for n in ("stack_shift_rayleigh", "stack_shift_residual"))
+
     def lyapunov(self, seq=0) -> np.ndarray:
-        """(L, d) float64 finite-depth Lyapunov exponents of each token over `lyapunov_layers`,
-        largest first; NaN rows for tokens not walked yet."""
+        """(L, d) float64 finite-depth Lyapunov exponents γ_i = (1/S) ln σ_i(P_t(l0, S)) of each
+        token over `lyapunov_layers` (S layers), largest first; NaN rows for tokens not walked
+        yet."""
+        return self._run_exponents("lyapunov", seq)
+
+    def lyapunov_qr(self, seq=0) -> np.ndarray:
+        """(L, d) float64 Benettin's QR exponents over the run from the identity frame, largest
+        first: a diagnostic that depends on the basis at finite depth, not the exponents."""
+        return self._run_exponents("lyapunov_qr", seq)
+
+    def _run_exponents(self, name, seq):
         self._need_depth()
         n = min(self.layer_length.values())
-        g = np.array(self.group["lyapunov"][seq, :n], np.float64)
+        g = np.array(self.group[name][seq, :n], np.float64)
         g[~self._walks_done(seq)] = np.nan
         return g
 

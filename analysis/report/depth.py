@@ -7,7 +7,7 @@ import numpy as np
 from analysis._plot import interval_bars, new_figure, panel_label, sweep_colors, window_lines
 from analysis.report.text import FIGURE_CAPTIONS
 from analysis.spectrum.rates import MODES
-from analysis.studies.depth import DepthStudy
+from analysis.studies.depth import KERNEL_PARTS, DepthStudy
 
 FIGURE = "depth.png"
 CAPTION = FIGURE_CAPTIONS[FIGURE]
@@ -36,13 +36,15 @@ def figure(d: DepthStudy, title: str):
     for c, ly in zip(sweep_colors(len(starts)), starts):
         pts = [p for p in d.kernel if p.layer == ly]
         s = [p.span for p in pts]
-        ax[1].plot(s, [p.measured.value for p in pts], "o-", color=c, label=f"l = {ly} measured")
-        ax[1].plot(s, [p.inferred.value for p in pts], "s--", color=c, mfc="none",
-                   label=f"l = {ly} ⟨|ζ|^2s⟩")
+        ax[1].plot(s, [p.measured.value for p in pts], "o-", color=c, label=f"l = {ly} measured g")
+        ax[1].plot(s, [p.independent.value for p in pts], "s--", color=c, mfc="none",
+                   label=f"l = {ly} Π‖J_j‖²/d")
+        ax[1].plot(s, [p.spectral.value for p in pts], "^:", color=c, mfc="none",
+                   label=f"l = {ly} ΠΣ|ζ_j|²/d")
     ax[1].set_yscale("log")
     _span_axis(ax[1], d.spans)
-    ax[1].set_ylabel("mean squared gain")
-    ax[1].legend(fontsize=7, ncol=2)
+    ax[1].set_ylabel("mean squared gain (geometric mean over tokens)")
+    ax[1].legend(fontsize=6, ncol=2)
     edges = np.logspace(-12, 3, 151)
     longest = max(d.spans)
     gam = -d.lyapunov[np.isfinite(d.lyapunov)]
@@ -94,9 +96,11 @@ def markdown(d: DepthStudy) -> list:
     md = [f"### Depth: stacked blocks over layers {l0}..{l1} ({l1 - l0 + 1} blocks)", "",
           f"Per-step rates λ^(s) = −ln|ζ|/s of the eigenvalues of P_t(l, s) = J^(l+s−1)_tt ⋯ "
           f"J^(l)_tt, pooled over every start l and {d.n_tokens} walked tokens; s = 1 is the "
-          f"single blocks of the same layers. symmetry-removed drops, for s > 1, only the "
-          f"per-step rates below the floor {d.floor:g} (no norm direction is invariant under a "
-          f"product). Window [{d.window[0]:g}, {d.window[1]:g}], {d.level:.0%} CIs resampling "
+          f"single blocks of the same layers. symmetry-removed drops, for s > 1, the eigenvalue "
+          f"along 𝟙/√d where P_t's Rayleigh residual there is small (LayerNorm's shift, "
+          f"invariant under every block and so under their product; RMSNorm has none) and the "
+          f"per-step rates below the floor {d.floor:g} (the norm's scale direction h_t is "
+          f"invariant under one block only). Window [{d.window[0]:g}, {d.window[1]:g}], {d.level:.0%} CIs resampling "
           f"{unit}.", "",
           "| s | count | β (cumulative) | CI | in-window modes | MLE β | KS p | below floor |",
           "|---|---|---|---|---|---|---|---|"]
@@ -107,18 +111,33 @@ def markdown(d: DepthStudy) -> list:
             md.append(f"| {s} | {m} | {beta} | [{r.ci_lo:+.3f}, {r.ci_hi:+.3f}] | {r.n_modes:,} | "
                       f"{r.mle_beta:+.3f} | {r.gof_p:.2f} | "
                       f"{d.below_floor[s] if m == 'all-stable' else '–'} |")
-    md += ["", "The response kernel: measured g(l, s) = ⟨‖P_t(l, s)‖_F²/d⟩ against ⟨|ζ|^{2s}⟩ of "
-           "layer l's single block over all its modes (equal for one normal block repeated).", "",
-           "| start l | s | measured g | inferred ⟨\\|ζ\\|^2s⟩ | ratio |", "|---|---|---|---|---|"]
-    md += [f"| {p.layer} | {p.span} | {_num(p.measured)} | {_num(p.inferred)} | {_num(p.ratio)} |"
-           for p in d.kernel]
-    md += ["", f"Finite-depth Lyapunov exponents over layers {l0}..{l1} (Benettin's QR, "
-           f"γ_i = ln|R_ii| / {l1 - l0 + 1}): top γ_1 = {_num(d.top)}, "
+    md += _kernel_markdown(d)
+    md += ["", f"Finite-depth Lyapunov exponents over layers {l0}..{l1}: γ_i = (1/S) ln σ_i of "
+           f"the singular values of P_t({l0}, S), S = {l1 - l0 + 1} (invariant to an orthogonal "
+           f"change of basis): top γ_1 = {_num(d.top)}, "
            f"{_num(d.positive)} of {len(d.lyapunov_mean)} exponents positive per token"
            + (f"; {d.singular} token(s) with a singular P_t left out" if d.singular else "") + ".",
            "", "| layer | Henrici departure of J_tt | ‖J_tt‖_F²/d |", "|---|---|---|"]
     md += [f"| {ly} | {_num(d.nonnormality[ly])} | {_num(d.frobenius[ly])} |" for ly in d.nonnormality]
     md += ["", f"**{FIGURE}** — {CAPTION}", ""]
+    return md
+
+
+def _kernel_markdown(d: DepthStudy) -> list:
+    """The kernel's decomposition: geometric means with CIs, arithmetic means beside them."""
+    md = ["", "The response kernel, like for like over each stack's own layers j = l..l+s−1, per "
+          "token: measured g = ‖P_t(l, s)‖_F²/d; spectral Π_j Σ|ζ_j|²/d; independent layers "
+          "Π_j ‖J_j‖_F²/d; non-normality = independent / spectral (1 for normal blocks); "
+          "alignment = measured / independent (1 for independently oriented layers, above 1 when "
+          "amplifying directions line up across depth). Each is a ratio or product of "
+          "basis-invariant traces. Geometric means over tokens with their CIs (resampled on the "
+          "log scale); in brackets the arithmetic means ⟨g⟩, Π_j⟨·⟩ and their ratios, labelled "
+          "arith.", "",
+          "| start l | s | measured g | spectral | independent | non-normality | alignment |",
+          "|---|---|---|---|---|---|---|"]
+    for p in d.kernel:
+        cells = [f"{_num(getattr(p, k))} (arith. {p.arithmetic[k]:.4g})" for k in KERNEL_PARTS]
+        md.append(f"| {p.layer} | {p.span} | " + " | ".join(cells) + " |")
     return md
 
 

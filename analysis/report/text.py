@@ -29,9 +29,11 @@ FIGURE_CAPTIONS = {
                         "matched relative depth",
     "compare_kernel.png": "K(t) of every model at its representative layer and the shared L",
     "depth.png": ("stacked blocks: (a) β of the per-step rates −ln|ζ|/s against span s, both counts; "
-              "(b) measured mean squared gain g(l, s) = ⟨‖P_t‖_F²/d⟩ against the single block's "
-              "⟨|ζ|^{2s}⟩, per start layer; (c) densities of single-block rates, the longest "
-              "stack's per-step rates and the Lyapunov rates −γ; (d) the mean Lyapunov spectrum; "
+              "(b) measured mean squared gain g(l, s) = ‖P_t‖_F²/d against the independent-layers "
+              "prediction Π_j ‖J_j‖_F²/d and the spectral one Π_j Σ|ζ_j|²/d over the stack's own "
+              "layers, geometric means over tokens, per start layer; (c) densities of single-block rates, the longest "
+              "stack's per-step rates and the Lyapunov rates −γ; (d) the mean Lyapunov spectrum "
+              "γ_i = (1/S) ln σ_i(P); "
               "(e) Henrici's departure from normality of J_tt and (f) ‖J_tt‖_F²/d across depth"),
     "memory.png": ("token memory: the normalised lag profile m(k) = ⟨‖J_{t,t−k}‖_F² / ‖J_tt‖_F²⟩ of "
               "every swept layer on (a) log-log and (b) lin-log axes, K_A²(k) of Mamba-style layers "

@@ -143,7 +143,7 @@ def scale_mask(zeta, rho, resid) -> np.ndarray:
     return mask
 
 
-def mode_masks(zeta, threshold, rho=None, resid=None) -> tuple[np.ndarray, dict]:
+def mode_masks(zeta, threshold, rho=None, resid=None, scale=None) -> tuple[np.ndarray, dict]:
     """λ (zeta's shape; NaN where ζ is not finite) and one bool mask per class + "stable"
     (symmetry-removed) + "all_stable" (every 0 < |ζ| < 1).
 
@@ -151,12 +151,16 @@ def mode_masks(zeta, threshold, rho=None, resid=None) -> tuple[np.ndarray, dict]
     the norm's invariant directions — takes precedence over the value
     classes (its λ may be tiny, negative, or inside the fit window); without, no scale mode.
     threshold = 0 and no rho give the all-stable classes (unstable then means |ζ| ≥ 1).
+    `scale` (zeta's shape, bool) gives the scale modes found already (a stack's, from its raw
+    eigenvalues, when zeta holds the per-step moduli |ζ|^(1/s)) instead of rho/resid.
     """
     z = np.asarray(zeta)
     finite = np.isfinite(z)
     lam = np.where(finite, rates_of(np.where(finite, z, 1.0)), np.nan)
     zero = finite & np.isinf(lam)
-    scale = np.zeros(z.shape, bool) if rho is None else scale_mask(z, rho, resid) & finite & ~zero
+    if scale is None:
+        scale = np.zeros(z.shape, bool) if rho is None else scale_mask(z, rho, resid)
+    scale = scale & finite & ~zero
     with np.errstate(invalid="ignore"):
         marginal = finite & (np.abs(lam) < threshold) & ~scale
         unstable = finite & (lam <= -threshold) & ~scale
@@ -187,10 +191,10 @@ def classify(zeta, threshold, rho=None, resid=None, modes="symmetry-removed") ->
                        **{k: int(c[k].sum()) for k in CLASSES})
 
 
-def classify_rows(zeta, threshold, rho=None, resid=None) -> dict:
+def classify_rows(zeta, threshold, rho=None, resid=None, scale=None) -> dict:
     """(T, d) ζ → {modes: ((T, d) stable rates, NaN elsewhere; (T, len(CLASSES)) uint32
-    class counts)} for both mode counts, from one pass."""
-    lam, m = mode_masks(zeta, threshold, rho, resid)
+    class counts)} for both mode counts, from one pass (`scale`: see `mode_masks`)."""
+    lam, m = mode_masks(zeta, threshold, rho, resid, scale)
     out = {}
     for modes in MODES:
         c = _as_mode(lam, m, modes)

@@ -1,6 +1,6 @@
 """Stacked blocks (a store swept with `depth:`): does the infrared power law survive
-composition, how far does one block's spectrum predict what s blocks do, and how non-normal
-is each block.
+composition, how much of what s blocks do the blocks' spectra, their non-normality and the
+alignment between layers account for, and how non-normal is each block.
 
 Per model, over the run of swept layers l0..l1 (S = l1 − l0 + 1 blocks), from the store:
 
@@ -8,20 +8,31 @@ Per model, over the run of swept layers l0..l1 (S = l1 − l0 + 1 blocks), from 
   eigenvalues ζ of P_t(l, s) = J^(l+s−1)_tt ⋯ J^(l)_tt, pooled over every start l and token,
   go through the same fit, bootstrap, MLE and goodness of fit as single blocks (s = 1: the
   run's single blocks pooled the same way). Both mode counts: all-stable is every
-  0 < |ζ| < 1; symmetry-removed drops the stack's modes with |λ^(s)| below the dtype's
-  marginal threshold (the resolvable floor: the error of ln|ζ| grows with the s factors, so
-  the floor of the per-step rate is the single block's) but no scale mode, since the norm's
-  scale direction h_{l,t} is invariant under one block, not under their product. The stack
-  modes below that floor are counted (`below_floor`).
-- **The response kernel, measured against inferred.** g(l, s) = ⟨‖P_t(l, s)‖_F²/d⟩_t, the
-  mean squared gain of a random unit perturbation after s blocks, against ⟨|ζ|^{2s}⟩ over all
-  modes and tokens of layer l's single block, what one normal block repeated s times would
-  give. Their ratio is 1 exactly then; it measures non-normality and layer-to-layer variation
-  together (s = 1: ‖J‖_F²/Σ|ζ|² ≥ 1, Schur).
-- **Finite-depth Lyapunov exponents** γ_i of each token over the run (sweep/numerics/depth.py): their
-  mean spectrum, the top exponent γ_1 and the count of positive ones.
+  0 < |ζ| < 1; symmetry-removed drops the stack's eigenvalue along 𝟙/√d wherever the stored
+  Rayleigh residual of P_t there is small (LayerNorm's shift: J𝟙 = 𝟙 at every block, so
+  P𝟙 = 𝟙; by its eigenvector, as for one block) and the per-step rates below the dtype's
+  marginal threshold (the error of ln|ζ| grows with the s factors, so the floor of the
+  per-step rate is the single block's). The norm's scale direction h_{l,t} is invariant
+  under one block only, not under their product: no scale mode is removed from a stack. The
+  stack modes below that floor are counted (`below_floor`).
+- **The response kernel, decomposed like for like.** Per start l and span s, over the stack's
+  own layers j = l..l+s−1 (every quantity per token, then a geometric mean over tokens with its
+  CI on the log scale; the arithmetic means beside it):
+  measured g(l, s) = ‖P_t(l, s)‖_F²/d, the mean squared gain of a random unit perturbation;
+  the spectral prediction Π_j Σ|ζ_j|²/d; the independent-layers prediction Π_j ‖J_j‖_F²/d;
+  non-normality = independent / spectral (≥ 1 per token, Schur; 1 for normal blocks) and
+  cross-layer alignment = measured / independent (1 on average for layers whose singular
+  directions are independent and uniformly oriented; above 1 when the layers' amplifying
+  directions line up across depth). Every ratio of two quantities is invariant to an
+  orthogonal change of basis of the residual stream, as each factor is.
+- **Finite-depth Lyapunov exponents** γ_i = (1/S) ln σ_i(P_t(l0, S)) of each token over the
+  run (sweep/numerics/depth.py), basis-invariant: their mean spectrum, the top exponent γ_1
+  and the count of positive ones. Benettin's QR exponents are kept in the store as a
+  diagnostic (`lyapunov_qr`), not used here.
 - **Non-normality against depth:** Henrici's departure of J_tt and ‖J_tt‖_F²/d per layer.
 
+The kernel's and the exponents' point estimates are plain means over tokens: no resampling
+enters them.
 Every mean's CI resamples the tokens as β's bootstrap does (resampling.py: whole sequences
 with ≥ 20 of them, else circular blocks of tokens); a token is one unit with all its starts.
 """
@@ -34,7 +45,7 @@ import numpy as np
 from analysis.fit.bootstrap import bootstrap_ir_exponent
 from analysis.fit.resampling import difference_interval, resampling_for, verdict
 from analysis.io.settings import Settings
-from analysis.spectrum.rates import MODES, classify_rows, marginal_threshold
+from analysis.spectrum.rates import MODES, classify_rows, marginal_threshold, scale_mask
 from analysis.studies.tables import ModeRow, mode_row
 
 
@@ -51,19 +62,34 @@ class MeanCI:
     def to_dict(self) -> dict:
         return {"value": self.value, "ci": [self.lo, self.hi], "unit": self.unit}
 
+    def exp(self) -> "MeanCI":
+        """The geometric mean exp⟨x⟩ of a mean ⟨x⟩ of logs, its CI mapped the same way."""
+        return MeanCI(float(np.exp(self.value)), float(np.exp(self.lo)), float(np.exp(self.hi)),
+                      self.unit, np.exp(self.reps), self.stretch)
+
+
+# the kernel's quantities, in the order KernelPoint holds them (module docstring)
+KERNEL_PARTS = ("measured", "spectral", "independent", "nonnormality", "alignment")
+
 
 @dataclass
 class KernelPoint:
-    """Layer l, span s: measured g(l, s), inferred ⟨|ζ|^{2s}⟩ of layer l, their ratio."""
+    """Start l, span s: the measured kernel g and its decomposition (module docstring), each a
+    geometric mean over tokens with its CI (resampled on the log scale), and the arithmetic
+    means beside them (`arithmetic`: {part: value}, points only)."""
     layer: int
     span: int
     measured: MeanCI
-    inferred: MeanCI
-    ratio: MeanCI
+    spectral: MeanCI
+    independent: MeanCI
+    nonnormality: MeanCI
+    alignment: MeanCI
+    arithmetic: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"layer": self.layer, "span": self.span, "measured": self.measured.to_dict(),
-                "inferred": self.inferred.to_dict(), "ratio": self.ratio.to_dict()}
+        return {"layer": self.layer, "span": self.span, "mean": "geometric over tokens",
+                **{k: getattr(self, k).to_dict() for k in KERNEL_PARTS},
+                "arithmetic": dict(self.arithmetic)}
 
 
 @dataclass
@@ -183,35 +209,61 @@ def _single_rows(st, walked, skip) -> dict:
 
 
 def _stack_rows(st, s, walked, skip, floor) -> dict:
-    """{modes: (N, d·starts)}: per-step rates −ln|ζ|/s of every stack of span s, per token."""
+    """{modes: (N, d·starts)}: per-step rates −ln|ζ|/s of every stack of span s, per token;
+    symmetry-removed drops the eigenvalue of P_t nearest its Rayleigh quotient along 𝟙/√d
+    where the residual says 𝟙 is an eigenvector (LayerNorm's shift, invariant under every
+    block), and the per-step rates below the floor."""
     l0, l1 = st.lyapunov_layers
     out = {m: [] for m in MODES}
     for q, w in walked:
-        zeta = np.concatenate([st.stack_eigenvalues(ly, s, q)[skip:][w]
-                               for ly in range(l0, l1 - s + 2)], axis=1)       # (n, d·starts)
-        step = np.abs(zeta) ** (1.0 / s)                                         # |ζ|^(1/s)
-        for m, (rates, _) in classify_rows(step, floor).items():
+        zeta, shift = [], []
+        for ly in range(l0, l1 - s + 2):
+            z = st.stack_eigenvalues(ly, s, q)[skip:][w]                           # (n, d)
+            rho, resid = (a[skip:][w] for a in st.stack_shift_direction(ly, s, q))
+            zeta.append(z)
+            shift.append(scale_mask(z, rho, resid))
+        step = np.abs(np.concatenate(zeta, axis=1)) ** (1.0 / s)                # |ζ|^(1/s)
+        for m, (rates, _) in classify_rows(step, floor, scale=np.concatenate(shift, 1)).items():
             out[m].append(rates)
     return {m: np.concatenate(v) for m, v in out.items()}
 
 
 def _kernel(st, spans, walked, skip, seq, settings) -> list:
-    """[KernelPoint] of every layer and span whose stack lies inside the run."""
+    """[KernelPoint] of every start and span whose stack lies inside the run."""
     l0, l1 = st.lyapunov_layers
+    d = st.d_model
+
+    def per_token(read, ly):                                                   # (N,)
+        return np.concatenate([read(ly, q)[skip:][w] for q, w in walked])
+
+    # per layer, per token: Σ|ζ|²/d and ‖J_tt‖_F²/d
+    spec = {ly: per_token(lambda y, q: (np.abs(st.eigenvalues(y, q)) ** 2).sum(1), ly) / d
+            for ly in range(l0, l1 + 1)}
+    fro = {ly: per_token(st.frobenius2, ly) / d for ly in range(l0, l1 + 1)}
     out = []
     for ly in range(l0, l1 + 1):
-        mod2 = np.concatenate([np.abs(st.eigenvalues(ly, q)[skip:][w]) ** 2 for q, w in walked])
         for s in spans:
             if ly + s - 1 > l1:
                 continue
-            if s == 1:
-                g = np.concatenate([st.frobenius2(ly, q)[skip:][w] for q, w in walked]) / st.d_model
-            else:
-                g = np.concatenate([st.stack_gain(ly, s, q)[skip:][w] for q, w in walked])
-            inferred = (mod2 ** s).mean(1)                                       # (N,)
-            m, i = _means(np.stack([g, inferred], 1), seq, settings)
-            out.append(KernelPoint(ly, s, m, i, _ratio(g, inferred, seq, settings)))
+            g = fro[ly] if s == 1 else per_token(lambda y, q: st.stack_gain(y, s, q), ly)
+            stack = range(ly, ly + s)
+            out.append(_kernel_point(ly, s, g, [spec[j] for j in stack], [fro[j] for j in stack],
+                                     seq, settings))
     return out
+
+
+def _kernel_point(ly, s, g, spec, fro, seq, settings) -> KernelPoint:
+    """g (N,) per token; spec, fro: per layer of the stack, (N,) Σ|ζ_j|²/d and ‖J_j‖_F²/d."""
+    with np.errstate(divide="ignore"):
+        log_g, log_spec = np.log(g), np.log(spec).sum(0)                       # (N,), (N,)
+        log_ind = np.log(fro).sum(0)                                           # (N,)
+    logs = np.stack([log_g, log_spec, log_ind, log_ind - log_spec, log_g - log_ind], 1)
+    geo = [m.exp() for m in _means(logs, seq, settings)]
+    arith_spec = float(np.prod([x.mean() for x in spec]))
+    arith_ind = float(np.prod([x.mean() for x in fro]))
+    arith = {"measured": float(g.mean()), "spectral": arith_spec, "independent": arith_ind,
+             "nonnormality": arith_ind / arith_spec, "alignment": float(g.mean()) / arith_ind}
+    return KernelPoint(ly, s, *geo, arithmetic=arith)
 
 
 def _means(x, seq, settings) -> list:
@@ -225,16 +277,6 @@ def _means(x, seq, settings) -> list:
     c = plan.stretch(settings.level)
     return [MeanCI(float(mean[j]), *plan.interval(mean[j], reps[:, j], settings.level), plan.unit,
                    reps[:, j], c) for j in range(x.shape[1])]
-
-
-def _ratio(a, b, seq, settings) -> MeanCI:
-    """⟨a⟩/⟨b⟩ with its CI (influence (a − R b)/⟨b⟩)."""
-    r = a.mean() / b.mean()
-    plan = resampling_for((a - r * b) / b.mean(), seq)
-    sums = plan.replicate_sums(np.stack([a, b], 1), settings.n_boot, settings.seed)
-    reps = sums[:, 0] / sums[:, 1]
-    return MeanCI(float(r), *plan.interval(r, reps, settings.level), plan.unit, reps,
-                  plan.stretch(settings.level))
 
 
 @dataclass

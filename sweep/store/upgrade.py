@@ -8,7 +8,10 @@ mtimes were never recorded, so a later run hashes the weights once to check them
 Format 2 -> 3 adds the layer kinds (formats 1 and 2 held Mamba-1, GPT-2, GPT-NeoX and
 LLaMA only: every layer "mamba" or "attention"), the A_log shapes, jacobian_path (code 0,
 "unknown") and the files' hashes under their format-3 name. Format 3 -> 4 adds the residual
-stream arrays, empty: the next sweep of the store streams them.
+stream arrays, empty: the next sweep of the store streams them. Format 4 -> 5 keeps a depth
+group's Benettin QR exponents as `lyapunov_qr`, adds the stacks' singular-value exponents and
+shift direction (NaN), and sets its walks pending: format 4 never stored the singular values
+(the products were not kept), so `tdos sweep CONFIG --resume` walks the tokens up again.
 """
 from __future__ import annotations
 
@@ -52,6 +55,8 @@ def _upgrade_group(g: zarr.Group) -> None:
     for name in schema.group_arrays(mamba):
         if name not in g:
             _create_array(g, name, dtype, sizes, B, None)
+    if g.attrs.get("depth") and "lyapunov_qr" not in g:
+        _upgrade_depth(g, sizes, dtype, B)
     model = dict(g.attrs["model"])
     hashes = model.get("files_sha256") or model.get("weights_sha256", {})
     if "checkpoint" not in g.attrs:
@@ -64,3 +69,13 @@ def _upgrade_group(g: zarr.Group) -> None:
         g.attrs.update({"layer_kinds": ["mamba" if mamba else "attention"] * n,
                         "a_log_shapes": [shape] * n})
     g.attrs["model"] = {**model, "files_sha256": hashes}
+
+
+def _upgrade_depth(g: zarr.Group, sizes: dict, dtype: str, B: int) -> None:
+    """Format 4 -> 5 of a group swept with `depth:` (module docstring)."""
+    sizes = {**sizes, "span": g["stack_gain"].shape[0]}
+    for name in schema.STACK_ARRAYS_5:
+        _create_array(g, name, dtype, sizes, B, None)
+    g["lyapunov_qr"][...] = g["lyapunov"][...]
+    g["lyapunov"][...] = float("nan")
+    g["depth_ledger"][...] = schema.PENDING

@@ -284,18 +284,33 @@ def write_residual(g: zarr.Group | Mapping[str, zarr.Array], row: int, seq: int,
     g["residual_ledger"][row, seq] = DONE
 
 
+@dataclass
+class StackValues:
+    """What the store keeps of one stack P_t (T tokens): eig (T, d), ‖P_t‖_F²/d (T,),
+    (1/s) ln σ_i (T, d), and ρ, r (T,) along 𝟙/√d."""
+    eig: np.ndarray
+    gain: np.ndarray
+    lyapunov: np.ndarray
+    shift: tuple
+
+
 def write_stack(g: zarr.Group | Mapping[str, zarr.Array], span: int, row: int, seq: int, t0: int,
-                eig: np.ndarray, gain: np.ndarray) -> None:
-    """eig(P_t) (T, d) and ‖P_t‖_F²/d (T,) of the stack of span index `span` starting at `row`."""
-    t1 = t0 + eig.shape[0]
-    g["stack_eigenvalues"][span, row, seq, t0:t1] = eig
-    g["stack_gain"][span, row, seq, t0:t1] = gain
+                v: StackValues) -> None:
+    """One stack's values, of span index `span` starting at `row`."""
+    t1 = t0 + v.eig.shape[0]
+    g["stack_eigenvalues"][span, row, seq, t0:t1] = v.eig
+    g["stack_gain"][span, row, seq, t0:t1] = v.gain
+    g["stack_lyapunov"][span, row, seq, t0:t1] = v.lyapunov
+    g["stack_shift_rayleigh"][span, row, seq, t0:t1] = v.shift[0]
+    g["stack_shift_residual"][span, row, seq, t0:t1] = v.shift[1]
 
 
 def write_lyapunov(g: zarr.Group | Mapping[str, zarr.Array], seq: int, block: int, t0: int,
-                   gamma: np.ndarray) -> None:
-    """The run's Lyapunov exponents (T, d) of tokens t0.., then the walk's ledger cell."""
+                   gamma: np.ndarray, gamma_qr: np.ndarray) -> None:
+    """The run's Lyapunov exponents (T, d) of tokens t0.. (singular values; QR diagnostic),
+    then the walk's ledger cell."""
     g["lyapunov"][seq, t0:t0 + gamma.shape[0]] = gamma
+    g["lyapunov_qr"][seq, t0:t0 + gamma.shape[0]] = gamma_qr
     g["depth_ledger"][seq, block] = DONE
 
 

@@ -129,8 +129,7 @@ def _run_depth(task: DepthTask) -> dict:
     """Walk the token block up the run: each layer's J_tt is formed once, stored as its single
     block, then multiplied into the stacks (sweep/numerics/depth.py); the stacks of `spans` are written
     as they complete, the Lyapunov exponents and the walk's ledger cell last."""
-    from sweep.numerics.depth import DepthWalk, gain
-    from sweep.numerics.spectra import eigvals
+    from sweep.numerics.depth import DepthWalk
 
     ref, clock = task.model, time.perf_counter
     loads, read = resident.counters()
@@ -153,16 +152,28 @@ def _run_depth(task: DepthTask) -> dict:
                                      device=jac.device)
             for start, span, p in walk.step(layer, jac):
                 store.write_stack(g, task.spans.index(span), row_of[start], task.seq, task.t0,
-                                  eigvals(p).cpu().numpy(), gain(p).cpu().numpy())
+                                  stack_values(p, span))
             seconds["depth"] += clock() - t
         t = clock()
-        store.write_lyapunov(g, task.seq, task.block, task.t0, walk.lyapunov().cpu().numpy())
+        store.write_lyapunov(g, task.seq, task.block, task.t0, walk.lyapunov().cpu().numpy(),
+                             walk.lyapunov_qr().cpu().numpy())
         seconds["depth"] += clock() - t
     return {"model": ref.group, "seq": task.seq, "block": task.block,
             "walk_layers": [layer for _, layer in task.rows], "blocks": task.fresh,
             "status": "flagged" if flagged else "done", **_worker_fields(ref, loads, read),
             "linalg": lib, "eig_backend": values.eig_backend, "jacobian_path": values.jacobian_path,
             "seconds": dict(seconds)}
+
+
+def stack_values(p, span: int):
+    """store.StackValues of one stack P (T, d, d) of `span` blocks."""
+    from sweep.numerics.depth import gain, span_lyapunov
+    from sweep.numerics.spectra import eigvals, shift_direction
+
+    rho, resid = shift_direction(p)                         # (T,), (T,)
+    return store.StackValues(eigvals(p).cpu().numpy(), gain(p).cpu().numpy(),
+                             span_lyapunov(p, span).cpu().numpy(),
+                             (rho.cpu().numpy(), resid.cpu().numpy()))
 
 
 def _run_memory(task: MemoryTask) -> dict:
