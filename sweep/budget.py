@@ -334,6 +334,8 @@ def worker_limit(cluster, known: bool) -> WorkerLimit | None:
     if field == "cluster.memory_limit":     # what distributed's own workers make of it
         total = parse_memory_limit(limit or "auto", cluster.threads_per_worker,
                                    logger=logging.getLogger("tdos.budget"))
+    if not total or total <= 0:              # distributed's "no limit"
+        return None
     for name in ("pause", "terminate"):
         fraction = dask.config.get(f"distributed.worker.memory.{name}")
         if fraction:
