@@ -39,8 +39,9 @@ def transformers_problem(version: str) -> str | None:
     enough."""
     if release(version) >= release(MIN_TRANSFORMERS):
         return None
+    found = {"torch": installed()["torch"], "transformers": version}
     return (f"transformers {version} is older than {MIN_TRANSFORMERS}, the first release with the "
-            f"cache and generation APIs tdos' generic path uses (tested on {tested_range()}) — "
+            f"cache and generation APIs tdos' generic path uses; found {versions_note(found)} — "
             f"pip install 'transformers>={MIN_TRANSFORMERS}'")
 
 
