@@ -54,9 +54,8 @@ class Failures:
 
     def lines(self) -> list[str]:
         """One console line per (model, layer, kind), with the count."""
-        return [f"{model} {layer}: {kind}: {self.first[key]} ({n} task{'s' * (n > 1)}; "
-                f"tracebacks in {self.log})"
-                for key, n in self.counts.items() for model, layer, kind in [key]]
+        return [f"{' '.join(key[:2])}: {key[2]}: {self.first[key]} ({n} task{'s' * (n > 1)}; "
+                f"tracebacks in {self.log})" for key, n in self.counts.items()]
 
 
 class DaskLogs:
