@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 import dask
@@ -20,7 +21,8 @@ import yaml
 import zarr
 from distributed import Client, LocalCluster
 
-from sweep.config.load import config_from_dict, load_config
+from sweep.config.load import config_from_dict
+from sweep.run import run_sweep
 
 pytestmark = pytest.mark.timeout(300)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,7 +53,6 @@ def test_the_process_term_is_a_fresh_workers_measured_rss(tiny_checkpoints, tmp_
     term = process.process_term()
     cache = tmp_path / "cache" / "tdos" / process.CACHE_NAME
     assert term.source.startswith("measured now") and str(cache) in term.source
-    import json
     assert json.loads(cache.read_text()) == {process.environment_key(): term.bytes}
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, scheduler_port=0,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
@@ -111,8 +112,6 @@ def test_a_paused_worker_is_named_and_the_sweep_stops(tiny_checkpoints, tmp_path
     once torch is imported: it is named (memory, limit, its task), the sweep stops with that
     line, and what it wrote is kept."""
     cfg = config_from_dict(_doc(tiny_checkpoints["gpt2"], tmp_path / "run.zarr", stall_after=2))
-    from sweep.run import run_sweep
-
     with dask.config.set({"distributed.worker.memory.pause": 0.05}), \
             LocalCluster(n_workers=1, threads_per_worker=1, processes=True, scheduler_port=0,
                          dashboard_address=":0", memory_limit="2GB") as cluster, \
@@ -128,8 +127,6 @@ def test_a_paused_worker_is_named_and_the_sweep_stops(tiny_checkpoints, tmp_path
 
 def test_a_scheduler_with_no_worker_stops_the_sweep(tiny_checkpoints, tmp_path):
     cfg = config_from_dict(_doc(tiny_checkpoints["gpt2"], tmp_path / "run.zarr", stall_after=1))
-    from sweep.run import run_sweep
-
     with LocalCluster(n_workers=0, scheduler_port=0, dashboard_address=":0") as cluster:
         result = run_sweep(cfg, scheduler=cluster.scheduler_address, progress=False)
     assert result.exit_code == 1 and result.done == 0
@@ -147,8 +144,6 @@ def _break_blocks():
 def test_failing_tasks_give_one_line_per_layer_and_kind(tiny_checkpoints, tmp_path, capfd):
     """Every block task fails (after its retries): the console holds one `failed:` line per
     layer with the count and no traceback; the log holds every traceback."""
-    from sweep.run import run_sweep
-
     cfg = config_from_dict(_doc(tiny_checkpoints["gpt2"], tmp_path / "run.zarr"))
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, scheduler_port=0,
                       dashboard_address=":0") as cluster, Client(cluster) as client:
