@@ -59,27 +59,39 @@ class Failures:
 
 
 class DaskLogs:
-    """While the sweep runs, Dask's log records (here and on every worker) go to `path`
-    instead of the console, unless `verbose`."""
+    """While the sweep runs, Dask's log records go to `path` instead of the console, unless
+    `verbose`: this process's from entering (a cluster's start and close included), the
+    workers' inside `workers(client)`."""
 
-    def __init__(self, client, path: str, verbose: bool = False):
-        self.client, self.path, self.verbose = client, path, verbose
+    def __init__(self, path: str, verbose: bool = False):
+        self.path, self.verbose = path, verbose
         self._saved = None
 
     def __enter__(self):
-        if self.verbose:
-            return self
-        self._saved = _to_file(self.path)
-        with contextlib.suppress(Exception):     # a worker that cannot write logs as before
-            self.client.register_plugin(LogsToFile(self.path), name=PLUGIN)
+        if not self.verbose:
+            self._saved = _to_file(self.path)
         return self
 
     def __exit__(self, *exc):
         if self._saved is not None:
-            with contextlib.suppress(Exception):  # the cluster may already be gone
-                self.client.unregister_worker_plugin(PLUGIN)
             _restore(self._saved)
         return False
+
+    @contextlib.contextmanager
+    def workers(self, client):
+        """Every worker of `client`'s cluster (those joining later too) logs to the file
+        until the block ends: a worker plugin, removed again so that an existing cluster's
+        workers log as before."""
+        if self.verbose:
+            yield
+            return
+        with contextlib.suppress(Exception):     # a worker that cannot load it logs as before
+            client.register_plugin(LogsToFile(self.path), name=PLUGIN)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):  # the cluster may already be gone
+                client.unregister_worker_plugin(PLUGIN)
 
 
 class LogsToFile(WorkerPlugin):

@@ -69,10 +69,11 @@ def run_sweep(cfg: SweepConfig | Plan, store: str | None = None, workers: int | 
                 _say(f"{m.name}: " + (f"whole model on every worker: {m.info.not_local}" if m.info.not_local
                                       else f"layer-local (at most {cfg.compute.resident_layers} "
                                            f"decoder layer(s) per worker, the residual stream in the store)"))
-            with _connect(cfg, workers, scheduler, client) as c, _tdos_page(c, cfg) as page:
+            _say(f"log: {run.failures.log} (tracebacks{'' if verbose else ', Dask warnings'})")
+            with DaskLogs(run.failures.log, verbose) as logs, \
+                    _connect(cfg, workers, scheduler, client) as c, _tdos_page(c, cfg) as page:
                 _say(f"dashboard: {_dashboard(c)}{page.note}")
-                _say(f"log: {run.failures.log} (tracebacks{'' if verbose else ', Dask warnings'})")
-                with DaskLogs(c, run.failures.log, verbose), _LivePlot(cfg.store, cfg.compute.live_every):
+                with logs.workers(c), _LivePlot(cfg.store, cfg.compute.live_every):
                     try:
                         _execute(c, cfg, tasks, before, progress, run)
                     except KeyboardInterrupt:
