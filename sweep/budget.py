@@ -16,6 +16,14 @@ recorded `tdos sweep configs/mamba370m-paper.yaml` on the random-init 370M (2 wo
 435 s wall = 0.24 core-hours, benchmarks/README.md) it gives 0.21 core-hours. Token memory
 (`memory:`) adds its cotangents times one cotangent's measured backward
 (bench_memory: d_model = 1024, L = 512), linear in L and quadratic in d_model.
+
+Memory is held against the threshold Dask acts on, not the raw limit: a worker whose
+process memory passes `distributed.worker.memory.pause` x memory_limit (0.8 by default)
+stops taking tasks, and one past `terminate` (0.95) is killed. tdos' tasks keep almost
+nothing in Dask's managed memory (each returns a small dict), so `target` and `spill`,
+which only move managed data to disk, free nothing here: the binding fraction is pause
+(terminate where pause is switched off), read from the Dask config in force (`WorkerLimit`). The process
+term is measured, not assumed (sweep/process.py).
 """
 from __future__ import annotations
 
@@ -30,6 +38,7 @@ import numpy as np
 
 from sweep.errors import ConfigError
 from sweep.plan.make import Plan
+from sweep.process import ProcessTerm, process_term
 
 GiB, MiB = 1 << 30, 1 << 20
 D_REF = 1024                        # d_model of the measured blocks
@@ -47,7 +56,6 @@ MEMORY_L_REF = 512
 WORKER_START_S = 5.0                # importing torch, transformers, distributed in a worker
 LOAD_S_PER_GB = 16.7                # cold task of Mamba-370M fp32: 24.9 s for 1.49 GB of weights
 FP64_LOAD_FACTOR = 1.67             # its fp64 cold task: 41.7 s
-PROCESS_BYTES = int(0.5 * GiB)      # a worker with torch + transformers imported, no model
 JAC_CHUNK = 512                     # cotangents per batched backward (sweep.generic.decode)
 GRAPH_PER_TOKEN = 20                # a memory task's kept graph: activations of block_params / d
 
@@ -59,6 +67,36 @@ class Row:
     layer: int
     tokens: int                     # planned tokens of this layer (its layer_length)
     blocks: int                     # sequences x ceil(tokens / token_block)
+
+
+@dataclass(frozen=True)
+class WorkerLimit:
+    """One worker's Dask memory_limit, where it comes from, and the fraction of it at which
+    Dask stops the worker (the Dask config in force: pause, else terminate)."""
+    bytes: int
+    field: str                      # the config field that sets it, for the fix
+    how: str                        # how bytes follows from that field
+    fraction: float                 # of bytes, where Dask pauses (or kills) the worker
+    threshold: str                  # which Dask setting gives `fraction`
+    per_field: int = 1              # workers sharing the field's amount (a SLURM job's)
+
+    @property
+    def usable(self) -> int:
+        return int(self.fraction * self.bytes)
+
+    def refusal(self, need: int, parts: str) -> str | None:
+        if need <= self.usable:
+            return None
+        raise_to = math.ceil(need / self.fraction * self.per_field)
+        return (f"{self.field}: {_gib(self.bytes)} per worker ({self.how}) is below what one "
+                f"worker needs: Dask stops a worker at {self.fraction:.0%} of its limit "
+                f"({self.threshold}), {_gib(self.usable)}, and one holds up to {_gib(need)} "
+                f"({parts}) — raise {self.field.split('.')[-1]} to at least {_gib(raise_to)}, "
+                f"or sweep in float32 / with a smaller compute.token_block")
+
+    def line(self) -> str:
+        return (f"Dask's limit per worker {_gib(self.bytes)} ({self.how}); it stops a worker at "
+                f"{self.fraction:.0%} of it ({self.threshold}): {_gib(self.usable)}")
 
 
 @dataclass(frozen=True)
@@ -74,7 +112,8 @@ class SweepPlan:
     memory_total: int               # physical memory of this machine
     local: bool                     # workers run on this machine (their memory is checked)
     core_seconds: float             # CPU estimate, see the module docstring
-    memory_limit: int | None = None  # cluster.memory_limit in bytes, when set
+    limit: WorkerLimit | None = None  # Dask's limit per worker, where this machine can tell
+    process: ProcessTerm | None = None  # the measured process term inside worker_bytes
 
     @property
     def blocks(self) -> int:
@@ -101,8 +140,10 @@ class SweepPlan:
             f"({_size(self.store_bytes_now)} already there, {_size(self.disk_free)} free)",
             f"peak memory per worker: <= {_gib(self.worker_bytes)} "
             f"({self.workers} worker(s); this machine has {_gib(self.memory_total)})"
-            + (f"; per worker {_gib(self.memory_limit)} (cluster.memory_limit)" if self.memory_limit else ""),
+            + (f"; per worker {_gib(self.limit.bytes)} ({self.limit.field})" if self.limit else ""),
             f"  = {self.worker_parts}",
+            *([f"  process: {self.process.describe()}"] if self.process else []),
+            *([f"  {self.limit.line()}"] if self.limit else []),
             f"compute: ~{hours:.2g} core-hours on CPU (~{hours * 60 / self.workers:.3g} min wall "
             f"on {self.workers} worker(s)), from measured per-token costs (sweep/budget.py)",
         ]
@@ -115,10 +156,8 @@ class SweepPlan:
             return (f"store: the sweep needs up to {_size(need)} more on disk, {self.store} has "
                     f"{_size(self.disk_free)} free — free space, choose another --store, or sweep "
                     f"fewer layers/sequences")
-        if self.memory_limit and self.worker_bytes > self.memory_limit:
-            return (f"cluster.memory_limit: {_gib(self.memory_limit)} per worker is below the "
-                    f"{_gib(self.worker_bytes)} one worker needs ({self.worker_parts}) — raise "
-                    f"memory_limit, or sweep in float32 / with a smaller compute.token_block")
+        if self.limit and self.limit.refusal(self.worker_bytes, self.worker_parts):
+            return self.limit.refusal(self.worker_bytes, self.worker_parts)
         if self.local and self.workers * self.worker_bytes > self.memory_total:
             return (f"compute: {self.workers} worker(s) x {_gib(self.worker_bytes)} peak exceeds this "
                     f"machine's {_gib(self.memory_total)} of memory — use fewer --workers or a "
@@ -132,7 +171,8 @@ def plan_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = N
     cfg = plan.config
     kind = cfg.cluster.kind
     n = workers or cfg.cluster.workers or (os.cpu_count() or 1)
-    rows, store_bytes, seconds, peak, parts = [], 0, 0.0, PROCESS_BYTES, "the process"
+    process = process_term()
+    rows, store_bytes, seconds, peak, parts = [], 0, 0.0, process.bytes, "the process"
     for m in plan.models:
         S, B = cfg.inputs.sequences, cfg.token_block
         rows += [Row(m.name, m.spec.dtype, layer, tokens, S * math.ceil(tokens / B))
@@ -142,15 +182,16 @@ def plan_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = N
         seconds += planned * _seconds_per_token(m)
         seconds += _memory_seconds(m, cfg)
         seconds += n * _load_seconds(m.info, m.spec.dtype)
-        need, what = _worker_bytes(m, cfg)
+        need, what = _worker_bytes(m, cfg, process.bytes)
         if need > peak:
             peak, parts = need, what
     seconds += n * WORKER_START_S
     _check_existing_store(plan)
     now = _du(Path(cfg.store))
+    local = kind in ("local", "auto", "cuda") and not scheduler
     return SweepPlan(tuple(rows), cfg.store, n, store_bytes, now, _free(Path(cfg.store)), peak,
-                     parts, _memory_total(), kind in ("local", "auto", "cuda") and not scheduler,
-                     seconds, _memory_limit(cfg.cluster.memory_limit))
+                     parts, _memory_total(), local, seconds,
+                     worker_limit(cfg.cluster, local or (kind == "slurm" and not scheduler)), process)
 
 
 def check_fits(plan: SweepPlan) -> None:
@@ -219,7 +260,7 @@ def _store_bytes(m, planned: int, cfg) -> int:
     return planned * per_token + a_log + tokens + stacks + memory
 
 
-def _worker_bytes(m, cfg) -> tuple[int, str]:
+def _worker_bytes(m, cfg, process: int) -> tuple[int, str]:
     """(peak bytes, what they are) of a worker running `m`'s tasks: the process; the weights it
     holds in the compute dtype (the whole model, or on the layer-local route
     compute.resident_layers decoder layers, the modules outside them and the embedding rows
@@ -256,22 +297,52 @@ def _worker_bytes(m, cfg) -> tuple[int, str]:
     # activations of block_params / d per token, Mamba's scan) and a gradient per cotangent
     graph = L * GRAPH_PER_TOKEN * m.info.block_params // d * real if cfg.memory is not None else 0
     memory = graph + 3 * h if graph else 0
-    parts = (f"process {_gib(PROCESS_BYTES)} + {held} + max(block: J_tt {_gib(jac)} + eig "
+    parts = (f"process {_gib(process)} + {held} + max(block: J_tt {_gib(jac)} + eig "
              f"{_gib(eig)}" + (f" + backward {_gib(work)}" if work else "")
              + (f" + stacks {_gib(walk)}" if walk else "") + f" + h_l {_gib(h)}, "
              f"residual task {_gib(stream)}" + (f", memory task {_gib(memory)}" if memory else "")
              + f") [{m.name}, {m.spec.dtype}"
              + (f"; whole model: {m.info.not_local}]" if m.info.not_local else "; layer-local]"))
-    return PROCESS_BYTES + weights + max(block, stream, memory), parts
+    return process + weights + max(block, stream, memory), parts
 
 
-def _memory_limit(limit) -> int | None:
-    """cluster.memory_limit in bytes; None when unset or "auto" (distributed's share of RAM)."""
-    if limit is None or limit == "auto":
-        return None
+def worker_limit(cluster, known: bool) -> WorkerLimit | None:
+    """Dask's memory_limit of one worker of `cluster` (a ClusterConfig), where the plan can
+    tell (`known`: a cluster tdos builds): cluster.memory_limit; else on SLURM the job's
+    memory shared by its worker processes; else distributed's "auto" share of this machine
+    (its memory x threads per worker / cores). None for an existing scheduler's workers, or
+    when the Dask config disables both pause and terminate."""
+    import logging
+
+    import dask
     from dask.utils import parse_bytes
+    from distributed.worker_memory import parse_memory_limit
 
-    return int(parse_bytes(limit)) if isinstance(limit, str) else int(limit)
+    if not known:
+        return None
+    limit = cluster.memory_limit
+    if cluster.kind == "slurm" and limit in (None, "auto"):
+        from cluster.slurm import slurm_job_kwargs
+
+        per_job = slurm_job_kwargs(cluster)["processes"]
+        field, how = "cluster.slurm.memory", f"{cluster.slurm.memory} per job / {per_job} worker(s)"
+        total = int(parse_bytes(cluster.slurm.memory)) // per_job
+    elif limit in (None, "auto"):
+        per_job, field = 1, "cluster.memory_limit"
+        how = f"auto: this machine's memory x {cluster.threads_per_worker} thread(s) / cores"
+    else:
+        per_job, field, how = 1, "cluster.memory_limit", f"memory_limit {limit}"
+    if field == "cluster.memory_limit":     # what distributed's own workers make of it
+        total = parse_memory_limit(limit or "auto", cluster.threads_per_worker,
+                                   logger=logging.getLogger("tdos.budget"))
+    if not total or total <= 0:              # distributed's "no limit"
+        return None
+    for name in ("pause", "terminate"):
+        fraction = dask.config.get(f"distributed.worker.memory.{name}")
+        if fraction:
+            return WorkerLimit(total, field, how, float(fraction),
+                               f"distributed.worker.memory.{name} = {fraction}", per_job)
+    return None
 
 
 def _du(p: Path) -> int:

@@ -14,7 +14,7 @@ import unicodedata
 from sweep.errors import (CheckpointChanged, ConfigError, NonCausal, SelfCheckFailed, StoreMismatch,
                           UnsupportedTransformers)
 
-USAGE = """tdos sweep CONFIG.yaml [--store PATH] [--workers N] [--scheduler ADDRESS] [--resume] [--dry-run] [--wait]
+USAGE = """tdos sweep CONFIG.yaml [--store PATH] [--workers N] [--scheduler ADDRESS] [--resume] [--dry-run] [--wait] [--verbose]
        tdos status STORE
        tdos upgrade STORE
        tdos analyze STORE [--out DIR] [--window LO HI]
@@ -83,6 +83,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="print the plan (blocks, store size, memory per worker, core-hours); run nothing")
     s.add_argument("--wait", action="store_true",
                    help="when another sweep is writing the store, wait for it instead of stopping")
+    s.add_argument("--verbose", action="store_true",
+                   help="Dask's own worker and scheduler warnings on the console (default: STORE.log)")
     s.set_defaults(func=_sweep)
     t = sub.add_parser("status", help="blocks done per model and layer")
     t.add_argument("store")
@@ -123,13 +125,25 @@ def _sweep(args) -> int:
     cfg = plan.config
     try:
         result = run_sweep(plan, workers=args.workers, scheduler=args.scheduler,
-                           resume=args.resume, wait=args.wait)
+                           resume=args.resume, wait=args.wait, verbose=args.verbose,
+                           again=f"rerun `{_resume_command(args)}`")
     except KeyboardInterrupt:
         print("tdos: interrupted; rerun with --resume to finish", file=sys.stderr)
         return 130
     if result.exit_code == 0:
         _print_summary(cfg.store)
     return result.exit_code
+
+
+def _resume_command(args) -> str:
+    """The command that finishes this sweep."""
+    import shlex
+
+    words = ["tdos", "sweep", args.config]
+    for flag, value in (("--store", args.store), ("--workers", args.workers),
+                        ("--scheduler", args.scheduler)):
+        words += [flag, str(value)] if value is not None else []
+    return shlex.join([*words, "--resume"])
 
 
 def _print_summary(store: str) -> None:

@@ -9,20 +9,27 @@ import collections
 import contextlib
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
 from sweep.config.load import SweepConfig, with_store
 from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers
+from sweep.failures import DaskLogs, Failures, log_path
 from sweep.plan.make import Plan, make_plan
 from sweep.store import ledger
 from sweep.store import writer as st
 from sweep.store.lock import store_lock
 from sweep.tasks import ALogTask, BlockTask, DepthTask, MemoryTask, ResidualTask, pending_tasks
+from sweep.watch import Stalled, StallWatch
 from sweep.worker.task import run_task
 
 RETRIES = 2          # task exceptions; a killed worker's tasks are rescheduled by the scheduler
+POLL_S = 0.1         # the loop's sleep while no task has finished
+WATCH_S = 1.0        # seconds between two looks at the workers (sweep/watch.py)
+FATAL = (CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers)  # every later
+                                                                               # task would repeat
 
 
 @dataclass
@@ -35,14 +42,18 @@ class SweepResult:
     results: list[dict] = field(default_factory=list)    # one per completed task
     errors: list[str] = field(default_factory=list)
     interrupted: bool = False
+    stalled: str | None = None     # the line that stopped a sweep no block of which could progress
 
 
 def run_sweep(cfg: SweepConfig | Plan, store: str | None = None, workers: int | None = None,
               scheduler: str | None = None, resume: bool = False, *, client=None,
-              progress: bool = True, wait: bool = False) -> SweepResult:
+              progress: bool = True, wait: bool = False, verbose: bool = False,
+              again: str | None = None) -> SweepResult:
     """Run (or finish) the sweep `cfg` describes (a config, or its plan from make_plan);
     `client` reuses an existing dask Client. While it runs the store is locked: a second
-    sweep of the same store stops at once (or, with `wait`, waits for this one)."""
+    sweep of the same store stops at once (or, with `wait`, waits for this one). Tracebacks
+    and (unless `verbose`) Dask's own warnings go to STORE.log; `again` is the command that
+    resumes the sweep, for the line a stopped sweep ends with."""
     plan = cfg if isinstance(cfg, Plan) else make_plan(cfg)
     if store is not None:
         plan = Plan(with_store(plan.config, store), plan.models)
@@ -52,20 +63,35 @@ def run_sweep(cfg: SweepConfig | Plan, store: str | None = None, workers: int | 
         tasks = pending_tasks(plan, root)
         names = [m.name for m in plan.models]
         before = ledger.counts(root, names)
-        results, errors, interrupted = [], [], False
+        run = _Run(Failures(log_path(cfg.store)), again or "rerun with --resume")
         if tasks:
             for m in plan.models:
                 _say(f"{m.name}: " + (f"whole model on every worker: {m.info.not_local}" if m.info.not_local
                                       else f"layer-local (at most {cfg.compute.resident_layers} "
                                            f"decoder layer(s) per worker, the residual stream in the store)"))
-            with _connect(cfg, workers, scheduler, client) as c, _tdos_page(c, cfg) as page:
+            _say(f"log: {run.failures.log} (tracebacks{'' if verbose else ', Dask warnings'})")
+            with DaskLogs(run.failures.log, verbose) as logs, \
+                    _connect(cfg, workers, scheduler, client) as c, _tdos_page(c, cfg) as page:
                 _say(f"dashboard: {_dashboard(c)}{page.note}")
-                with _LivePlot(cfg.store, cfg.compute.live_every):
+                with logs.workers(c), _LivePlot(cfg.store, cfg.compute.live_every):
                     try:
-                        _execute(c, cfg, tasks, before, progress, results, errors)
+                        _execute(c, cfg, tasks, before, progress, run)
                     except KeyboardInterrupt:
-                        interrupted = True
-        return _verdict(cfg, root, names, tasks, results, errors, interrupted)
+                        run.interrupted = True
+                    except Stalled as e:
+                        run.stalled = str(e)
+        return _verdict(cfg, root, names, tasks, run)
+
+
+@dataclass
+class _Run:
+    """What one run of the loop gathers for the verdict."""
+    failures: Failures
+    again: str                                  # how to resume, for the closing line
+    results: list[dict] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    stalled: str | None = None                  # the line that stopped the sweep
 
 
 def _connect(cfg, workers, scheduler, client):
@@ -90,7 +116,43 @@ def _dashboard(client) -> str:
     return dashboard_link(client) or "(none)"
 
 
-def _execute(client, cfg, tasks, before, progress, results, errors) -> None:
+def _execute(client, cfg, tasks, before, progress, run: _Run) -> None:
+    futures = _submit(client, cfg, tasks)
+    # futures neither finished nor released: the only ones a cancel may name (docs/clusters.md:
+    # cancelling a released key that a pending task still depends on trips the scheduler's
+    # `assert ts.who_wants`)
+    pending = set(futures)
+    keys = {f.key: t for f, t in futures.items()}
+    watch = StallWatch(client, cfg.compute.stall_after,
+                       lambda k: _describe(keys[k]) if k in keys else str(k), _say)
+    bar = tqdm(total=before.total, initial=before.done, unit="block", desc="blocks",
+               disable=not progress, file=sys.stderr, smoothing=0.1)
+    from distributed import as_completed
+
+    fell_back, ready, idle_since = set(), as_completed(list(futures)), time.monotonic()
+    try:
+        while not ready.is_empty():
+            batch = ready.next_batch(block=False)
+            if not batch:
+                if time.monotonic() - idle_since >= WATCH_S:
+                    watch.check()
+                    idle_since = time.monotonic()
+                time.sleep(POLL_S)
+                continue
+            for fut in batch:
+                pending.discard(fut)
+                _collect(fut, futures[fut], run, fell_back, bar)
+                fut.release()
+    except (KeyboardInterrupt, Stalled, *FATAL):
+        client.cancel(list(pending))
+        raise
+    finally:
+        bar.close()
+
+
+def _submit(client, cfg, tasks) -> dict:
+    """future -> task, every task submitted in the plan's order (block tasks after their
+    sequence's residual task)."""
     from cluster import task_resources
 
     resources = task_resources(cfg.cluster, client)
@@ -105,36 +167,28 @@ def _execute(client, cfg, tasks, before, progress, results, errors) -> None:
         futures[fut] = t
         if isinstance(t, ResidualTask):
             streams.update({(t.model.group, s): fut for s in t.seqs})
-    bar = tqdm(total=before.total, initial=before.done, unit="block", desc="blocks",
-               disable=not progress, file=sys.stderr, smoothing=0.1)
-    from distributed import as_completed
+    return futures
 
-    fell_back = set()
+
+def _collect(fut, task, run: _Run, fell_back: set, bar) -> None:
+    """One finished future: its result, or its error reported once per (model, layer, kind)
+    with the traceback in the log; errors every later task would repeat stop the sweep."""
     try:
-        for fut in as_completed(list(futures)):
-            task = futures[fut]
-            try:
-                results.append(fut.result())
-                route = results[-1].get("route", "")
-                if task.model.local and route.startswith("whole") and task.model.group not in fell_back:
-                    fell_back.add(task.model.group)           # said once per model
-                    _say(f"{task.model.group}: {route}")
-            except (CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers):
-                # every later task would fail the same way
-                client.cancel(list(futures))
-                raise
-            except Exception as e:  # the task's own error, after RETRIES; reported, not fatal
-                errors.append(f"{_describe(task)}: {type(e).__name__}: {e}")
-            if isinstance(task, BlockTask):
-                bar.update(1)
-            elif isinstance(task, DepthTask):
-                bar.update(task.fresh)
-            fut.release()
-    except KeyboardInterrupt:
-        client.cancel(list(futures))
+        run.results.append(fut.result())
+        route = run.results[-1].get("route", "")
+        if task.model.local and route.startswith("whole") and task.model.group not in fell_back:
+            fell_back.add(task.model.group)           # said once per model
+            _say(f"{task.model.group}: {route}")
+    except FATAL as e:
+        run.failures.exception(task.model.group, _where(task), e)
         raise
-    finally:
-        bar.close()
+    except Exception as e:  # the task's own error, after RETRIES; reported, not fatal
+        run.errors.append(f"{_describe(task)}: {type(e).__name__}: {e}")
+        run.failures.exception(task.model.group, _where(task), e)
+    if isinstance(task, BlockTask):
+        bar.update(1)
+    elif isinstance(task, DepthTask):
+        bar.update(task.fresh)
 
 
 def _placement(client, tasks):
@@ -156,6 +210,17 @@ def _placement(client, tasks):
     return place
 
 
+def _where(task) -> str:
+    """The part of a model a failure is counted under."""
+    if isinstance(task, (BlockTask, MemoryTask)):
+        return f"layer {task.layer}"
+    if isinstance(task, ResidualTask):
+        return "residual stream"
+    if isinstance(task, ALogTask):
+        return "A_log"
+    return f"walk up layers {task.rows[0][1]}..{task.rows[-1][1]}"
+
+
 def _describe(task) -> str:
     if isinstance(task, ALogTask):
         return f"{task.model.group} a_log layers {list(task.layers)}"
@@ -169,7 +234,8 @@ def _describe(task) -> str:
     return f"{task.model.group} layer {task.layer} seq {task.seq} block {task.block}"
 
 
-def _verdict(cfg, root, names, tasks, results, errors, interrupted) -> SweepResult:
+def _verdict(cfg, root, names, tasks, run: _Run) -> SweepResult:
+    results, errors, interrupted = run.results, run.errors, run.interrupted
     for name in names:
         st.record_worker_software(root, name, [r["software"] for r in results
                                                if r.get("model") == name and "software" in r])
@@ -177,8 +243,10 @@ def _verdict(cfg, root, names, tasks, results, errors, interrupted) -> SweepResu
     total, done, flagged, missing_a = counts.total, counts.done, counts.flagged, counts.missing_a_log
     walks, profiles = counts.missing_walks, counts.missing_memory
     complete = counts.complete
-    for e in errors:
-        _say(f"failed: {e}")
+    for line in run.failures.lines():
+        _say(f"failed: {line}")
+    if run.stalled:
+        _say(f"stopped: {run.stalled}")
     for what, key in (("J_tt", "jacobian_path"), ("linear algebra", "linalg")):
         used = collections.Counter(r[key] for r in results if key in r)
         if used:                              # which code computed this run's blocks
@@ -189,16 +257,17 @@ def _verdict(cfg, root, names, tasks, results, errors, interrupted) -> SweepResu
     if complete:
         _say(f"sweep complete: {done}/{total} blocks in {cfg.store}")
     else:
-        why = "interrupted" if interrupted else "incomplete"
+        why = "interrupted" if interrupted else "stopped" if run.stalled else "incomplete"
         _say(f"sweep {why}: {done}/{total} blocks in {cfg.store}"
              f"{f', A_log missing for {missing_a} layer(s)' if missing_a else ''}"
              f"{f', {walks} walk(s) up the layers (stacks, Lyapunov) missing' if walks else ''}"
              f"{f', {profiles} token-memory profile(s) missing' if profiles else ''}; "
-             f"rerun with --resume to finish")
+             f"nothing written is lost; {run.again} to finish")
     n_blocks = sum(1 if isinstance(t, BlockTask) else t.fresh if isinstance(t, DepthTask) else 0
                    for t in tasks)
     code = 0 if complete else (130 if interrupted else 1)
-    return SweepResult(code, n_blocks, total, done, flagged, results, errors, interrupted)
+    return SweepResult(code, n_blocks, total, done, flagged, results, errors, interrupted,
+                       run.stalled)
 
 
 def _say(line: str) -> None:

@@ -64,7 +64,7 @@ FIELDS = ["model", "model.path", "model.dtype", "model.revision", "model.name", 
           "inputs", "inputs.sequences", "inputs.length", "inputs.seed", "inputs.text",
           "inputs.tokenizer", "inputs.dataset", "inputs.dataset_config", "inputs.split",
           "inputs.column", "inputs.min_chars", "inputs.windows", "inputs.offset", "inputs.bos", "layers", "store", "compute", "compute.token_block",
-          "compute.device", "compute.live_every", "compute.cpu_linalg", "cluster.kind",
+          "compute.device", "compute.live_every", "compute.stall_after", "compute.cpu_linalg", "cluster.kind",
           "cluster.workers", "cluster.memory_limit", "cluster.slurm.memory",
           "cluster.slurm.job_extra_directives", "analysis.lengths", "analysis.layer", "analysis.window",
           "analysis.level", "analysis.n_boot", "analysis.modes", "analysis.skip_positions",
@@ -172,10 +172,10 @@ def test_failed_run_then_fix_then_same_command_completes(tiny_checkpoints, tmp_p
 
 
 def test_sweep_that_cannot_fit_in_memory_is_refused_with_the_numbers(tiny_checkpoints, tmp_path):
-    from sweep.budget import PROCESS_BYTES
+    from sweep.process import process_term
 
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    workers = ram // PROCESS_BYTES + 1            # each worker needs at least the bare process
+    workers = ram // process_term().bytes + 1     # each worker needs at least the bare process
     code, _, err = _run(_base(tiny_checkpoints["gpt2"], tmp_path / "run.zarr"), tmp_path,
                         "--workers", str(workers))
     _assert_one_line_error(code, err)
@@ -191,11 +191,14 @@ def test_a_memory_limit_below_one_worker_is_refused_also_by_the_dry_run(tiny_che
     doc["cluster"] = {"memory_limit": "100MB"}
     code, out, err = _run(doc, tmp_path, "--dry-run")
     _assert_one_line_error(code, err)
-    assert err.startswith("tdos: error: cluster.memory_limit: 0.0931 GiB per worker is below the ")
+    assert err.startswith("tdos: error: cluster.memory_limit: 0.0931 GiB per worker (memory_limit "
+                          "100MB) is below what one worker needs: Dask stops a worker at 80% of its "
+                          "limit (distributed.worker.memory.pause = 0.8)")
     assert "raise memory_limit" in err and "1 layer(s) x " in out and "layer-local" in out
     doc["cluster"] = {"memory_limit": "4GB"}
     code, out, err = _run(doc, tmp_path, "--dry-run")
     assert code == 0 and not err and "per worker 3.73 GiB (cluster.memory_limit)" in out
+    assert "  process: " in out and "MiB, measured" in out and "it stops a worker at 80% of it" in out
     assert not (tmp_path / "run.zarr").exists()
 
 

@@ -27,7 +27,8 @@ RULES = {
     "sweep.worker": (*DECLARATIONS, "sweep.plan", "sweep.store", "sweep.tasks", "sweep.numerics",
                      "sweep.blocks", "sweep.generic"),              # workers: tasks, store, plan
     "cluster": ("sweep.errors", "sweep.config.cluster"),
-    "sweep.budget": ("sweep", "analysis.io"),
+    "sweep.budget": ("sweep", "cluster", "analysis.io"),
+    "sweep.process": (),                                              # runs the probe as a string
     "sweep.run": ("sweep", "cluster", "analysis.io", "analysis.views"),
     "sweep.cli": ("sweep", "cluster", "analysis"),
     "sweep.__main__": ("sweep",),

@@ -41,6 +41,38 @@ def test_too_old_transformers_gets_one_line_naming_the_minimum(version, ok):
         assert "pip install 'transformers>=5.24.0'" in problem
 
 
+def test_the_versions_note_names_both_and_which_is_untested():
+    from importlib.metadata import version
+
+    torch = version("torch")
+    assert versions.versions_note({"torch": torch, "transformers": "5.25.0"}).startswith(
+        f"torch {torch} and transformers 5.25.0 (tdos is tested on torch 2.13.0, transformers ")
+    assert versions.versions_note({"torch": "2.13.0+cpu", "transformers": "5.25.0"}).endswith("; both tested)")
+    assert versions.versions_note({"torch": "2.15.0", "transformers": "5.25.0"}).endswith("; torch lies outside)")
+    assert versions.versions_note({"torch": "2.15.0", "transformers": "5.26.0"}).endswith(
+        "; torch and transformers lie outside)")
+    assert f"torch {torch} and transformers 5.3.0" in versions.transformers_problem("5.3.0")
+
+
+def test_provenance_never_asks_cudnn_off_cuda(monkeypatch):
+    """A CUDA build of torch on a machine without a GPU may still find a cuDNN library (so
+    `cudnn.is_available()`) that does not match it, and `cudnn.version()` raises (issue 45):
+    monkeypatched so here. A CPU-only run records no cuDNN and never asks; on CUDA the
+    failure is recorded, not raised."""
+    import torch
+
+    from sweep.plan import provenance
+
+    def mismatched():
+        raise RuntimeError("cuDNN version incompatibility")
+    monkeypatch.setattr(torch.backends.cudnn, "version", mismatched)
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    if torch.cuda.is_available():
+        assert provenance.software()["cudnn"].startswith("unreadable (RuntimeError")
+    else:
+        assert provenance.software()["cudnn"] is None
+
+
 def test_tdos_sweep_refuses_a_too_old_transformers_before_reading_the_config(tmp_path):
     """The real CLI in a process whose transformers reports an old version (its metadata is
     what pip installed; the process is told otherwise through importlib.metadata)."""

@@ -70,6 +70,8 @@ class ComputeConfig:
     engine: str = "auto"            # auto | generic: J_tt by a hand-written fast path where one
                                     # exists (sweep/blocks/__init__.py FAST), else transformers' own layer
     resident_layers: int = 1        # decoder layers a worker holds at most (layer-local route)
+    stall_after: float = 30.0       # seconds a worker may stay paused for memory (or the cluster
+                                    # without workers) before the sweep names it (sweep/watch.py)
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,8 @@ _TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster
 _YAML_FIELDS = {
     ModelSpec: ("path", "dtype", "revision", "name", "layers", "trust_remote_code"),
     InputsConfig: ("sequences", "length", "seed", "text", "tokenizer", *_DATASET_FIELDS),
-    ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg", "engine", "resident_layers"),
+    ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg", "engine", "resident_layers",
+                    "stall_after"),
     DepthConfig: ("spans",),
     MemoryConfig: ("lags", "probes", "every"),
     AnalysisConfig: ("window", "level", "n_boot", "modes", "lengths", "layer", "skip_positions",
@@ -308,6 +311,9 @@ def _check_compute(compute: ComputeConfig) -> None:
     if not (math.isfinite(compute.live_every) and compute.live_every >= 0):
         raise ConfigError(f"compute.live_every: must be a finite number of seconds >= 0, got "
                           f"{compute.live_every} — use e.g. 10, or 0 to disable")
+    if not (math.isfinite(compute.stall_after) and compute.stall_after > 0):
+        raise ConfigError(f"compute.stall_after: must be a finite number of seconds > 0, got "
+                          f"{compute.stall_after} — use e.g. 30 (the default)")
 
 
 # ---------------------------------------------------------------- layers

@@ -108,6 +108,14 @@ def software() -> dict:
 
 
 def _cudnn():
+    """cuDNN's version where CUDA is in use, else None. Asked only on CUDA, and guarded: a
+    CPU-only run must never fail over a cuDNN library that does not match torch's build
+    (torch raises RuntimeError for a mismatched one, an import error for a broken one)."""
     import torch
 
-    return torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    if not torch.cuda.is_available():
+        return None
+    try:
+        return torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    except (RuntimeError, ImportError, OSError) as e:
+        return f"unreadable ({type(e).__name__}: {e})"

@@ -459,11 +459,9 @@ def _self_check_local(cached, layer: int, seq: int, ref: ModelRef) -> None:
 def _check(call, jacobian, layer: int, kind: str, dtype, ref: ModelRef) -> None:
     """NonCausal or SelfCheckFailed (one line) unless `call` (the layer's whole-sequence
     call) is causal and `jacobian()` (d, d) its J_tt at the last token."""
-    import transformers
-
     from sweep.generic import selfcheck
     from sweep.generic.decode import DeltaUnseen
-    from sweep.worker.versions import tested_range
+    from sweep.worker.versions import versions_note
 
     dep = selfcheck.later_dependence(call)
     if dep > 0:
@@ -471,8 +469,8 @@ def _check(call, jacobian, layer: int, kind: str, dtype, ref: ModelRef) -> None:
                         f"(|J_ts| / |J_tt| up to {dep:.1e} for s > t) — its sequence Jacobian is "
                         f"not block lower-triangular, so eig(J_tt) is not its spectrum; sweep a "
                         f"causal decoder-only model")
-    versions = (f"under transformers {transformers.__version__} (tdos is tested on "
-                f"{tested_range()}) — nothing was written; install a tested release or report it")
+    versions = (f"under {versions_note()} — nothing was written; install a tested release or "
+                f"report it")
     try:
         jac = jacobian()                                                          # (d, d)
     except DeltaUnseen as e:
