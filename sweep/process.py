@@ -9,8 +9,8 @@ LocalCluster, started by a subprocess) after it has imported what a worker's tas
 one backward, which load LAPACK and start autograd). A real worker, not a bare interpreter:
 the same imports take 58 MiB more inside a worker (379 against 325 MiB with torch
 2.13.0+cpu), so only a worker measures a worker. Measured the first time (about 10 s) and
-cached beside the user's other caches,
-`$XDG_CACHE_HOME/tdos/process-memory.json` (default `~/.cache/tdos`), keyed by everything
+cached beside the checkpoint hashes, `process-memory.json` in tdos' cache directory
+(`$TDOS_CACHE`, default `$XDG_CACHE_HOME/tdos`, else `~/.cache/tdos`), keyed by everything
 that decides it: torch (version and build), transformers, distributed, Python, the
 machine's architecture and the probe itself.
 """
@@ -25,6 +25,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from sweep.plan.hashes import cache_dir
 
 CACHE_NAME = "process-memory.json"
 ASSUMED_BYTES = 1 << 29          # 0.5 GiB: the figure used when the probe cannot run
@@ -68,8 +70,7 @@ def environment_key() -> str:
 
 
 def cache_file() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tdos" / CACHE_NAME
+    return cache_dir() / CACHE_NAME
 
 
 def process_term() -> ProcessTerm:

@@ -28,7 +28,7 @@ RULES = {
                      "sweep.blocks", "sweep.generic"),              # workers: tasks, store, plan
     "cluster": ("sweep.errors", "sweep.config.cluster"),
     "sweep.budget": ("sweep", "cluster", "analysis.io"),
-    "sweep.process": (),                                              # runs the probe as a string
+    "sweep.process": ("sweep.plan.hashes",),       # the cache directory; runs the probe as a string
     "sweep.run": ("sweep", "cluster", "analysis.io", "analysis.views"),
     "sweep.cli": ("sweep", "cluster", "analysis"),
     "sweep.__main__": ("sweep",),

@@ -57,7 +57,7 @@ def test_the_process_term_is_a_fresh_workers_measured_rss(tiny_checkpoints, tmp_
                       dashboard_address=":0") as cluster, Client(cluster) as client:
         rss = client.submit(_fresh_worker_rss, str(tiny_checkpoints["gpt2"]), pure=False).result()
     assert abs(term.bytes - rss) <= 0.15 * rss, (term.bytes / 2**20, rss / 2**20)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("TDOS_CACHE", str(tmp_path / "cache"))
     process.cache_file().parent.mkdir(parents=True)
     process.cache_file().write_text(json.dumps({process.environment_key(): 123 << 20}))
     again = process.process_term()
