@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from analysis.io.settings import Settings, SettingsError
+from analysis.io.settings import PRIMARIES, Settings, SettingsError
 from analysis.io.store import StoreError, open_store
 from analysis.laws.uncertainty import law_lines
 from analysis.report.analyze import analyze
@@ -38,6 +38,9 @@ def _settings_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed of every resampling (default 0)")
     p.add_argument("--memory-window", nargs=2, type=int, default=None, metavar=("K_LO", "K_HI"),
                    help="lags the token-memory fits use (default: analysis.memory_window, else 1..lags)")
+    p.add_argument("--primary", choices=PRIMARIES, default=None,
+                   help="β estimator:mode count of headlines and verdicts (default: "
+                        "analysis.primary, else the paper's for its own setting, else tdos')")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -48,7 +51,8 @@ def settings_from(args, store_path) -> Settings:
                                modes=args.modes, lengths=args.lengths, layer=args.layer,
                                level=args.level, n_boot=args.n_boot,
                                skip_positions=args.skip_positions, seed=args.seed,
-                               memory_window=tuple(args.memory_window) if args.memory_window else None)
+                               memory_window=tuple(args.memory_window) if args.memory_window else None,
+                               primary=args.primary)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -9,6 +9,7 @@ engine derives from a config, are set here from the content itself. The truth
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ class SyntheticModel:
     shift_residual: np.ndarray | None = None  # (rows, seq, L_max) r along 𝟙/√d
     path: str = "synthetic/model"
     extra_identity: dict = field(default_factory=dict)
+    null: dict | None = None                 # {"of", "kind", "seed"}: a null model (Store.null)
 
     @property
     def shape(self):
@@ -106,6 +108,8 @@ def _create_group(root, m: SyntheticModel):
                 "token_block": m.token_block},
         layer_lengths=list(zip(m.layers, m.lengths())), token_block=m.token_block,
         tokens=np.asarray(tokens, np.int64), d_model=d, **_kinds(m))
+    if m.null is not None:
+        g.attrs["null"] = dict(m.null)       # the attribute the sweep's nulls carry (Store.null)
     if m.a_log is not None:
         for layer, a in enumerate(np.asarray(m.a_log, _rdtype(m.dtype))):
             write_a_log(g, layer, a)
@@ -184,3 +188,13 @@ def synthetic_model(name="mamba-syn", arch="mamba", beta=-0.2, rows=2, nseq=2, l
         kw = {"a_log": a_log, "delta": delta}
     return SyntheticModel(name=name, eigenvalues=ev, layers=layers, arch=arch, dtype=dtype,
                           token_block=token_block, layer_length=layer_length, **kw)
+
+
+def null_models(of: SyntheticModel, beta, n=2, kind="random_init", seed=100, **kw):
+    """n null models of `of` (named `<of>.<kind>.<k>`, attribute null = {of, kind, seed k}),
+    each of known β `beta` (kw: as synthetic_model, e.g. lmax, d, n_ir; arch from `of`)."""
+    return [dataclasses.replace(synthetic_model(f"{of.name}.{kind}.{k}", of.arch, beta,
+                                                rows=len(of.layers), layers=of.layers, seed=seed + k,
+                                                **kw),
+                                null={"of": of.name, "kind": kind, "seed": k})
+            for k in range(n)]
