@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from analysis.fit.fits import mle_ir_exponent
+from analysis.fit.fits import mle_ir_exponent, solve_s, var_u
 from analysis.fit.multiplicity import Family, holm, interval_p
 from analysis.fit.resampling import verdict
 from analysis.io.settings import Settings, SettingsError
@@ -36,20 +36,35 @@ def test_a_family_of_one_gives_the_interval_verdict():
         assert t.verdict(0.9) == verdict(lo, hi, 0.9), (d, lo, hi)
 
 
-def _beta(rng, beta, n):
-    """The in-window MLE of n i.i.d. power-law rates and its Fisher 90 % interval."""
-    f = mle_ir_exponent(power_law_rates(rng, n, beta, 0.05), WINDOW)
-    return f.beta, f.se
+def _betas(rng, betas, n):
+    """In-window MLE β and Fisher se of n i.i.d. power-law rates per entry of `betas`: the
+    estimator of mle_ir_exponent (solve_s, var_u) on every data set at once."""
+    lo, hi = WINDOW
+    w = np.log(hi / lo)
+    r = np.stack([power_law_rates(rng, n, b, hi) for b in betas])           # (sets, n)
+    inside = r >= lo
+    u = np.where(inside, np.log(np.where(inside, r, lo) / lo), 0.0)
+    k = inside.sum(1)
+    s = solve_s(u.sum(1) / k, w)
+    return s - 1, 1 / np.sqrt(k * var_u(s, w))
 
 
 def _family(rng, shifts, n=1500):
-    """40 comparisons of two models of β −0.2 and −0.2 + shift each, Holm-corrected."""
+    """len(shifts) comparisons of two models of β −0.2 + shift and −0.2, Holm-corrected."""
     fam = Family("simulation", {"comparisons": len(shifts)}, 0.9)
-    for s in shifts:
-        (a, sa), (b, sb) = _beta(rng, -0.2 + s, n), _beta(rng, -0.2, n)
-        se = np.hypot(sa, sb)
-        fam.add(f"shift {s}", a - b, a - b - Z90 * se, a - b + Z90 * se)
+    a, sa = _betas(rng, -0.2 + np.asarray(shifts), n)
+    b, sb = _betas(rng, np.full(len(shifts), -0.2), n)
+    se = np.hypot(sa, sb)
+    for s, d, e in zip(shifts, a - b, se):
+        fam.add(f"shift {s}", d, d - Z90 * e, d + Z90 * e)
     return fam.correct()
+
+
+def test_mle_of_the_simulation_is_mle_ir_exponent():
+    rng = np.random.default_rng(3)
+    b, se = _betas(np.random.default_rng(3), [-0.2], 1500)
+    ref = mle_ir_exponent(power_law_rates(rng, 1500, -0.2, WINDOW[1]), WINDOW)
+    assert (b[0], se[0]) == pytest.approx((ref.beta, ref.se), rel=1e-12)
 
 
 def test_forty_identical_comparisons_hold_the_family_wise_error():
@@ -111,16 +126,30 @@ def test_a_shifted_null_is_told_apart_and_an_equal_one_is_not(store_with_nulls):
     assert far.hi - far.lo > far.trained.hi - far.trained.lo
 
 
-def test_analyze_reads_nulls_under_their_model(store_with_nulls, tmp_path):
-    analyze(store_with_nulls, tmp_path, Settings(n_boot=50, lengths=(32,)), progress=False)
+def test_analyze_reads_nulls_under_their_model(tmp_path):
+    kw = dict(nseq=2, lmax=16, d=32, n_ir=16)
+    a = synthetic_model("a", "attention", -0.2, rows=1, **kw)
+    path = write_store(tmp_path / "s.zarr", [a, *null_models(a, -0.5, n=2, **kw)])
+    analyze(path, tmp_path, Settings(n_boot=20, lengths=(16,)), progress=False)
     doc = json.loads((tmp_path / "fits.json").read_text())
-    assert set(doc["models"]) == {"a", "b"}                              # nulls are not models
+    assert set(doc["models"]) == {"a"}                                   # nulls are not models
     fam = doc["family"]
-    assert fam["correction"] == "Holm step-down" and fam["m"] == len(fam["tests"]) >= 3
+    assert fam["correction"] == "Holm step-down" and fam["m"] == len(fam["tests"]) == 1
     assert all(t["p_adjusted"] >= t["p_raw"] for t in fam["tests"])
     c = doc["models"]["a"]["nulls"]["comparisons"][0]
     assert c["delta"] > 0.15 and c["p_adjusted"] >= c["p_raw"] and c["rank"] == 2
     md = (tmp_path / "report.md").read_text()
     assert "## a.random_init.0" not in md and "Family of tests" in md and "p Holm" in md
     assert "primary β: in-window maximum-likelihood fit, symmetry-removed modes" in md
-    assert (tmp_path / "a" / "tdos_vs_nulls.png").exists()
+    assert (tmp_path / "tdos_vs_nulls.png").exists()
+
+
+def test_compare_carries_the_nulls_and_counts_its_family(store_with_nulls):
+    from analysis.studies.compare import compare_models
+    c = compare_models([str(store_with_nulls)], Settings(n_boot=20, lengths=(32,)))
+    assert [s.name for s in c.sides] == ["a", "b"]                       # nulls are not compared as models
+    assert set(c.nulls) == {"a", "b"} and len(c.primary_deltas) == 1
+    d = c.primary_deltas[0]
+    assert d.p_adjusted >= d.p_raw and c.family.m == 1 + sum(len(n.comparisons) for n in c.nulls.values())
+    doc = c.to_dict()
+    assert doc["family"]["tests"][0]["p_raw"] == d.p_raw and "pairs_diagnostic" in doc
