@@ -152,4 +152,4 @@ def test_compare_carries_the_nulls_and_counts_its_family(store_with_nulls):
     d = c.primary_deltas[0]
     assert d.p_adjusted >= d.p_raw and c.family.m == 1 + sum(len(n.comparisons) for n in c.nulls.values())
     doc = c.to_dict()
-    assert doc["family"]["tests"][0]["p_raw"] == d.p_raw and "pairs_diagnostic" in doc
+    assert doc["family"]["tests"][0]["p_raw"] == d.p_raw and "pairs" in doc

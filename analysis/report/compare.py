@@ -32,7 +32,7 @@ def verdict_lines(c: Comparison) -> list:
     for d in c.primary_deltas:
         if d.L != c.sides[0].L:
             continue
-        out.append(f"- {d.a} − {d.b}, L = {d.L}: Δβ = {d.delta:+.3f} {_ci(*d.ci)}, p raw "
+        out.append(f"- {d.a} (layer {d.layer_a}) − {d.b} (layer {d.layer_b}), L = {d.L}: Δβ = {d.delta:+.3f} {_ci(*d.ci)}, p raw "
                    f"{d.p_raw:.2g}, p Holm {d.p_adjusted:.2g} → **{d.verdict}**")
     for name, ns in c.nulls.items():
         for x in ns.comparisons:

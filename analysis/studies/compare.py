@@ -227,7 +227,7 @@ class Comparison:
                            for s in self.sides],
                 "primary": self.primary.describe() if self.primary else None,
                 "primary_pairs": [d.to_dict() for d in self.primary_deltas],
-                "pairs_diagnostic": [d.to_dict() for d in self.deltas],
+                "pairs": [d.to_dict() for d in self.deltas],          # diagnostics: cumulative fit, both counts
                 "nulls": {n: v.to_dict() for n, v in self.nulls.items()},
                 "family": self.family.to_dict() if self.family else None,
                 **({"depth": {"models": {n: d.to_dict() for n, d in self.depth.items()},
@@ -273,6 +273,8 @@ class PrimaryDelta:
     a: str
     b: str
     L: int
+    layer_a: int
+    layer_b: int
     beta_a: Estimate
     beta_b: Estimate
     level: float
@@ -294,7 +296,8 @@ class PrimaryDelta:
         return verdict(*self.ci, self.level, self.p_adjusted)
 
     def to_dict(self) -> dict:
-        return {"a": self.a, "b": self.b, "L": self.L, "beta_a": vars(self.beta_a),
+        return {"a": self.a, "b": self.b, "L": self.L, "layer_a": self.layer_a,
+                "layer_b": self.layer_b, "beta_a": vars(self.beta_a),
                 "beta_b": vars(self.beta_b), "delta_beta": self.delta, "ci": list(self.ci),
                 "p_raw": self.p_raw, "p_adjusted": self.p_adjusted, "level": self.level,
                 "verdict": self.verdict}
@@ -305,7 +308,7 @@ def primary_deltas(sides, stores, settings, primary) -> list:
     betas = [{L: primary_beta(st, s.layer, L, dataclasses.replace(settings, seed=settings.seed + i),
                               primary) for L in s.by_length[MODES[0]]}
              for i, (s, st) in enumerate(zip(sides, stores))]
-    return [PrimaryDelta(a.name, b.name, L, betas[i][L], betas[j][L], settings.level)
+    return [PrimaryDelta(a.name, b.name, L, a.layer, b.layer, betas[i][L], betas[j][L], settings.level)
             for i, a in enumerate(sides) for j, b in enumerate(sides) if j > i
             for L in a.by_length[MODES[0]] if betas[i][L] is not None and betas[j][L] is not None]
 
