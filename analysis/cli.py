@@ -13,6 +13,7 @@ from analysis.io.store import StoreError, open_store
 from analysis.laws.uncertainty import law_lines
 from analysis.report.analyze import analyze
 from analysis.report.compare import verdict_lines, write_comparison
+from analysis.report.markdown import headline_lines
 from analysis.spectrum.rates import MODES
 from analysis.studies.compare import compare_models, parse_source
 
@@ -88,7 +89,9 @@ def _model_line(name, r) -> list:
                      f"[{x.mle_ci_lo:+.3f}, {x.mle_ci_hi:+.3f}]; power law KS {x.ks:.4f}, "
                      f"p = {x.gof_p:.3f}")
     delta = f"; Δβ = {row.delta_beta:+.3f}" if np.isfinite(row.delta_beta) else ""
-    lines = [f"{name}: layer {r.layer}, L = {row.L}: " + "; ".join(parts) + delta]
+    head = headline_lines(r)[2].strip("| ").replace(" | ", "; ")        # the primary β, first
+    lines = [f"{name} (headline): {head}",
+             f"{name}: layer {r.layer}, L = {row.L}: " + "; ".join(parts) + delta + " (diagnostics)"]
     return lines + ["  " + x for x in (law_lines(r.laws.to_dict()) if r.laws is not None else [])]
 
 

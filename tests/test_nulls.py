@@ -13,6 +13,7 @@ from analysis.fit.resampling import verdict
 from analysis.io.settings import Settings, SettingsError
 from analysis.io.store import open_store
 from analysis.report.analyze import analyze
+from analysis.report.markdown import headline_lines
 from analysis.studies.nulls import null_study
 from synthetic_store import null_models, power_law_rates, synthetic_model, write_store
 
@@ -130,7 +131,7 @@ def test_analyze_reads_nulls_under_their_model(tmp_path):
     kw = dict(nseq=2, lmax=16, d=32, n_ir=16)
     a = synthetic_model("a", "attention", -0.2, rows=1, **kw)
     path = write_store(tmp_path / "s.zarr", [a, *null_models(a, -0.5, n=2, **kw)])
-    analyze(path, tmp_path, Settings(n_boot=20, lengths=(16,)), progress=False)
+    r = analyze(path, tmp_path, Settings(n_boot=20, lengths=(16,)), progress=False)["a"]
     doc = json.loads((tmp_path / "fits.json").read_text())
     assert set(doc["models"]) == {"a"}                                   # nulls are not models
     fam = doc["family"]
@@ -142,6 +143,9 @@ def test_analyze_reads_nulls_under_their_model(tmp_path):
     assert "## a.random_init.0" not in md and "Family of tests" in md and "p Holm" in md
     assert "primary β: in-window maximum-likelihood fit, symmetry-removed modes" in md
     assert (tmp_path / "tdos_vs_nulls.png").exists()
+    assert "window slope" not in headline_lines(r)[2]
+    r.row().by_mode[r.primary.modes].gof_p = 0.0                          # the power law rejected
+    assert "β: a window slope, not an exponent (power law rejected, p = 0)" in headline_lines(r)[2]
 
 
 def test_compare_carries_the_nulls_and_counts_its_family(store_with_nulls):

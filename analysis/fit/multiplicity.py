@@ -97,8 +97,8 @@ class Family:
 
     def describe(self) -> str:
         """One line: the family, its size and the correction."""
-        dims = " × ".join(f"{v} {k}" for k, v in self.dims.items())
-        return (f"Family of tests ({self.label}): {dims} → {self.m} tests with an interval; "
+        dims = ", ".join(f"{k}: {v}" for k, v in self.dims.items())
+        return (f"Family of tests ({self.label}; {dims}): {self.m} tests with an interval; "
                 f"verdicts use Holm's step-down adjusted p (family-wise error ≤ "
                 f"{1 - self.level:.0%}), raw and adjusted p side by side.")
 
