@@ -185,7 +185,10 @@ def write_report(results, path, store_path, settings, extra_files, comparison_md
           f"its CI resampling the same units.", ""]
     if not all(reference(r.identity, r.layer, r.settings) for r in results.values()):
         md += [f"*{NOTE}*", ""]
-    if family is not None:
+    if family is not None and not family.tests:
+        md += ["## Family of tests", "", f"No tests ({family.label}): one model, no nulls in the "
+               f"store; nothing here is a verdict.", ""]
+    elif family is not None:
         md += ["## Family of tests", "", family.describe(), "", *family.table(), "",
                "Depth and memory sections print each of their intervals alone; the corrected "
                "verdicts of those differences are the ones in this table.", ""]
