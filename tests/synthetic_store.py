@@ -43,6 +43,7 @@ class SyntheticModel:
     path: str = "synthetic/model"
     extra_identity: dict = field(default_factory=dict)
     null: dict | None = None                 # {"of", "kind", "seed"}: a null model (Store.null)
+    frobenius2: np.ndarray | None = None     # (rows, seq, L_max) ‖J_tt‖_F²; None: left NaN
 
     @property
     def shape(self):
@@ -144,7 +145,9 @@ def write_blocks(path, m: SyntheticModel, mask):
         delta = None if m.delta is None else np.asarray(m.delta[i, s, t0:t1], _rdtype(m.dtype))
         values = BlockValues(eig=ev, delta=delta, eig_backend="torch-cpu",
                              scale=_pair(m, schema.SCALE_ARRAYS, i, s, t0, t1),
-                             shift=_pair(m, schema.SHIFT_ARRAYS, i, s, t0, t1))
+                             shift=_pair(m, schema.SHIFT_ARRAYS, i, s, t0, t1),
+                             frobenius2=None if m.frobenius2 is None else
+                             np.asarray(m.frobenius2[i, s, t0:t1], _rdtype(m.dtype)))
         assert write_block(g, int(i), int(s), int(b), t0, values) == mask[i, s, b]
 
 

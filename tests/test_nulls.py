@@ -127,6 +127,26 @@ def test_a_shifted_null_is_told_apart_and_an_equal_one_is_not(store_with_nulls):
     assert far.hi - far.lo > far.trained.hi - far.trained.lo
 
 
+def test_every_observable_the_store_holds_is_read_and_absent_ones_are_skipped(tmp_path):
+    """‖J_tt‖_F² written (log-normal, trained e^2 against nulls e^1 in the median); the
+    non-normality never written (NaN): skipped without a word."""
+    import dataclasses
+    rng = np.random.default_rng(0)
+    kw = dict(nseq=2, lmax=32, d=24, n_ir=12)
+    a = synthetic_model("a", "attention", -0.2, rows=1, **kw)
+    a = dataclasses.replace(a, frobenius2=np.exp(rng.normal(2.0, 0.3, (1, 2, 32))))
+    nulls = [dataclasses.replace(n, frobenius2=np.exp(rng.normal(1.0, 0.3, (1, 2, 32))))
+             for n in null_models(a, -0.2, n=3, **kw)]
+    st = open_store(write_store(tmp_path / "s.zarr", [a, *nulls]), "a")
+    s = Settings(n_boot=50)
+    got = {c.observable: c for c in null_study(st, 0, 32, s, s.primary_for(False)).comparisons}
+    assert set(got) == {"β (mle:symmetry-removed)", "log ‖J_tt‖_F² (token mean of the log)"}
+    f = got["log ‖J_tt‖_F² (token mean of the log)"]
+    assert f.trained.value == pytest.approx(2.0, abs=0.15) and f.delta == pytest.approx(1.0, abs=0.2)
+    assert f.lo > 0 and f.rank == 3 and "circular blocks" in f.trained.unit
+    assert got["β (mle:symmetry-removed)"].verdict.startswith("not distinguishable")
+
+
 def test_analyze_reads_nulls_under_their_model(tmp_path):
     kw = dict(nseq=2, lmax=16, d=32, n_ir=16)
     a = synthetic_model("a", "attention", -0.2, rows=1, **kw)
