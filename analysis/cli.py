@@ -90,8 +90,8 @@ def _model_line(name, r) -> list:
                      f"p = {x.gof_p:.3f}")
     delta = f"; Δβ = {row.delta_beta:+.3f}" if np.isfinite(row.delta_beta) else ""
     head = headline_lines(r)[2].strip("| ").replace(" | ", "; ")        # the primary β, first
-    lines = [f"{name} (headline): {head}",
-             f"{name}: layer {r.layer}, L = {row.L}: " + "; ".join(parts) + delta + " (diagnostics)"]
+    lines = [f"{name}: layer {r.layer}, L = {row.L}: " + "; ".join(parts) + delta + " (diagnostics)",
+             f"{name} (headline): {head}"]
     return lines + ["  " + x for x in (law_lines(r.laws.to_dict()) if r.laws is not None else [])]
 
 

@@ -113,7 +113,7 @@ def headline_lines(r) -> list:
     h = headline(r)
     p = r.primary
     if not r.row().by_mode[p.modes].fitted:
-        cell = "not fitted (no mode in the window)"
+        cell = f"not fitted: {r.empty_window_line(p.modes)}"
     elif h["power_law_rejected"]:
         cell = (f"β: a window slope, not an exponent (power law rejected, p = {h['gof_p']:.3g}): "
                 f"{h['beta']:+.3f} [{h['ci'][0]:+.3f}, {h['ci'][1]:+.3f}]")
