@@ -8,11 +8,12 @@ import sys
 
 import numpy as np
 
-from analysis.io.settings import Settings, SettingsError
+from analysis.io.settings import PRIMARIES, Settings, SettingsError
 from analysis.io.store import StoreError, open_store
 from analysis.laws.uncertainty import law_lines
 from analysis.report.analyze import analyze
 from analysis.report.compare import verdict_lines, write_comparison
+from analysis.report.markdown import headline_lines
 from analysis.spectrum.rates import MODES
 from analysis.studies.compare import compare_models, parse_source
 
@@ -39,6 +40,9 @@ def _settings_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-window", nargs=2, type=int, default=None, metavar=("K_LO", "K_HI"),
                    help="lags the token-memory fits use (default: analysis.memory_window, "
                         "else from the layer's causal-convolution width, or 1, to lags)")
+    p.add_argument("--primary", choices=PRIMARIES, default=None,
+                   help="β estimator:mode count of headlines and verdicts (default: "
+                        "analysis.primary, else the paper's for its own setting, else tdos')")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -49,7 +53,8 @@ def settings_from(args, store_path) -> Settings:
                                modes=args.modes, lengths=args.lengths, layer=args.layer,
                                level=args.level, n_boot=args.n_boot,
                                skip_positions=args.skip_positions, seed=args.seed,
-                               memory_window=tuple(args.memory_window) if args.memory_window else None)
+                               memory_window=tuple(args.memory_window) if args.memory_window else None,
+                               primary=args.primary)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -85,7 +90,9 @@ def _model_line(name, r) -> list:
                      f"[{x.mle_ci_lo:+.3f}, {x.mle_ci_hi:+.3f}]; power law KS {x.ks:.4f}, "
                      f"p = {x.gof_p:.3f}")
     delta = f"; Δβ = {row.delta_beta:+.3f}" if np.isfinite(row.delta_beta) else ""
-    lines = [f"{name}: layer {r.layer}, L = {row.L}: " + "; ".join(parts) + delta]
+    head = headline_lines(r)[2].strip("| ").replace(" | ", "; ")        # the primary β, first
+    lines = [f"{name}: layer {r.layer}, L = {row.L}: " + "; ".join(parts) + delta + " (diagnostics)",
+             f"{name} (headline): {head}"]
     return lines + ["  " + x for x in (law_lines(r.laws.to_dict()) if r.laws is not None else [])]
 
 

@@ -9,6 +9,7 @@ engine derives from a config, are set here from the content itself. The truth
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ class SyntheticModel:
     shift_residual: np.ndarray | None = None  # (rows, seq, L_max) r along 𝟙/√d
     path: str = "synthetic/model"
     extra_identity: dict = field(default_factory=dict)
+    null: dict | None = None                 # {"of", "kind", "seed"}: a null model (Store.null)
+    frobenius2: np.ndarray | None = None     # (rows, seq, L_max) ‖J_tt‖_F²; None: left NaN
 
     @property
     def shape(self):
@@ -106,6 +109,8 @@ def _create_group(root, m: SyntheticModel):
                 "token_block": m.token_block},
         layer_lengths=list(zip(m.layers, m.lengths())), token_block=m.token_block,
         tokens=np.asarray(tokens, np.int64), d_model=d, **_kinds(m))
+    if m.null is not None:
+        g.attrs["null"] = dict(m.null)       # the attribute the sweep's nulls carry (Store.null)
     if m.a_log is not None:
         for layer, a in enumerate(np.asarray(m.a_log, _rdtype(m.dtype))):
             write_a_log(g, layer, a)
@@ -140,7 +145,9 @@ def write_blocks(path, m: SyntheticModel, mask):
         delta = None if m.delta is None else np.asarray(m.delta[i, s, t0:t1], _rdtype(m.dtype))
         values = BlockValues(eig=ev, delta=delta, eig_backend="torch-cpu",
                              scale=_pair(m, schema.SCALE_ARRAYS, i, s, t0, t1),
-                             shift=_pair(m, schema.SHIFT_ARRAYS, i, s, t0, t1))
+                             shift=_pair(m, schema.SHIFT_ARRAYS, i, s, t0, t1),
+                             frobenius2=None if m.frobenius2 is None else
+                             np.asarray(m.frobenius2[i, s, t0:t1], _rdtype(m.dtype)))
         assert write_block(g, int(i), int(s), int(b), t0, values) == mask[i, s, b]
 
 
@@ -184,3 +191,13 @@ def synthetic_model(name="mamba-syn", arch="mamba", beta=-0.2, rows=2, nseq=2, l
         kw = {"a_log": a_log, "delta": delta}
     return SyntheticModel(name=name, eigenvalues=ev, layers=layers, arch=arch, dtype=dtype,
                           token_block=token_block, layer_length=layer_length, **kw)
+
+
+def null_models(of: SyntheticModel, beta, n=2, kind="random_init", seed=100, **kw):
+    """n null models of `of` (named `<of>.<kind>.<k>`, attribute null = {of, kind, seed k}),
+    each of known β `beta` (kw: as synthetic_model, e.g. lmax, d, n_ir; arch from `of`)."""
+    return [dataclasses.replace(synthetic_model(f"{of.name}.{kind}.{k}", of.arch, beta,
+                                                rows=len(of.layers), layers=of.layers, seed=seed + k,
+                                                **kw),
+                                null={"of": of.name, "kind": kind, "seed": k})
+            for k in range(n)]

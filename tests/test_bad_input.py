@@ -68,7 +68,7 @@ FIELDS = ["model", "model.path", "model.dtype", "model.revision", "model.name", 
           "cluster.workers", "cluster.memory_limit", "cluster.slurm.memory",
           "cluster.slurm.job_extra_directives", "analysis.lengths", "analysis.layer", "analysis.window",
           "analysis.level", "analysis.n_boot", "analysis.modes", "analysis.skip_positions",
-          "analysis.seed", "unknown_top_level",
+          "analysis.seed", "analysis.primary", "unknown_top_level",
           "inputs.unknown"]
 
 

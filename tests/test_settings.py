@@ -85,13 +85,15 @@ def test_config_section_reaches_analyze_the_summary_and_the_live_view(tmp_path):
     doc = json.loads((tmp_path / "rep" / "fits.json").read_text())
     assert doc["settings"] == {"window": [1e-3, 5e-2], "level": 0.95, "n_boot": 40,
                                "modes": "all-stable", "lengths": [16], "layer": None,
-                               "skip_positions": 1, "seed": 4, "memory_window": None}
+                               "skip_positions": 1, "seed": 4, "memory_window": None,
+                               "primary": None}
 
 
 @pytest.mark.parametrize("bad, field", [({"window": (5e-2, 1e-4)}, "analysis.window"),
                                         ({"level": 1.0}, "analysis.level"),
                                         ({"n_boot": 5}, "analysis.n_boot"),
                                         ({"modes": "every"}, "analysis.modes"),
+                                        ({"primary": "ols:all-stable"}, "analysis.primary"),
                                         ({"skip_positions": -1}, "analysis.skip_positions"),
                                         ({"memory_window": [8, 2]}, "analysis.memory_window")])
 def test_bad_settings_name_their_field(bad, field):

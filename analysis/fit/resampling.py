@@ -184,10 +184,15 @@ def difference_interval(a, reps_a, stretch_a, b, reps_b, stretch_b, level) -> tu
     return float(d), float(lo), float(hi)
 
 
-def verdict(lo, hi, level) -> str:
-    """What a difference's CI says: "agree at 90 %" when it holds 0, "differ", or "not fitted"."""
+def verdict(lo, hi, level, p_adjusted=None) -> str:
+    """What a difference says: "agree at 90 %", "differ", or "not fitted". Alone (p_adjusted
+    None) from its CI: "differ" when the CI excludes 0. Within a family of tests
+    (multiplicity.py), from its Holm-adjusted p: "differ" when p_adjusted < 1 − level; a
+    family of one gives the CI's verdict (multiplicity.interval_p)."""
     if not np.isfinite(lo):
         return "not fitted"
+    if p_adjusted is not None and np.isfinite(p_adjusted):
+        return "differ" if p_adjusted < 1 - level else f"agree at {level * 100:g} %"
     return f"agree at {level * 100:g} %" if lo <= 0 <= hi else "differ"
 
 

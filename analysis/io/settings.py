@@ -17,7 +17,11 @@ from analysis.spectrum.rates import DEFAULT_MODES, MODES
 
 WINDOW = (1e-4, 5e-2)       # the paper's fit window in λ (docs/paper.md)
 FIELDS = ("window", "level", "n_boot", "modes", "lengths", "layer", "skip_positions", "seed",
-          "memory_window")
+          "memory_window", "primary")
+ESTIMATORS = ("cumulative", "mle")   # least squares of log N(<λ) (the paper's); in-window MLE
+PRIMARIES = tuple(f"{e}:{m}" for e in ESTIMATORS for m in MODES)
+PAPER_PRIMARY = "cumulative:all-stable"          # the paper's estimator and count
+RECOMMENDED_PRIMARY = "mle:symmetry-removed"   # tdos' (docs/analysis.md, "The primary estimator")
 
 
 class SettingsError(ValueError):
@@ -36,6 +40,7 @@ class Settings:
     skip_positions: int = 0         # token positions t < skip_positions left out of every number
     seed: int = 0                   # seed of every resampling and simulation
     memory_window: tuple | None = None   # (k_lo, k_hi) lags of the memory fits; None: conv width..lags
+    primary: str | None = None      # "estimator:modes" of headlines and verdicts; None: `primary_for`
 
     def __post_init__(self):
         lengths = None if self.lengths is None else tuple(int(L) for L in self.lengths)
@@ -73,7 +78,22 @@ class Settings:
                                    and 1 <= mw[0] < mw[1]):
             _bad("memory_window", f"expected two lags 1 <= k_lo < k_hi, got {list(mw)}",
                  "e.g. [1, 64]")
+        if self.primary is not None and self.primary not in PRIMARIES:
+            _bad("primary", f"{self.primary!r} is not one of {', '.join(PRIMARIES)}",
+                 f"e.g. {PAPER_PRIMARY} (the paper's) or {RECOMMENDED_PRIMARY} (tdos')")
         return self
+
+    def primary_for(self, reproduction: bool) -> "Primary":
+        """The β estimator and mode count that headlines and verdicts use: `primary` when set,
+        else the paper's where this analysis reproduces the paper's setting, else tdos'."""
+        if self.primary is not None:
+            name, why = self.primary, "analysis.primary"
+        elif reproduction:
+            name, why = PAPER_PRIMARY, "the paper's (a reproduction of its setting)"
+        else:
+            name, why = RECOMMENDED_PRIMARY, "tdos' recommendation (docs/analysis.md)"
+        estimator, modes = name.split(":")
+        return Primary(estimator, modes, why)
 
     def replace(self, **changes) -> "Settings":
         """A copy with `changes`; None values leave a field as it is (CLI flags not given)."""
@@ -99,6 +119,28 @@ class Settings:
         if "window" in base:
             base["window"] = parse_window(base["window"], "analysis.window")
         return cls(**base).replace(**overrides)
+
+
+@dataclass(frozen=True)
+class Primary:
+    """The β that headlines, verdicts and `tdos compare` use."""
+    estimator: str     # "cumulative" | "mle"
+    modes: str         # "all-stable" | "symmetry-removed"
+    why: str           # where the choice came from, in words
+
+    @property
+    def name(self) -> str:
+        return f"{self.estimator}:{self.modes}"
+
+    @property
+    def field(self) -> str:
+        """Table I's column of this estimator (ModeRow field)."""
+        return "beta" if self.estimator == "cumulative" else "mle_beta"
+
+    def describe(self) -> str:
+        what = ("cumulative least-squares fit of log N(<λ)" if self.estimator == "cumulative"
+                else "in-window maximum-likelihood fit")
+        return f"primary β: {what}, {self.modes} modes ({self.name}; {self.why})"
 
 
 def parse_window(value, where="analysis.window") -> tuple:

@@ -33,7 +33,11 @@ from analysis.spectrum.observables import (a_log_distribution, a_log_shift, comp
                                            memory_kernel_from_hist, tdos, tdos_vs_depth,
                                            tdos_vs_length, token_rate_rows)
 from analysis.spectrum.rates import EDGES, MODES
-from analysis.studies.compare import compare_models
+from analysis.fit.multiplicity import Family
+from analysis.studies.compare import compare_models, comparison_family
+from analysis.studies.nulls import NullStudy, null_study
+from analysis.report.nulls import FIGURE as NULL_FIGURE
+from analysis.report.nulls import figure as null_figure
 from analysis.studies.depth import DepthStudy, depth_study
 from analysis.studies.memory import MemoryStudy, memory_study
 from analysis.studies.precision import compare_precision, precision_pairs
@@ -96,6 +100,8 @@ class ModelResult:
     files: list = field(default_factory=list)
     stacks: DepthStudy | None = None       # stacked blocks (a store swept with `depth:`)
     memory: MemoryStudy | None = None      # token memory (a store swept with `memory:`)
+    primary: object = None                 # settings.Primary: the β of headlines and verdicts
+    nulls: NullStudy | None = None         # its observables against its null models
 
     @property
     def modes(self) -> str:
@@ -125,21 +131,47 @@ def analyze(store_path, out=None, settings=None, model=None, progress=True) -> d
     st0 = open_store(store_path, model)
     settings = settings or store_settings(st0)
     agg_all = aggregate(store_path, progress=None)
-    names = [st0.name] if model else st0.models
+    # nulls are read under their trained model (studies/nulls.py), not as models of their own
+    names = [st0.name] if model else [n for n in st0.models if st0.model(n).null is None]
     results = {}
     for name in names:
         sub = out / name if len(names) > 1 else out
         sub.mkdir(exist_ok=True)
         results[name] = analyze_model(st0.model(name), agg_all.model(name), sub, settings, progress)
+        _against_nulls(st0.model(name), agg_all, results[name], sub)
     extra_files = _precision_checks(store_path, names, results, out, settings)
     comparison = None
+    nulls = {n: r.nulls for n, r in results.items() if r.nulls is not None}
     if len(names) > 1:
         comparison = compare_models([f"{store_path}:{n}" for n in names], settings)
         extra_files += write_comparison(comparison, out, markdown=False)
-    write_json(results, out / "fits.json", store_path, settings, comparison)
+        family = comparison_family(comparison, f"tdos analyze of {len(names)} models", nulls)
+    else:
+        family = Family(f"tdos analyze of {names[0]}", {"models": 1, "observables against nulls":
+                        len(nulls[names[0]].comparisons) if nulls else 0}, settings.level)
+        tests = {n: ns.add_to(family) for n, ns in nulls.items()}
+        family.correct()
+        for n, ns in nulls.items():
+            ns.take(tests[n])
+    write_json(results, out / "fits.json", store_path, settings, comparison, family)
     write_report(results, out / "report.md", store_path, settings, extra_files,
-                 None if comparison is None else comparison_markdown(comparison, heading_level=3))
+                 None if comparison is None else comparison_markdown(comparison, heading_level=3),
+                 family)
     return results
+
+
+def _against_nulls(st, agg_all, res, out) -> None:
+    """The model's observables against its nulls, and the figure of its TDOS over their band."""
+    s = res.settings
+    res.nulls = null_study(st, res.layer, res.L, s, res.primary)
+    if res.nulls is None:
+        return
+    def agg_of(name):
+        return agg_all.model(name).skipping(s.skip_positions)
+    save(null_figure(agg_of, st, res.layer, res.L, res.primary.modes, s.window,
+                     f"{st.name}, layer {res.layer}, L = {res.L}: trained TDOS over its nulls' band "
+                     f"[{res.primary.modes} modes]"), out / NULL_FIGURE)
+    res.files.append(NULL_FIGURE)
 
 
 def analyze_model(st, agg, out, settings, progress=True) -> ModelResult:
@@ -154,6 +186,7 @@ def analyze_model(st, agg, out, settings, progress=True) -> ModelResult:
         tables, st.block_counts(), {m: agg.special(layer, L, m) for m in MODES}, agg.threshold,
         st.identity, st.inputs, {m: _rate_range(agg, layer, L, m) for m in MODES},
         agg.scale_by_eigenvector, agg.shift_by_eigenvector)
+    res.primary = settings.primary_for(bool(reference(st.identity, layer, settings)))
     rows = token_rate_rows(st, layer, L, skip=settings.skip_positions)
     res.sensitivity = {m: window_sensitivity(*rows[m], settings.window, settings.n_boot,
                                              settings.level, settings.seed) for m in MODES}

@@ -26,14 +26,19 @@ def _ci(lo, hi) -> str:
 
 
 def verdict_lines(c: Comparison) -> list:
-    """One sentence per pair and count at the representative layers and shared L."""
-    out = []
-    for d in c.at_representative():
-        if not np.isfinite(d.delta):
-            out.append(f"- {d.a} vs {d.b} ({d.modes}, L = {d.L}): not fitted (no modes in the window)")
+    """One sentence per pair at the shared L (the primary estimator, Holm-corrected), then each
+    model's primary β minus its own nulls'."""
+    out = [f"- {c.primary.describe()}"] if c.primary else []
+    for d in c.primary_deltas:
+        if d.L != c.sides[0].L:
             continue
-        out.append(f"- {d.a} (layer {d.layer_a}) − {d.b} (layer {d.layer_b}), {d.modes}, L = {d.L}: "
-                   f"Δβ = {d.delta:+.3f} {_ci(d.lo, d.hi)} → **{d.verdict}**")
+        out.append(f"- {d.a} (layer {d.layer_a}) − {d.b} (layer {d.layer_b}), L = {d.L}: Δβ = {d.delta:+.3f} {_ci(*d.ci)}, p raw "
+                   f"{d.p_raw:.2g}, p Holm {d.p_adjusted:.2g} → **{d.verdict}**")
+    for name, ns in c.nulls.items():
+        for x in ns.comparisons:
+            if x.observable.startswith("β"):
+                out.append(f"- {name} − its {len(x.nulls)} nulls: Δβ = {x.delta:+.3f} "
+                           f"{_ci(x.lo, x.hi)}, p Holm {x.p_adjusted:.2g} → **{x.verdict}**")
     return out
 
 
@@ -52,8 +57,8 @@ def beta_table(c: Comparison, modes) -> list:
 
 
 def delta_table(c: Comparison) -> list:
-    """Every Δβ: pair, count, where (L or matched layers), value, CI, verdict."""
-    lines = ["| pair | count | along | L | layers | Δβ | CI | verdict |",
+    """Every Δβ: pair, count, where (L or matched layers), value, CI, its CI alone's verdict."""
+    lines = ["| pair | count | along | L | layers | Δβ | CI | CI alone (uncorrected) |",
              "|---|---|---|---|---|---|---|---|"]
     for d in c.deltas:
         lines.append(f"| {d.a} − {d.b} | {d.modes} | {d.along} | {d.L} | {d.layer_a} / {d.layer_b} | "
@@ -74,7 +79,10 @@ def comparison_markdown(c: Comparison, heading_level=2, rel="") -> list:
           f"{', '.join(units)}); \"agree at {s.level * 100:g} %\" when the CI holds 0. Models fed the "
           f"same text are correlated through it, which independent draws ignore: the interval "
           f"is then conservative.", "",
-          *verdict_lines(c), ""]
+          *verdict_lines(c), "",
+          *([c.family.describe(), "", *c.family.table(), ""] if c.family else []),
+          f"The tables below are **diagnostics** (the cumulative fit under both counts, each "
+          f"interval alone, uncorrected).", ""]
     for m in MODES:
         md += [f"{h}# β against L [{m}]", "", *beta_table(c, m), ""]
     md += [f"{h}# Every Δβ (against L at the representative layers, then against relative depth "

@@ -67,12 +67,31 @@ def model_doc(r) -> dict:
         doc["depth"] = r.stacks.to_dict()
     if r.memory is not None:
         doc["memory"] = r.memory.to_dict()
+    if r.primary is not None:
+        doc["primary"] = {"estimator": r.primary.estimator, "modes": r.primary.modes,
+                          "why": r.primary.why, "headline": headline(r)}
+    if r.nulls is not None:
+        doc["nulls"] = r.nulls.to_dict()
     return doc
 
 
-def write_json(results, path, store_path, settings, comparison=None):
+def headline(r) -> dict:
+    """The primary β at the representative (layer, L), its CI, and whether the power law holds
+    there (p of the Monte-Carlo goodness of fit against 1 − level)."""
+    x = r.row().by_mode[r.primary.modes]
+    f = r.primary.field
+    lo, hi = (x.ci_lo, x.ci_hi) if f == "beta" else (x.mle_ci_lo, x.mle_ci_hi)
+    rejected = bool(np.isfinite(x.gof_p) and x.gof_p < 1 - r.settings.level)
+    return {"beta": getattr(x, f), "ci": [lo, hi], "unit": x.ci_unit, "n_modes": x.n_modes,
+            "gof_p": x.gof_p, "power_law_rejected": rejected,
+            "reads_as": "a window slope, not an exponent" if rejected else "an exponent"}
+
+
+def write_json(results, path, store_path, settings, comparison=None, family=None):
     doc = {"store": os.path.abspath(store_path), "window": list(settings.window),
            "settings": settings.to_dict(), "models": {n: model_doc(r) for n, r in results.items()}}
+    if family is not None:
+        doc["family"] = family.to_dict()
     if comparison is not None:
         doc["comparison"] = comparison.to_dict()
     return dump_json(doc, path)

@@ -7,7 +7,9 @@ import os
 from analysis.laws.uncertainty import laws_markdown, table_note
 from analysis.report.depth import markdown as depth_markdown
 from analysis.report.inputs import inputs_lines
+from analysis.report.fits_json import headline
 from analysis.report.memory import markdown as memory_markdown
+from analysis.report.nulls import null_markdown
 from analysis.report.paper import NOTE, reference, reference_line
 from analysis.report.text import ESTIMATOR_SENTENCE, FIGURE_CAPTIONS, symmetry_sentences
 from analysis.spectrum.rates import MODES, SCALE_RESIDUAL_MAX
@@ -105,16 +107,39 @@ def inputs_line(i: dict) -> str:
             f"sha256 {str(i.get('text_sha256', ''))[:12]}…), tokenized by {tok}")
 
 
+def headline_lines(r) -> list:
+    """The first table of a model: the primary β (and its null verdict), said as a window
+    slope where the power law is rejected."""
+    h = headline(r)
+    p = r.primary
+    if not r.row().by_mode[p.modes].fitted:
+        cell = f"not fitted: {r.empty_window_line(p.modes)}"
+    elif h["power_law_rejected"]:
+        cell = (f"β: a window slope, not an exponent (power law rejected, p = {h['gof_p']:.3g}): "
+                f"{h['beta']:+.3f} [{h['ci'][0]:+.3f}, {h['ci'][1]:+.3f}]")
+    else:
+        cell = (f"β = {h['beta']:+.3f} [{h['ci'][0]:+.3f}, {h['ci'][1]:+.3f}] (power law not "
+                f"rejected, p = {h['gof_p']:.3g})")
+    null = next((c for c in (r.nulls.comparisons if r.nulls else []) if c.observable.startswith("β")), None)
+    against = (f"{null.verdict}: Δ = {null.delta:+.3f} [{null.lo:+.3f}, {null.hi:+.3f}], z = "
+               f"{null.z:+.2f}, p Holm {null.p_adjusted:.2g}" if null else "no nulls in the store")
+    return ["| primary estimator | layer, L | primary β [CI] | against its nulls |", "|---|---|---|---|",
+            f"| {p.describe()} | {r.layer}, {r.L} | {cell} | {against} |", "",
+            f"CI: {r.settings.level:.0%}, resampling {h['unit']}. Every other estimator and mode "
+            f"count below is a **diagnostic**, not a result.", ""]
+
+
 def _model_section(name, r, rel) -> list:
     empty = [f"- **{line}**" for line in (r.empty_window_line(m) for m in MODES) if line]
-    md = [f"## {name} ({r.arch}, {r.dtype})", "",
+    md = [f"## {name} ({r.arch}, {r.dtype})", "", *headline_lines(r), *null_markdown(r.nulls),
           f"- blocks: {r.counts['done']} done ({r.counts['flagged']} of them flagged, excluded), "
           f"{r.counts['pending']} pending of {r.counts['planned']} planned",
           f"- inputs: {inputs_line(r.inputs)}", *inputs_lines(r.inputs),
           f"- representative layer {r.layer}, L = {r.L}: {_modes_line(r)}",
           f"- figures draw the **{r.modes}** count (`tdos analyze --modes`); tables carry both",
           *empty, "",
-          f"### Table I (layer {r.layer})", "", table_markdown(r), "",
+          f"### Diagnostics: Table I, every estimator and count (layer {r.layer})", "",
+          table_markdown(r), "",
           table_note(r.table, int(r.inputs.get("sequences", 1))), "",
           *([reference_line(r.identity, r.layer, r.settings), ""]
             if reference(r.identity, r.layer, r.settings) else []),
@@ -148,7 +173,8 @@ def _model_section(name, r, rel) -> list:
     return md
 
 
-def write_report(results, path, store_path, settings, extra_files, comparison_md=None):
+def write_report(results, path, store_path, settings, extra_files, comparison_md=None,
+                 family=None):
     """report.md of `results`; `comparison_md`: the "Across models" lines of the comparison
     (compare_report.comparison_markdown), passed in so this module never imports it back."""
     lo, hi = settings.window
@@ -165,6 +191,13 @@ def write_report(results, path, store_path, settings, extra_files, comparison_md
           f"its CI resampling the same units.", ""]
     if not all(reference(r.identity, r.layer, r.settings) for r in results.values()):
         md += [f"*{NOTE}*", ""]
+    if family is not None and not family.tests:
+        md += ["## Family of tests", "", f"No tests ({family.label}): one model, no nulls in the "
+               f"store; nothing here is a verdict.", ""]
+    elif family is not None:
+        md += ["## Family of tests", "", family.describe(), "", *family.table(), "",
+               "Depth and memory sections print each of their intervals alone; the corrected "
+               "verdicts of those differences are the ones in this table.", ""]
     for name, r in results.items():
         md += _model_section(name, r, f"{name}/" if len(results) > 1 else "")
     if comparison_md is not None or extra_files:

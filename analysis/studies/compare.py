@@ -23,6 +23,9 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
+from scipy import stats
+
+from analysis.fit.multiplicity import Family
 from analysis.fit.resampling import difference_interval, verdict
 from analysis.io.aggregate import aggregate
 from analysis.io.settings import Settings
@@ -30,6 +33,7 @@ from analysis.io.store import StoreError, open_store
 from analysis.spectrum.rates import MODES
 from analysis.studies.depth import compare_depth, depth_study
 from analysis.studies.memory import compare_memory, memory_study
+from analysis.studies.nulls import Estimate, NullStudy, null_study, primary_beta
 from analysis.studies.tables import bootstrap_from_agg, default_lengths
 
 
@@ -111,7 +115,7 @@ def resolve(sources) -> list:
     for src in sources:
         for path, model in parse_source(src):
             st = open_store(path, model)
-            names = [model] if model else st.models
+            names = [model] if model else [n for n in st.models if st.model(n).null is None]
             out += [(f"{path}:{n}" if len(names) > 1 or model else path, path, n) for n in names]
     labels = [o[2] for o in out]
     return [(lab if labels.count(n) > 1 else n, p, n) for lab, p, n in out]
@@ -189,6 +193,10 @@ class Comparison:
     depth_deltas: list = field(default_factory=list)   # depth.DepthDelta of every pair
     memory: dict = field(default_factory=dict)         # {name: MemoryStudy} when all swept `memory:`
     memory_deltas: list = field(default_factory=list)  # studies.memory.MemoryDelta of every pair
+    primary: object = None                             # settings.Primary of the verdicts
+    primary_deltas: list = field(default_factory=list)  # PrimaryDelta of every pair and shared L
+    nulls: dict = field(default_factory=dict)          # {name: NullStudy} of models with nulls
+    family: Family | None = None                       # the tests counted and Holm-corrected
 
     def at_representative(self, modes=None) -> list:
         """The Δβ of each pair and count at the representative layers and the shared L."""
@@ -217,7 +225,11 @@ class Comparison:
                             "beta_vs_L": {m: pts(s.by_length[m]) for m in MODES},
                             "beta_vs_layer": {m: pts(s.by_layer[m]) for m in MODES}}
                            for s in self.sides],
-                "pairs": [d.to_dict() for d in self.deltas],
+                "primary": self.primary.describe() if self.primary else None,
+                "primary_pairs": [d.to_dict() for d in self.primary_deltas],
+                "pairs": [d.to_dict() for d in self.deltas],          # diagnostics: cumulative fit, both counts
+                "nulls": {n: v.to_dict() for n, v in self.nulls.items()},
+                "family": self.family.to_dict() if self.family else None,
                 **({"depth": {"models": {n: d.to_dict() for n, d in self.depth.items()},
                               "pairs": [d.to_dict() for d in self.depth_deltas]}}
                    if self.depth else {}),
@@ -246,4 +258,81 @@ def compare_models(sources, settings: Settings | None = None) -> Comparison:
         # each model's replicates seeded by the model itself, as in its own report section
         c.memory = {s.name: memory_study(st, settings) for s, st in zip(sides, stores)}
         c.memory_deltas = compare_memory(c.memory, c.memory_layers, settings.level)
+    c.primary = settings.primary_for(False)
+    c.primary_deltas = primary_deltas(sides, stores, settings, c.primary)
+    c.nulls = {s.name: ns for s, st in zip(sides, stores)
+               if (ns := null_study(st, s.layer, s.L, settings, c.primary)) is not None}
+    c.family = comparison_family(c, f"tdos compare of {len(sides)} models")
     return c
+
+
+@dataclass
+class PrimaryDelta:
+    """Δβ of the primary estimator between two models at one L (representative layers): each
+    side's interval read as se = half-width / z, se_Δ² = se_a² + se_b² (independent draws)."""
+    a: str
+    b: str
+    L: int
+    layer_a: int
+    layer_b: int
+    beta_a: Estimate
+    beta_b: Estimate
+    level: float
+    p_raw: float = float("nan")
+    p_adjusted: float = float("nan")
+
+    @property
+    def delta(self) -> float:
+        return self.beta_a.value - self.beta_b.value
+
+    @property
+    def ci(self) -> tuple:
+        se = (self.beta_a.se(self.level) ** 2 + self.beta_b.se(self.level) ** 2) ** 0.5
+        z = stats.norm.ppf((1 + self.level) / 2)
+        return self.delta - z * se, self.delta + z * se
+
+    @property
+    def verdict(self) -> str:
+        return verdict(*self.ci, self.level, self.p_adjusted)
+
+    def to_dict(self) -> dict:
+        return {"a": self.a, "b": self.b, "L": self.L, "layer_a": self.layer_a,
+                "layer_b": self.layer_b, "beta_a": vars(self.beta_a),
+                "beta_b": vars(self.beta_b), "delta_beta": self.delta, "ci": list(self.ci),
+                "p_raw": self.p_raw, "p_adjusted": self.p_adjusted, "level": self.level,
+                "verdict": self.verdict}
+
+
+def primary_deltas(sides, stores, settings, primary) -> list:
+    """PrimaryDelta of every pair at every shared L, at each model's representative layer."""
+    betas = [{L: primary_beta(st, s.layer, L, dataclasses.replace(settings, seed=settings.seed + i),
+                              primary) for L in s.by_length[MODES[0]]}
+             for i, (s, st) in enumerate(zip(sides, stores))]
+    return [PrimaryDelta(a.name, b.name, L, a.layer, b.layer, betas[i][L], betas[j][L], settings.level)
+            for i, a in enumerate(sides) for j, b in enumerate(sides) if j > i
+            for L in a.by_length[MODES[0]] if betas[i][L] is not None and betas[j][L] is not None]
+
+
+def comparison_family(c: Comparison, label, nulls=None) -> Family:
+    """The family of a comparison: the primary Δβ of every pair and L, the depth and memory
+    differences, each model's observables against its nulls (`nulls`: {name: NullStudy},
+    default the comparison's own); Holm-corrected, the adjusted p written back."""
+    nulls = c.nulls if nulls is None else nulls
+    obs = {o.observable for ns in nulls.values() for o in ns.comparisons}
+    fam = Family(label, {"model pairs": len(c.sides) * (len(c.sides) - 1) // 2,
+                         "lengths": len({d.L for d in c.primary_deltas}),
+                         "depth and memory differences": len(c.depth_deltas) + len(c.memory_deltas),
+                         "models with nulls": len(nulls), "observables against nulls": len(obs)},
+                 c.settings.level)
+    tests = [fam.add(f"Δβ {d.a} − {d.b}, L = {d.L} ({c.primary.name})", d.delta, *d.ci)
+             for d in c.primary_deltas]
+    for d in [*c.depth_deltas, *c.memory_deltas]:
+        fam.add(f"{d.a} − {d.b}: {getattr(d, 'what', '')} {getattr(d, 'span', '') or ''}".strip(),
+                d.delta, d.lo, d.hi)
+    null_tests = {n: ns.add_to(fam) for n, ns in nulls.items()}
+    fam.correct()
+    for d, t in zip(c.primary_deltas, tests):
+        d.p_raw, d.p_adjusted = t.p_raw, t.p_adjusted
+    for n, ns in nulls.items():
+        ns.take(null_tests[n])
+    return fam

@@ -112,6 +112,8 @@ class AnalysisConfig:
     skip_positions: int = 0         # token positions t < k left out of every number
     seed: int = 0                   # seed of every resampling and simulation
     memory_window: typing.Any = None   # [k_lo, k_hi] lags of the memory fits (default conv width..lags)
+    primary: str | None = None      # "estimator:modes" of headlines and verdicts (default: the paper's
+                                    # for its own setting, else tdos'; docs/analysis.md)
 
 
 @dataclass(frozen=True)
@@ -278,7 +280,7 @@ def _check_analysis(a: AnalysisConfig, length: int) -> AnalysisConfig:
         window = parse_window(a.window)
         Settings(window=window, level=a.level, n_boot=a.n_boot, modes=a.modes,
                  layer=a.layer, skip_positions=a.skip_positions, seed=a.seed,
-                 memory_window=a.memory_window)
+                 memory_window=a.memory_window, primary=a.primary)
     except SettingsError as e:
         raise ConfigError(str(e)) from None
     if a.skip_positions >= length:
