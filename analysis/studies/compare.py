@@ -326,13 +326,15 @@ def comparison_family(c: Comparison, label, nulls=None) -> Family:
                  c.settings.level)
     tests = [fam.add(f"Δβ {d.a} − {d.b}, L = {d.L} ({c.primary.name})", d.delta, *d.ci)
              for d in c.primary_deltas]
-    for d in [*c.depth_deltas, *c.memory_deltas]:
-        fam.add(f"{d.a} − {d.b}: {getattr(d, 'what', '')} {getattr(d, 'span', '') or ''}".strip(),
-                d.delta, d.lo, d.hi)
+    differences = [*c.depth_deltas, *c.memory_deltas]
+    others = [fam.add(f"{d.a} − {d.b}: {d.what or ''} {getattr(d, 'span', '') or ''}".strip(),
+                      d.delta, d.lo, d.hi) for d in differences]
     null_tests = {n: ns.add_to(fam) for n, ns in nulls.items()}
     fam.correct()
     for d, t in zip(c.primary_deltas, tests):
         d.p_raw, d.p_adjusted = t.p_raw, t.p_adjusted
+    for d, t in zip(differences, others):       # their own sections print the corrected verdict
+        d.p_adjusted = t.p_adjusted
     for n, ns in nulls.items():
         ns.take(null_tests[n])
     return fam

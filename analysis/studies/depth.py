@@ -291,10 +291,11 @@ class DepthDelta:
     lo: float
     hi: float
     level: float
+    p_adjusted: float = float("nan")   # Holm-adjusted within the report's family (compare.py)
 
     @property
     def verdict(self) -> str:
-        return verdict(self.lo, self.hi, self.level)
+        return verdict(self.lo, self.hi, self.level, self.p_adjusted)
 
     def to_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "what": self.what, "span": self.span,

@@ -334,10 +334,11 @@ class MemoryDelta:
     level: float
     preferred: tuple     # each side's preferred law
     reason: str = ""     # "laws differ" | "neither law fits <model>" when not compared
+    p_adjusted: float = float("nan")   # Holm-adjusted within the report's family (compare.py)
 
     @property
     def verdict(self) -> str:
-        return self.reason or ci_verdict(self.lo, self.hi, self.level)
+        return self.reason or ci_verdict(self.lo, self.hi, self.level, self.p_adjusted)
 
     def to_dict(self) -> dict:
         return {"a": self.a, "b": self.b, "layer_a": self.layer_a, "layer_b": self.layer_b,
