@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from sweep.config.load import SweepConfig, with_store
-from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers
+from sweep.errors import (CheckpointChanged, NonCausal, RouteFailed, SelfCheckFailed,
+                          UnsupportedTransformers)
 from sweep.plan.make import Plan, make_plan
 from sweep.store import ledger
 from sweep.store import writer as st
@@ -119,7 +120,7 @@ def _execute(client, cfg, tasks, before, progress, results, errors) -> None:
                 if task.model.local and route.startswith("whole") and task.model.group not in fell_back:
                     fell_back.add(task.model.group)           # said once per model
                     _say(f"{task.model.group}: {route}")
-            except (CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers):
+            except (CheckpointChanged, NonCausal, SelfCheckFailed, RouteFailed, UnsupportedTransformers):
                 # every later task would fail the same way
                 client.cancel(list(futures))
                 raise
