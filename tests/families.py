@@ -4,7 +4,9 @@ Each is small enough that autograd of the unmodified layer over a whole 9-token 
 (the oracle) takes well under a second, and shaped to exercise what the family brings: GQA,
 sliding windows (window 5 < the sequence), soft-capping, rotary and ALiBi positions,
 parallel residuals, MoE routing, Mamba-1/Mamba-2 states, RWKV and RG-LRU recurrences, and
-hybrids mixing kinds of layer.
+hybrids mixing kinds of layer. Every one has 4 layers, so that the deepest runs layer-local
+behind 3 stand-ins, and some are here for their decoder loop: BLOOM's and Falcon's index a
+layer's output, RWKV's unpacks a state list, Nemotron-H's reads a layer's block type.
 """
 from __future__ import annotations
 
