@@ -11,8 +11,8 @@ import sys
 import traceback
 import unicodedata
 
-from sweep.errors import (CheckpointChanged, ConfigError, NonCausal, SelfCheckFailed, StoreMismatch,
-                          UnsupportedTransformers)
+from sweep.errors import (CheckpointChanged, ConfigError, NonCausal, RouteFailed, SelfCheckFailed,
+                          StoreMismatch, UnsupportedTransformers)
 
 USAGE = """tdos sweep CONFIG.yaml [--store PATH] [--workers N] [--scheduler ADDRESS] [--resume] [--dry-run] [--wait] [--verbose]
        tdos status STORE
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         return args.func(args)
-    except (ConfigError, StoreMismatch, CheckpointChanged, NonCausal, SelfCheckFailed,
+    except (ConfigError, StoreMismatch, CheckpointChanged, NonCausal, SelfCheckFailed, RouteFailed,
             UnsupportedTransformers) as e:
         _error(str(e))
         return 2

@@ -31,3 +31,8 @@ class SelfCheckFailed(Exception):
 
 class UnsupportedTransformers(Exception):
     """The installed transformers is older than the generic path needs."""
+
+
+class RouteFailed(Exception):
+    """A model failed on the layer-local route and then on the whole-model route: the message
+    names the model, the layer, the step that failed and the transformers release."""

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from sweep.config.load import SweepConfig, with_store
-from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers
+from sweep.errors import (CheckpointChanged, NonCausal, RouteFailed, SelfCheckFailed,
+                          UnsupportedTransformers)
 from sweep.failures import DaskLogs, Failures, log_path
 from sweep.plan.make import Plan, make_plan
 from sweep.store import ledger
@@ -28,7 +29,7 @@ from sweep.worker.task import run_task
 RETRIES = 2          # task exceptions; a killed worker's tasks are rescheduled by the scheduler
 POLL_S = 0.1         # the loop's sleep while no task has finished
 WATCH_S = 1.0        # seconds between two looks at the workers (sweep/watch.py)
-FATAL = (CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers)  # every later
+FATAL = (CheckpointChanged, NonCausal, RouteFailed, SelfCheckFailed, UnsupportedTransformers)  # every later
                                                                                # task would repeat
 
 

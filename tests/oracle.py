@@ -69,6 +69,14 @@ def layer_input(model, layer: int, ids: torch.Tensor) -> torch.Tensor:
     return _layer_call(model, layer, ids)[0][0].detach()
 
 
+def layer_output(model, layer: int, ids: torch.Tensor) -> torch.Tensor:
+    """(L, d) h_{l+1}: the output of decoder layer `layer` in transformers' own model(ids)."""
+    x, args, kwargs = _layer_call(model, layer, ids)
+    with torch.no_grad():
+        out = decoder_layers(model)[layer](x, *args, **kwargs)
+    return (out[0] if isinstance(out, (tuple, list)) else out)[0].detach()
+
+
 def sequence_jacobian(model, layer: int, ids: torch.Tensor):
     """(h (L, d), J (L, d, L, d)): J[s, :, t, :] = ∂h_{l+1,s}/∂h_{l,t} of the unmodified layer."""
     x, args, kwargs = _layer_call(model, layer, ids)

@@ -21,8 +21,10 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from families import FAMILIES, KINDS, NEWER, tolerance
-from oracle import matched_eigvals_error, oracle_model, scan_deltas, sequence_jacobian
+import zarr
+from families import DEEPEST, FAMILIES, KINDS, MIDDLE, NEWER, kinds, tolerance
+from oracle import (layer_input, layer_output, matched_eigvals_error, oracle_model, scan_deltas,
+                    sequence_jacobian)
 
 L = 9
 
@@ -54,8 +56,8 @@ def test_generic_path_equals_whole_sequence_autograd(family_checkpoints, family)
     ours = load_model(family_checkpoints[family], dtype="float64")
     ref = oracle_model(family_checkpoints[family])
     ids = _ids(ours.vocab_size)
-    assert [k.kind for k in ours.kinds] == KINDS.get(family, ["attention"] * 2)
-    for layer in range(ours.n_layers):
+    assert [k.kind for k in ours.kinds] == kinds(family)
+    for layer in (0, DEEPEST):              # the whole model: no stand-ins (test_local has them)
         h, J = sequence_jacobian(ref, layer, ids)                         # (L, d), (L, d, L, d)
         for s in range(L):
             assert (J[s, :, s + 1:] == 0).all(), f"J_ts for s > t at output row t = {s}"
@@ -86,15 +88,18 @@ def test_plain_autograd_route_equals_whole_sequence_autograd(family_checkpoints,
     ours = load_model(family_checkpoints[family], dtype="float64")
     ref = oracle_model(family_checkpoints[family])
     ids = _ids(ours.vocab_size, seed=1)
-    for layer in range(ours.n_layers):
+    for layer in (0, DEEPEST):
         _, J = sequence_jacobian(ref, layer, ids)
         engine = LayerJacobians(ours.hf, layer, fresh=ours.fresh, structured=False)
         jac = torch.cat([engine.run(ids, 0, 3).jac, engine.run(ids, 3, L).jac])
         assert max(_relative(jac[t], J[t, :, t]) for t in range(L)) <= tolerance(family)
 
 
-def test_every_family_sweeps_through_the_cli(family_checkpoints, tmp_path, capsys):
-    """One config, one model group per family, every layer, float64, the generic path."""
+def test_every_family_sweeps_through_the_cli_exact_at_depth(family_checkpoints, tmp_path, capsys):
+    """One config, one model group per family, float64, the generic path, layer-local (the
+    deepest layer behind 3 stand-ins, a middle one behind 2), one token block per layer: the
+    stored h_l, the middle layer's output (the deepest one's stored input) and the eigenvalues
+    equal the whole-sequence oracle's; Δ_t and A_log as transformers' scan and the file hold."""
     from safetensors.numpy import load_file
 
     from analysis import open_store
@@ -102,22 +107,26 @@ def test_every_family_sweeps_through_the_cli(family_checkpoints, tmp_path, capsy
 
     doc = {"models": [{"path": str(p), "name": f, "dtype": "float64"}
                       for f, p in sorted(family_checkpoints.items())],
-           "inputs": {"sequences": 1, "length": L, "seed": 5}, "layers": "all",
+           "inputs": {"sequences": 1, "length": L, "seed": 5}, "layers": [MIDDLE, DEEPEST],
            "store": str(tmp_path / "families.zarr"),
-           "compute": {"token_block": 4, "live_every": 0, "engine": "generic"},
+           "compute": {"token_block": L, "live_every": 0, "engine": "generic"},
            "cluster": {"workers": 2}}
     (tmp_path / "families.yaml").write_text(yaml.safe_dump(doc))
     assert main(["sweep", str(tmp_path / "families.yaml")]) == 0
     out = capsys.readouterr().out
     assert "sweep complete" in out and "J_tt: generic" in out
+    assert "whole model" not in out, out              # no model left the layer-local route
     for family, path in sorted(family_checkpoints.items()):
         st = open_store(doc["store"], model=family)
+        g = zarr.open_group(doc["store"], path=family, mode="r")
         ref = oracle_model(path)
         ids = torch.from_numpy(np.asarray(st.tokens(0)))
-        assert st.layer_kinds == KINDS.get(family, ["attention"] * 2)
+        assert st.layer_kinds == kinds(family)
         weights = load_file(str(path / "model.safetensors"))
-        for layer in st.layers:
+        for row, layer in enumerate(st.layers):
             assert (st.jacobian_path(layer) == "generic").all()
+            h = layer_input(ref, layer, ids)                                  # (L, d)
+            assert _relative(torch.from_numpy(g["residual"][row, 0]), h) <= tolerance(family), (family, layer)
             _, J = sequence_jacobian(ref, layer, ids)
             want = torch.linalg.eigvals(torch.stack([J[t, :, t] for t in range(L)])).numpy()
             assert matched_eigvals_error(st.eigenvalues(layer, 0), want) <= tolerance(family, True), family
@@ -127,6 +136,9 @@ def test_every_family_sweeps_through_the_cli(family_checkpoints, tmp_path, capsy
                 a_log = next(v for k, v in weights.items()
                              if f"layers.{layer}." in k and k.endswith("A_log"))
                 np.testing.assert_array_equal(st.a_log(layer), a_log.astype(np.float64))
+        # the middle layer's output, h_{l+1}: what the store holds as the deepest layer's input
+        out_mid = layer_output(ref, MIDDLE, ids)
+        assert _relative(torch.from_numpy(g["residual"][1, 0]), out_mid) <= tolerance(family), family
 
 
 @pytest.mark.parametrize("arch", ["mamba", "gpt2", "gpt_neox", "llama"])

@@ -10,6 +10,7 @@ blocks, and a checkpoint file that differs from the store's record is refused by
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 
@@ -18,7 +19,7 @@ import pytest
 import torch
 import zarr
 from conftest import local_client
-from families import FAMILIES, tolerance
+from families import DEEPEST, FAMILIES, tolerance
 from oracle import layer_input, matched_eigvals_error, oracle_model, sequence_jacobian
 
 from analysis import open_store
@@ -196,3 +197,106 @@ def test_a_worker_that_cannot_hold_one_layer_falls_back_and_says_why(tmp_path):
     assert results[-1]["status"] == "done"
     worker._models.clear()
     resident.drop()
+
+
+# ---- a failure of the layer-local route (sweep/worker/route.py) -------------------------------
+# The planted failures are monkeypatched into this process, so the sweep runs on an in-process
+# worker (a LocalCluster of threads): the same run_task, scheduler and client as any sweep.
+
+@contextlib.contextmanager
+def _in_process_client():
+    from distributed import Client, LocalCluster
+
+    from sweep.worker import resident, route
+    from sweep.worker import task as worker
+
+    try:
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, scheduler_port=0,
+                          dashboard_address=":0") as cluster, Client(cluster) as c:
+            yield c
+    finally:                                   # the worker's caches live in this process
+        route._fallback.clear()
+        worker._models.clear()
+        resident.drop()
+
+
+def _bloom_doc(family_checkpoints, store) -> dict:
+    return {"model": {"path": str(family_checkpoints["bloom"]), "dtype": "float64"},
+            "inputs": {"sequences": 1, "length": 5, "seed": 2}, "layers": [DEEPEST],
+            "store": str(store), "compute": {"token_block": 5, "live_every": 0}}
+
+
+def _assert_exact(cfg, path) -> None:
+    """The stored eigenvalues of the deepest layer equal the whole-sequence oracle's."""
+    st = open_store(cfg.store, model="bloom-float64")
+    ids = torch.from_numpy(np.asarray(st.tokens(0)))
+    _, J = sequence_jacobian(oracle_model(path), DEEPEST, ids)
+    want = eigvals(torch.stack([J[t, :, t] for t in range(len(ids))])).numpy()
+    assert matched_eigvals_error(st.eigenvalues(DEEPEST, 0), want) <= tolerance("bloom", True)
+
+
+def test_a_failing_injection_falls_back_to_the_whole_model_in_one_line(family_checkpoints, tmp_path,
+                                                                        monkeypatch, capsys):
+    from sweep.generic.local import LocalModel
+
+    def planted(self):
+        raise RuntimeError("planted: the injection fails")
+
+    monkeypatch.setattr(LocalModel, "injected", planted)
+    cfg = config_from_dict(_bloom_doc(family_checkpoints, tmp_path / "run.zarr"))
+    with _in_process_client() as c:
+        result = run_sweep(cfg, client=c, progress=False)
+    assert result.exit_code == 0 and not result.errors
+    routes = {r["route"] for r in result.results if "route" in r}
+    assert routes == {"whole model (the layer-local route failed on this worker in the residual "
+                      "stream: RuntimeError: planted: the injection fails)"}
+    lines = [l for l in capsys.readouterr().out.splitlines() if "whole model" in l]
+    assert lines == [f"bloom-float64: {routes.pop()}"]
+    _assert_exact(cfg, family_checkpoints["bloom"])
+
+
+def test_a_model_failing_on_both_routes_stops_the_sweep_in_one_line(family_checkpoints, tmp_path,
+                                                                    monkeypatch):
+    import transformers
+
+    from sweep.errors import RouteFailed
+    from sweep.generic.local import LocalModel
+    from sweep.worker import resident
+
+    def planted(*args):
+        raise RuntimeError("planted")
+
+    monkeypatch.setattr(LocalModel, "injected", planted)
+    monkeypatch.setattr(resident, "whole_stream", planted)
+    cfg = config_from_dict(_bloom_doc(family_checkpoints, tmp_path / "run.zarr"))
+    with _in_process_client() as c, pytest.raises(RouteFailed) as e:
+        run_sweep(cfg, client=c, progress=False)
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(f"{family_checkpoints['bloom']}: layers [{DEEPEST}], "
+                                                f"the residual stream: the whole model failed too")
+    assert f"RuntimeError: planted — under transformers {transformers.__version__}" in line
+
+
+def test_a_wrong_stand_in_fails_the_self_check_in_one_line(family_checkpoints, tmp_path, monkeypatch,
+                                                          capsys):
+    """A stand-in that grows its cache layer twice per call: the no-cache calls (the residual
+    stream, the self-check's whole-sequence call) are right, the decoding is not. The
+    self-check's J_tt on the first block fails; the model goes whole, said in one line."""
+    from sweep.generic import standin
+
+    right = standin.StandIn.forward
+
+    def grows_twice(self, hidden_states, *args, **kwargs):
+        right(self, hidden_states, *args, **kwargs)
+        return right(self, hidden_states, *args, **kwargs)
+
+    monkeypatch.setattr(standin.StandIn, "forward", grows_twice)
+    cfg = config_from_dict(_bloom_doc(family_checkpoints, tmp_path / "run.zarr"))
+    with _in_process_client() as c:
+        result = run_sweep(cfg, client=c, progress=False)
+    assert result.exit_code == 0 and not result.errors
+    lines = [l for l in capsys.readouterr().out.splitlines() if "whole model" in l]
+    assert len(lines) == 1 and lines[0].startswith(
+        f"bloom-float64: whole model (the layer-local route failed on this worker in the decoding "
+        f"of layer {DEEPEST}: RuntimeError: "), lines
+    _assert_exact(cfg, family_checkpoints["bloom"])

@@ -15,7 +15,8 @@ import json
 
 import pytest
 import torch
-from families import FAMILIES, tolerance
+from families import DEEPEST, FAMILIES, MIDDLE, tolerance
+from oracle import layer_output, oracle_model
 
 from sweep.generic.decode import LayerJacobians
 from sweep.generic.local import LocalModel, NotLocal
@@ -70,7 +71,7 @@ def test_one_resident_layer_equals_the_whole_model(family_checkpoints, family, d
     assert len(stream) == lm.n_layers + 1
     for got, want in zip(stream, _hidden_states(whole.hf, ids)):
         torch.testing.assert_close(got, want, rtol=0, atol=h_bound * float(want.abs().max()))
-    for layer in range(lm.n_layers):
+    for layer in (0, MIDDLE, DEEPEST):          # no, 2 and 3 stand-ins before it
         want = LayerJacobians(whole.hf, layer, fresh=whole.fresh).run(ids, 0, L)
         lm.resident(layer)
         lm.sequence(ids, want.inputs)             # the whole model's own decode inputs
@@ -78,6 +79,9 @@ def test_one_resident_layer_equals_the_whole_model(family_checkpoints, family, d
             got = LayerJacobians(lm.model, layer, fresh=lm.fresh, on_forward=lm.at).run(ids, 0, L)
         for a, b in ((got.jac, want.jac), (got.outputs, want.outputs)):
             assert float((a - b).abs().max() / b.abs().max()) <= (j_bound or tolerance(family)), (family, layer)
+    if dtype == "float64":                        # the deepest layer's output, as the oracle's
+        want = layer_output(oracle_model(path), DEEPEST, ids)
+        assert float((got.outputs - want).abs().max() / want.abs().max()) <= tolerance(family), family
 
 
 def test_a_sharded_checkpoint_reads_only_the_resident_layer(tmp_path):

@@ -12,9 +12,11 @@ not stored) and reads weights from the checkpoint's files by tensor name, under 
 - the input embedding holds only the rows of the tokens of the current sequence
   (`sequence(ids)`), indexed through a pre-hook that maps token ids to those rows, so its
   own forward (scaling included) runs unchanged;
-- decoder layers before `layer` are stand-ins that keep the cache's lengths as their own call
-  would (a placeholder key and value of one channel) and pass the hidden state on; nothing
-  after `layer` is ever called (the decoding stops right after it);
+- decoder layers before `layer` are stand-ins (sweep/generic/standin.py) that keep the
+  cache's lengths as their own call would (a placeholder key and value of one channel), carry
+  the real layer's attributes, and pass the hidden state on in the form layer `layer` itself
+  returns, probed once per layer; nothing after `layer` is ever called (the decoding stops
+  right after it);
 - the hidden-state input of `layer` is replaced by the stored residual h_l at the positions
   of the current forward (`at(start, n)`): whatever reached it through the stand-ins is
   discarded;
@@ -34,8 +36,8 @@ from pathlib import Path
 
 import torch
 
-from sweep.generic import prefix
-from sweep.generic.decode import _first, _hidden, _tensor_list
+from sweep.generic import prefix, standin
+from sweep.generic.decode import _first, _hidden
 from sweep.plan.architecture import rescales_on_first_forward
 from sweep.plan.layers import decoder_layers
 
@@ -170,7 +172,7 @@ class LocalModel:
         self.unique: torch.Tensor | None = None
         self.residual: torch.Tensor | None = None          # (n, d) h_l of the current sequence
         self._window, self._armed = (0, 0), False
-        self._size: int | None = None                      # the stand-ins' output form
+        self._forms: dict[int, standin.Form] = {}          # layer -> its stand-ins' output form
         self.ids: torch.Tensor | None = None
         self._hooks = [self.embedding.register_forward_pre_hook(self._rows)]
         self._load(self._model_level())
@@ -238,42 +240,36 @@ class LocalModel:
                         if p is not None])
             self.loads += 1
         self._held.append(layer)
+        form = self._forms.get(layer, standin.CANDIDATES[0])
         for j, real in enumerate(self._real):
-            self.layers[j] = _StandIn(j) if j < layer else real
+            self.layers[j] = standin.StandIn(j, real, form) if j < layer else real
         self.layer = layer
-        if layer > 0 and self._size is None:
-            self._size = self._probe_format()
-        for j in range(layer):
-            self.layers[j].size = self._size
+        if layer > 0 and layer not in self._forms:
+            self._forms[layer] = self._probe_form()
+            for j in range(layer):
+                self.layers[j]._form = self._forms[layer]
 
-    def _probe_format(self) -> int:
-        """What the stand-ins return: the model's loop unpacks its layers' outputs its own way
-        (a tensor, or a tuple whose first entry is the hidden state), the same for every
-        layer: the first form under which one token reaches layer l, probed once."""
-        def reached(module, args, kwargs):
-            raise _Reached
-
-        hook = self._real[self.layer].register_forward_pre_hook(reached, with_kwargs=True)
+    def _probe_form(self) -> standin.Form:
+        """Layer l's own output form for the stand-ins before it (sweep/generic/standin.py),
+        probed on one token (the current sequence's first, or token 0 before any)."""
         ids = self.unique[:1] if self.unique is not None else torch.zeros(1, dtype=torch.long)
-        saved = (self.ids, self.unique, self.embedding.weight)
+        saved = (self.ids, self.unique, self.embedding.weight, self.residual)
         if self.unique is None:
             self.sequence(ids)
-        errors = []
+
+        def set_form(form):
+            for j in range(self.layer):
+                self.layers[j]._form = form
+
         try:
-            for size in _FORMATS:
-                for j in range(self.layer):
-                    self.layers[j].size = size
-                try:
-                    with torch.no_grad():
-                        self.model(input_ids=ids[None, :1], use_cache=False)
-                except _Reached:
-                    return size
-                except Exception as e:  # the loop's own unpacking error
-                    errors.append(f"{type(e).__name__}: {e}")
-            raise NotLocal(f"no stand-in output reaches layer {self.layer} ({'; '.join(errors)})")
+            return standin.probe(self.model, self.layers, self._real[self.layer], self.layer,
+                                 ids[None, :1], set_form)
+        except standin.WrongStandIn as e:
+            raise NotLocal(f"the stand-ins before layer {self.layer}: {e}") from None
         finally:
-            hook.remove()
-            self.ids, self.unique, self.embedding.weight = saved
+            # the probe's cached forward may leave module-held decode state (RecurrentGemma)
+            prefix.restore_state(self.fresh)
+            self.ids, self.unique, self.embedding.weight, self.residual = saved
 
     def stream(self, ids: torch.Tensor, last: int) -> list[torch.Tensor]:
         """[h_0, ..., h_last] of sequence `ids` (1-D), each (n, d): one layer resident at a
@@ -355,7 +351,12 @@ class LocalModel:
             start, n = self._window
             # as many positions as reached the layer, ending at the forward's last one (a
             # model without a cache object gets the whole sequence again at every step)
-            m = _hidden(args, kwargs)[0].shape[-2]
+            x = _hidden(args, kwargs)[0]
+            if x.dim() != 3 or x.shape[-1] != self.residual.shape[-1] or x.shape[-2] > start + n:
+                raise NotLocal(f"the injection: layer {self.layer} was handed a {tuple(x.shape)} "
+                               f"hidden state, not (1, <= {start + n}, {self.residual.shape[-1]}) "
+                               f"(a stand-in before it returned another form)")
+            m = x.shape[-2]
             h = self.residual[start + n - m:start + n].unsqueeze(0).clone()
             if args:
                 return (h,) + tuple(args[1:]), kwargs
@@ -370,30 +371,3 @@ class LocalModel:
 
 class _Reached(Exception):
     """Layer l was reached (its call is not needed)."""
-
-
-_FORMATS = (0, 2, 3)       # a tensor; a tuple of 2 or 3 entries, the hidden state first
-
-
-class _StandIn(torch.nn.Module):
-    """Decoder layer j < l: its cache layer (when it holds keys) grows by the tokens of the
-    call, as the real layer's would, and the hidden state is passed on untouched."""
-
-    def __init__(self, index: int):
-        super().__init__()
-        self.index = index
-        self.size = 0
-
-    def forward(self, hidden_states, *args, **kwargs):
-        from transformers.cache_utils import Cache
-
-        cache = next((v for v in (*args, *kwargs.values()) if isinstance(v, Cache)), None)
-        if cache is not None and self.index < len(cache.layers) and hasattr(cache.layers[self.index], "keys"):
-            n = hidden_states.shape[-2]
-            placeholder = hidden_states.new_zeros(1, 1, n, 1)
-            cache.layers[self.index].update(placeholder, placeholder)
-        if not self.size:
-            return hidden_states
-        # a state list the call carries (RWKV's) goes on to the next layer, as returned
-        carried = next((v for v in kwargs.values() if _tensor_list(v)), None)
-        return (hidden_states, carried, None)[:self.size]

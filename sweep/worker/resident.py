@@ -18,6 +18,7 @@ its sha256. A file whose state changes after it was read drops the model.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 
 from analysis.io.schema import DONE
-from sweep.errors import CheckpointChanged
+from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers
 from sweep.plan import provenance
 from sweep.store import writer as store
 from sweep.tasks import ModelRef, ResidualTask
@@ -44,6 +45,31 @@ class _Cached:
 
 _cached: dict[tuple, _Cached] = {}
 
+# what stops a sweep whatever the route (sweep/run.py): never a reason to leave this one
+STOPS = (CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers)
+
+
+class LocalFailed(Exception):
+    """A step of the layer-local route failed on this worker (sweep/worker/task.py moves the
+    model to the whole-model route and says why)."""
+
+    def __init__(self, step: str, error: Exception):
+        super().__init__(f"{step}: {type(error).__name__}: {error}")
+        self.step, self.error = step, error
+
+
+@contextlib.contextmanager
+def step(name: str):
+    """Any failure inside, bar the sweep's stops, is this route's own: LocalFailed(name)."""
+    from sweep.generic.decode import DeltaUnseen
+
+    try:
+        yield
+    except (LocalFailed, DeltaUnseen, *STOPS):     # DeltaUnseen: the self-check's to report
+        raise
+    except Exception as e:
+        raise LocalFailed(name, e) from e
+
 
 def local_model(ref: ModelRef, device: str) -> _Cached:
     """The worker's LocalModel of `ref`, built on first use (one checkpoint at a time)."""
@@ -59,8 +85,9 @@ def local_model(ref: ModelRef, device: str) -> _Cached:
         quiet_transformers()
         local = Path(ref.location)         # the plan's resolved checkpoint directory
         dtype = _parse_dtype(ref.dtype)
-        lm = LocalModel(local, dtype, ref.trust_remote_code, keep=ref.resident_layers, device=device)
-        prepare(lm.model, dtype)
+        with step("building the layer-local model"):
+            lm = LocalModel(local, dtype, ref.trust_remote_code, keep=ref.resident_layers, device=device)
+            prepare(lm.model, dtype)
         _cached[key] = cached = _Cached(lm, local)
     return cached
 
@@ -107,7 +134,7 @@ def stream(cached: _Cached, task: ResidualTask, arrays: dict) -> int:
     """Write the task's rows of h_l for its sequences; returns the decoder-layer calls made."""
     lm = cached.model
     ids = {s: torch.from_numpy(np.asarray(arrays["tokens"][s, : task.n_ctx])) for s in task.seqs}
-    with cached.lock:
+    with cached.lock, step("the residual stream"):
         before = lm.forwards
         if task.start is None:
             hs, layer = {s: lm.embedded(ids[s]) for s in task.seqs}, 0
@@ -173,7 +200,7 @@ def block(cached: _Cached, ref: ModelRef, layer: int, ids: torch.Tensor, h: torc
     """(J_tt (T, d, d), layer inputs (T, d), Δ (T, channels) or None, path) of tokens [t0, t1)
     of `layer`: `ids` (t1,) the sequence's tokens, `h` (>= t1, d) its stored h_l."""
     lm = cached.model
-    with cached.lock:
+    with cached.lock, step(f"the decoding of layer {layer}"):
         lm.sequence(ids, h)                  # first: the stand-ins' probe runs on its rows
         lm.resident(layer)
         if ref.engine == "fast":
@@ -191,12 +218,14 @@ def block(cached: _Cached, ref: ModelRef, layer: int, ids: torch.Tensor, h: torc
         return res.jac, res.inputs, res.delta, "generic"
 
 
-def whole_sequence_call(cached: _Cached, layer: int, ids: torch.Tensor, h: torch.Tensor):
-    """The layer's whole-sequence call (sweep/generic/selfcheck.py) with h_l fed in."""
+def whole_sequence_call(cached: _Cached, layer: int, ids: torch.Tensor, h: torch.Tensor,
+                        what: str = "the self-check's whole-sequence call"):
+    """The layer's whole-sequence call (sweep/generic/selfcheck.py) with h_l fed in, through
+    the same stand-ins as the layer's blocks; `what` names the step in a failure."""
     from sweep.generic import selfcheck
 
     lm = cached.model
-    with cached.lock:
+    with cached.lock, step(f"{what} of layer {layer}"):
         lm.sequence(ids, h)
         lm.resident(layer)
         lm.at(0, len(ids))
@@ -210,7 +239,7 @@ def a_log(cached: _Cached, layer: int) -> torch.Tensor | None:
     from sweep.plan.layers import a_log
 
     lm = cached.model
-    with cached.lock:
+    with cached.lock, step(f"the A_log task of layer {layer}"):
         lm.resident(layer)
         a = a_log(lm.layers[layer])
         return None if a is None else a.clone()

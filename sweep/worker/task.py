@@ -41,7 +41,7 @@ from sweep.numerics import linalg
 from sweep.plan import provenance
 from sweep.store import writer as store
 from sweep.tasks import ALogTask, BlockTask, DepthTask, MemoryTask, ModelRef, ResidualTask
-from sweep.worker import resident
+from sweep.worker import resident, route
 
 ARRAY_CACHE = 8            # open store groups kept per worker (metadata is read once)
 MMAP_THRESHOLD = 32 << 20  # bytes: glibc's largest; smaller temporaries come from the heap
@@ -66,7 +66,25 @@ def run_task(task: BlockTask | ALogTask | ResidualTask | DepthTask | MemoryTask,
     returns layer/seq/block, status, the eigensolver, the worker's software and seconds by
     phase."""
     provenance.strict_fp32()
-    task = _routed(task)
+    planned = task.model
+    task = route.routed(task, _device(task.model))
+    if task.model.local:
+        try:
+            return _run(task)
+        except resident.LocalFailed as e:
+            task = route.fall_back(task, e)
+    try:
+        return _run(task)
+    except resident.STOPS:
+        raise
+    except Exception as e:
+        if planned.local:                  # the layer-local route failed here before
+            raise route.both_failed(task, e) from e
+        raise
+
+
+def _run(task) -> dict:
+    """`task` on the route its ModelRef says."""
     if isinstance(task, ALogTask):
         return _run_a_log(task)
     if isinstance(task, ResidualTask):
@@ -96,7 +114,7 @@ def _worker_fields(ref: ModelRef, loads: int, read: int) -> dict:
     """The pid, route, software, and the decoder layers and bytes read from the checkpoint
     (layer-local) since the counters stood at (`loads`, `read`)."""
     now = resident.counters()
-    return {"pid": os.getpid(), "route": _route(ref), "software": _software(),
+    return {"pid": os.getpid(), "route": route.name(ref), "software": _software(),
             "layer_loads": max(0, now[0] - loads), "read_bytes": max(0, now[1] - read)}
 
 
@@ -194,7 +212,7 @@ def _run_memory(task: MemoryTask) -> dict:
         if ref.local:
             lm = model.model
             h = resident.stored(g, task.row, task.seq, task.n, lm.dtype).to(lm.device)
-            call = resident.whole_sequence_call(model, task.layer, ids, h)
+            call = resident.whole_sequence_call(model, task.layer, ids, h, "the token-memory call")
         else:
             call = selfcheck.whole_sequence_call(model.hf, task.layer, ids.to(model.device))
     # Hutchinson's probes: a fixed stream per (layer, sequence), so a rerun draws the same
@@ -232,38 +250,6 @@ def _jacobians(model, task: BlockTask):
         return jac, h[task.t0:task.t1], block.delta(h, task.t0, task.t1), "hand-written", t_hidden
     res = model.jacobians(task.layer).run(ids, task.t0, task.t1, out=buf)
     return res.jac, res.inputs, res.delta, "generic", t_hidden
-
-
-_fallback: dict[tuple, str] = {}       # a layer-local model this worker could not build: why
-
-
-def _routed(task):
-    """`task` on the route this worker can take: a model planned layer-local that fails to
-    build one layer at a time here (sweep/generic/local.py NotLocal) goes whole-model, its
-    reason in the task's route (the client says it once)."""
-    from sweep.generic.local import NotLocal
-
-    ref = task.model
-    if not ref.local:
-        return task
-    key = (ref.location, ref.files)
-    if key not in _fallback:
-        from sweep.worker.versions import require_transformers
-
-        require_transformers()                # a worker's own environment may differ
-        try:
-            resident.local_model(ref, _device(ref))
-            _fallback[key] = ""
-        except NotLocal as e:
-            _fallback[key] = f"this worker cannot hold one layer: {e}"
-    if not _fallback[key]:
-        return task
-    return dataclasses.replace(task, model=dataclasses.replace(ref, not_local=_fallback[key]))
-
-
-def _route(ref: ModelRef) -> str:
-    """How the worker holds the model: one layer, or the whole model and why."""
-    return "layer-local" if ref.local else f"whole model ({ref.not_local})"
 
 
 def _eig_backend(h: torch.Tensor, plan: dict) -> str:
@@ -351,7 +337,7 @@ def _run_residual(task: ResidualTask) -> dict:
             forwards = resident.whole_stream(model, task, arrays(task.model))
     return {"model": task.model.group, "residual_seqs": list(task.seqs),
             "residual_rows": [row for row, _ in task.rows], "layer_forwards": forwards,
-            "status": "done", "pid": os.getpid(), "route": _route(task.model),
+            "status": "done", "pid": os.getpid(), "route": route.name(task.model),
             "software": _software(), "seconds": {"stream": time.perf_counter() - t}}
 
 
@@ -367,7 +353,7 @@ def _model(ref: ModelRef, layer: int | None = None, seq: int | None = None):
     if _models:
         _models.clear()
         _release_memory()
-    cached = resident.local_model(ref, device)     # built (or refused) by _routed first
+    cached = resident.local_model(ref, device)     # built (or refused) by route.routed first
     if layer is not None and not cached.checked:
         _self_check_local(cached, layer, seq, ref)
         cached.checked = True
