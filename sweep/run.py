@@ -22,7 +22,7 @@ from sweep.plan.make import Plan, make_plan
 from sweep.store import ledger
 from sweep.store import writer as st
 from sweep.store.lock import store_lock
-from sweep.tasks import ALogTask, BlockTask, DepthTask, MemoryTask, ResidualTask, pending_tasks
+from sweep.tasks import BlockTask, DepthTask, MemoryTask, ResidualTask, pending_tasks
 from sweep.watch import Stalled, StallWatch
 from sweep.worker.task import run_task
 
@@ -125,7 +125,7 @@ def _execute(client, cfg, tasks, before, progress, run: _Run) -> None:
     pending = set(futures)
     keys = {f.key: t for f, t in futures.items()}
     watch = StallWatch(client, cfg.compute.stall_after,
-                       lambda k: _describe(keys[k]) if k in keys else str(k), _say)
+                       lambda k: keys[k].describe() if k in keys else str(k), _say)
     bar = tqdm(total=before.total, initial=before.done, unit="block", desc="blocks",
                disable=not progress, file=sys.stderr, smoothing=0.1)
     from distributed import as_completed
@@ -181,11 +181,11 @@ def _collect(fut, task, run: _Run, fell_back: set, bar) -> None:
             fell_back.add(task.model.group)           # said once per model
             _say(f"{task.model.group}: {route}")
     except FATAL as e:
-        run.failures.exception(task.model.group, _where(task), e)
+        run.failures.exception(task.model.group, f"{task.where}, {task.step}", e)
         raise
     except Exception as e:  # the task's own error, after RETRIES; reported, not fatal
-        run.errors.append(f"{_describe(task)}: {type(e).__name__}: {e}")
-        run.failures.exception(task.model.group, _where(task), e)
+        run.errors.append(f"{task.describe()}: {type(e).__name__}: {e}")
+        run.failures.exception(task.model.group, f"{task.where}, {task.step}", e)
     if isinstance(task, BlockTask):
         bar.update(1)
     elif isinstance(task, DepthTask):
@@ -209,30 +209,6 @@ def _placement(client, tasks):
         return {"workers": [workers[rank[t.model.group, t.layer] % len(workers)]],
                 "allow_other_workers": True}
     return place
-
-
-def _where(task) -> str:
-    """The part of a model a failure is counted under."""
-    if isinstance(task, (BlockTask, MemoryTask)):
-        return f"layer {task.layer}"
-    if isinstance(task, ResidualTask):
-        return "residual stream"
-    if isinstance(task, ALogTask):
-        return "A_log"
-    return f"walk up layers {task.rows[0][1]}..{task.rows[-1][1]}"
-
-
-def _describe(task) -> str:
-    if isinstance(task, ALogTask):
-        return f"{task.model.group} a_log layers {list(task.layers)}"
-    if isinstance(task, ResidualTask):
-        return f"{task.model.group} residual stream of seqs {list(task.seqs)}"
-    if isinstance(task, MemoryTask):
-        return f"{task.model.group} token memory of layer {task.layer} seq {task.seq}"
-    if isinstance(task, DepthTask):
-        return (f"{task.model.group} walk of seq {task.seq} block {task.block} up layers "
-                f"{task.rows[0][1]}..{task.rows[-1][1]}")
-    return f"{task.model.group} layer {task.layer} seq {task.seq} block {task.block}"
 
 
 def _verdict(cfg, root, names, tasks, run: _Run) -> SweepResult:

@@ -70,6 +70,15 @@ class BlockTask:
     t1: int
     n_ctx: int        # tokens the fast path's hidden states span (the model's longest row)
 
+    @property
+    def where(self) -> str:        # the part of the model a failure is counted under
+        return f"layer {self.layer}"
+
+    step = "the block's J_tt"      # what the task computes, as a stop names it
+
+    def describe(self) -> str:
+        return f"{self.model.group} layer {self.layer} seq {self.seq} block {self.block}"
+
 
 @dataclass(frozen=True)
 class ALogTask:
@@ -77,6 +86,15 @@ class ALogTask:
 
     model: ModelRef
     layers: tuple[int, ...]
+
+    @property
+    def where(self) -> str:
+        return f"layers {list(self.layers)}"
+
+    step = "the A_log task"
+
+    def describe(self) -> str:
+        return f"{self.model.group} a_log layers {list(self.layers)}"
 
 
 @dataclass(frozen=True)
@@ -89,6 +107,15 @@ class ResidualTask:
     rows: tuple[tuple[int, int], ...]
     start: tuple[int, int] | None      # (row, model layer) read from the store
     n_ctx: int
+
+    @property
+    def where(self) -> str:
+        return f"layers {[layer for _, layer in self.rows]}"
+
+    step = "the residual stream"
+
+    def describe(self) -> str:
+        return f"{self.model.group} residual stream of seqs {list(self.seqs)}"
 
 
 @dataclass(frozen=True)
@@ -107,6 +134,15 @@ class DepthTask:
     spans: tuple[int, ...]
     fresh: int        # of its single blocks, those still pending when planned (progress)
 
+    @property
+    def where(self) -> str:
+        return f"layers {self.rows[0][1]}..{self.rows[-1][1]}"
+
+    step = "the walk up the layers"
+
+    def describe(self) -> str:
+        return f"{self.model.group} walk of seq {self.seq} block {self.block} up {self.where}"
+
 
 @dataclass(frozen=True)
 class MemoryTask:
@@ -120,6 +156,15 @@ class MemoryTask:
     ts: tuple[int, ...]           # sampled output tokens
     lags: int
     probes: int
+
+    @property
+    def where(self) -> str:
+        return f"layer {self.layer}"
+
+    step = "the token-memory call"
+
+    def describe(self) -> str:
+        return f"{self.model.group} token memory of layer {self.layer} seq {self.seq}"
 
 
 Task = BlockTask | ALogTask | ResidualTask | DepthTask | MemoryTask

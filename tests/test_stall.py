@@ -153,7 +153,7 @@ def test_failing_tasks_give_one_line_per_layer_and_kind(tiny_checkpoints, tmp_pa
     failed = [line for line in cap.out.splitlines() if line.startswith("failed: ")]
     assert result.exit_code == 1 and len(result.errors) == 8          # 2 layers x 2 seqs x 2 blocks
     log = f"{cfg.store}.log"
-    assert failed == [f"failed: gpt2 layer {layer}: RuntimeError: broken on purpose "
+    assert failed == [f"failed: gpt2 layer {layer}, the block's J_tt: RuntimeError: broken on purpose "
                       f"(4 tasks; tracebacks in {log})" for layer in (0, 1)]
     assert "Traceback" not in cap.out + cap.err
     text = open(log).read()

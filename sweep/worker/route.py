@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from sweep.errors import RouteFailed
-from sweep.tasks import ALogTask, DepthTask, MemoryTask, ModelRef, ResidualTask
+from sweep.tasks import ModelRef
 from sweep.worker import resident
 
 _fallback: dict[tuple, str] = {}       # (location, files) -> why this worker runs it whole ("": it doesn't)
@@ -65,22 +65,10 @@ def both_failed(task, error: Exception) -> RouteFailed:
     import transformers
 
     ref = task.model
-    return RouteFailed(f"{ref.path}: {_where(task)}: the whole model failed too after the "
+    return RouteFailed(f"{ref.path}: {task.where}, {task.step}: the whole model failed too after the "
                        f"layer-local route ({ref.not_local}): {type(error).__name__}: {error} — "
                        f"under transformers {transformers.__version__}; nothing more of this "
                        f"model is swept: report it with this line")
-
-
-def _where(task) -> str:
-    """The layer(s) and step of `task`, as a stop names them."""
-    if isinstance(task, ALogTask):
-        return f"layers {list(task.layers)}, the A_log task"
-    if isinstance(task, ResidualTask):
-        return f"layers {[layer for _, layer in task.rows]}, the residual stream"
-    if isinstance(task, DepthTask):
-        return f"layers {task.rows[0][1]}..{task.rows[-1][1]}, the walk up the layers"
-    step = "the token-memory call" if isinstance(task, MemoryTask) else "the block's J_tt"
-    return f"layer {task.layer}, {step}"
 
 
 def name(ref: ModelRef) -> str:
