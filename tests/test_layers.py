@@ -29,6 +29,7 @@ RULES = {
     "cluster": ("sweep.errors", "sweep.config.cluster"),
     "sweep.budget": ("sweep", "analysis.io"),
     "sweep.run": ("sweep", "cluster", "analysis.io", "analysis.views"),
+    "sweep.export": ("sweep", "analysis.io"),                         # tdos export-null: a client
     "sweep.cli": ("sweep", "cluster", "analysis"),
     "sweep.__main__": ("sweep",),
     "sweep": (),                                                      # the package docstring
