@@ -134,7 +134,7 @@ def plan_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = N
     n = workers or cfg.cluster.workers or (os.cpu_count() or 1)
     rows, store_bytes, seconds, peak, parts = [], 0, 0.0, PROCESS_BYTES, "the process"
     for m in plan.models:
-        S, B = m.tokens.shape[0], cfg.token_block      # a null may sweep fewer sequences
+        S, B = min(cfg.inputs.sequences, m.tokens.shape[0]), cfg.token_block   # a null: maybe fewer
         rows += [Row(m.name, m.spec.dtype, layer, tokens, S * math.ceil(tokens / B))
                  for layer, tokens in m.rows]
         planned = S * sum(tokens for _, tokens in m.rows)              # token spectra
