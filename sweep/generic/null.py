@@ -26,12 +26,10 @@ from dataclasses import dataclass
 
 import torch
 
-KINDS = ("random_init", "shuffled")
-
 
 @dataclass(frozen=True)
 class Null:
-    """Which null: `kind` (one of KINDS) and `seed`."""
+    """Which null: `kind` ("random_init" or "shuffled") and `seed`."""
 
     kind: str
     seed: int
