@@ -136,6 +136,7 @@ def test_random_init_layer_is_the_models_own_init_under_the_stated_seed(checkpoi
 
     seed, layer = 5, 2
     lm = LocalModel(checkpoint, torch.float32, null=Null("random_init", seed))
+    lm.resident(LAYERS - 1)                  # layers below it are stand-ins now: made again
     lm.resident(layer)
     fresh = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(checkpoint))
     path = f"model.layers.{layer}"

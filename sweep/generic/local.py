@@ -158,7 +158,12 @@ class LocalModel:
         self.embedding = model.get_input_embeddings()
         self._padding_idx = self.embedding.padding_idx      # what a random_init null's init zeroes
         self._embedding_shape = tuple(self.embedding.weight.shape)   # (vocab, d)
-        self._paths = {id(m): path for path, m in model.named_modules()}
+        # each module's path and its rank in the order transformers initialises them, read
+        # from the whole tree before stand-ins replace any layer in it
+        self._paths: dict[int, str] = {}
+        for path, m in nulls.post_order(model):
+            self._paths.setdefault(id(m), path)
+        self._rank = {mid: i for i, mid in enumerate(self._paths)}
         self._tensor_names = nulls.parameter_names(model)
         # it will hold a sequence's rows only: a padding row index means nothing there (and
         # only ever zeroes a gradient)
@@ -214,8 +219,8 @@ class LocalModel:
     def _init(self, slots) -> None:
         """A random_init null's parameters of `slots`: their modules' own init, seeded per
         module (sweep/generic/null.py), children before parents as transformers visits them."""
-        wanted = {id(m) for m, _ in slots}
-        order = [(path, m) for path, m in nulls.post_order(self.model) if id(m) in wanted]
+        modules = sorted({id(m): m for m, _ in slots}.values(), key=lambda m: self._rank[id(m)])
+        order = [(self._paths[id(m)], m) for m in modules]
         nulls.init_modules(self.model, order, self.null.seed, self.dtype, self.device)
 
     def _convert(self, slots) -> None:
