@@ -222,3 +222,26 @@ def test_export_null_refusals_are_one_line(swept, tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and text in err, err
     assert os.listdir(root / "export")                           # the earlier export is untouched
+
+
+@pytest.mark.parametrize("kind", ["random_init", "shuffled"])
+@pytest.mark.parametrize("fmt", ["mamba", "mamba_ssm"])
+def test_both_routes_make_the_same_mamba_null(tiny_checkpoints, fmt, kind):
+    """A Mamba mixer's init writes its children's tensors (dt_proj's bias): the layer-local
+    route, going down the layers, makes what the whole-model route makes, embedding rows and
+    final norm included; HF and mamba_ssm formats alike."""
+    from sweep.generic.local import LocalModel
+    from sweep.worker.model import load_local
+
+    null = Null(kind, 1)
+    whole = load_local(tiny_checkpoints[fmt], "float32").hf
+    apply_whole(whole, null)
+    lm = LocalModel(tiny_checkpoints[fmt], torch.float32, null=null)
+    for layer in (2, 0, 1):
+        lm.resident(layer)
+        for k, p in lm.model.backbone.layers[layer].named_parameters():
+            assert torch.equal(p, whole.backbone.layers[layer].get_parameter(k)), (layer, k)
+    assert torch.equal(lm.model.backbone.norm_f.weight, whole.backbone.norm_f.weight)
+    ids = torch.tensor([5, 3, 5, 9])
+    lm.sequence(ids)
+    assert torch.equal(lm.embedding.weight, whole.backbone.embeddings.weight[torch.unique(ids)])
