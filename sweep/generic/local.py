@@ -21,6 +21,10 @@ not stored) and reads weights from the checkpoint's files by tensor name, under 
 - `embedded(ids)` and `step(ids, h, j)` give h_0 and h_{j+1}: the residual stream, one layer
   resident at a time.
 
+A null model (`null=`, sweep/generic/null.py, docs/nulls.md) makes the same tensors instead of
+reading them: random_init by the model's own init per module, shuffled by permuting what it
+reads; its embedding rows are cut from the null's whole embedding, made per sequence.
+
 Every model-level computation (masks, positions, rotary tables, a hybrid's embeddings passed
 to its layers) is transformers' own. A model that cannot be held this way (a parameter the
 checkpoint does not give, an RWKV that rescales its weights on its first forward) raises
@@ -34,10 +38,9 @@ from pathlib import Path
 
 import torch
 
+from sweep.generic import null as nulls
 from sweep.generic import prefix
 from sweep.generic.decode import _first, _hidden, _tensor_list
-from sweep.generic import null as nulls
-from sweep.generic.null import shuffle
 from sweep.plan.architecture import rescales_on_first_forward
 from sweep.plan.layers import decoder_layers
 
@@ -208,7 +211,7 @@ class LocalModel:
                 continue
             t = self.ckpt.tensor(name).to(device=self.device, dtype=self.dtype)
             if self.null is not None:          # shuffled: the real entries, permuted
-                t = shuffle(t, self.null.seed, self._tensor_names[id(module), key])
+                t = nulls.shuffle(t, self.null.seed, self._tensor_names[id(module), key])
             if t.shape != module._parameters[key].shape:
                 raise NotLocal(f"{name}: {tuple(t.shape)} in the checkpoint, "
                                f"{tuple(module._parameters[key].shape)} in the model")
@@ -245,7 +248,7 @@ class LocalModel:
                                f"{len(self.ckpt.sources[name].parts)} checkpoint tensor(s)")
             p = p.detach().to(self.dtype)
             if self.null is not None:     # shuffled: the model's tensor, as the whole route sees it
-                p = shuffle(p, self.null.seed, self._tensor_names[id(module), key])
+                p = nulls.shuffle(p, self.null.seed, self._tensor_names[id(module), key])
             module._parameters[key] = torch.nn.Parameter(p, requires_grad=False)
 
     def resident(self, layer: int) -> None:
