@@ -174,7 +174,7 @@ def plan_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = N
     process = process_term()
     rows, store_bytes, seconds, peak, parts = [], 0, 0.0, process.bytes, "the process"
     for m in plan.models:
-        S, B = cfg.inputs.sequences, cfg.token_block
+        S, B = min(cfg.inputs.sequences, m.tokens.shape[0]), cfg.token_block   # a null: maybe fewer
         rows += [Row(m.name, m.spec.dtype, layer, tokens, S * math.ceil(tokens / B))
                  for layer, tokens in m.rows]
         planned = S * sum(tokens for _, tokens in m.rows)              # token spectra
@@ -287,6 +287,10 @@ def _worker_bytes(m, cfg, process: int) -> tuple[int, str]:
                 f"modules and embedding rows")
         batch = min(residual_batch(m, L), cfg.inputs.sequences)
         stream = batch * 2 * h
+    made = _null_bytes(m)
+    if made:
+        weights += made
+        held += f" + null weights made {_gib(made)}"
     block = jac + eig + work + (h if not m.info.not_local or m.engine == "fast" else 0)
     # a walk up the layers (depth) holds max(spans) − 1 partial products and the product being
     # formed, (T, d, d) each in the compute dtype, and the singular and QR frames in float64,
@@ -304,6 +308,20 @@ def _worker_bytes(m, cfg, process: int) -> tuple[int, str]:
              + f") [{m.name}, {m.spec.dtype}"
              + (f"; whole model: {m.info.not_local}]" if m.info.not_local else "; layer-local]"))
     return process + weights + max(block, stream, memory), parts
+
+
+def _null_bytes(m) -> int:
+    """What making a null's weights adds (sweep/generic/null.py): on the layer-local route the
+    whole input embedding in float32 (then cut to a sequence's rows), plus a shuffled null's
+    int64 permutation of it; on the whole-model route a second float32 copy of the model
+    (random_init) or the largest tensor's permutation (shuffled, bounded by the embedding's)."""
+    if m.null is None:
+        return 0
+    table = m.info.vocab_size * m.info.d_model
+    perm = 8 * table if m.null["kind"] == "shuffled" else 0
+    if m.info.not_local:
+        return perm if perm else 4 * m.info.n_params
+    return 4 * table + perm
 
 
 def worker_limit(cluster, known: bool) -> WorkerLimit | None:

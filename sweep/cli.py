@@ -17,6 +17,7 @@ from sweep.errors import (CheckpointChanged, ConfigError, NonCausal, RouteFailed
 USAGE = """tdos sweep CONFIG.yaml [--store PATH] [--workers N] [--scheduler ADDRESS] [--resume] [--dry-run] [--wait] [--verbose]
        tdos status STORE
        tdos upgrade STORE
+       tdos export-null STORE NULL_MODEL OUT
        tdos analyze STORE [--out DIR] [--window LO HI]
        tdos compare STORE[:MODEL] STORE[:MODEL] ... [--out DIR]
        tdos cluster up ..."""
@@ -94,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
     u = sub.add_parser("upgrade", help="rewrite an older store to the current format, in place")
     u.add_argument("store")
     u.set_defaults(func=_upgrade)
+    x = sub.add_parser("export-null", help="one null model of a store as a save_pretrained checkpoint")
+    x.add_argument("store")
+    x.add_argument("null_model", help="its group name, e.g. mamba.random_init.0")
+    x.add_argument("out", help="a new directory")
+    x.set_defaults(func=_export_null)
     sub.add_parser("analyze", help="analysis report (see `tdos analyze --help`)")
     sub.add_parser("compare", help="β of several models and Δβ of every pair (`tdos compare --help`)")
     sub.add_parser("cluster", help="`tdos cluster up ...`: start a cluster and print its address")
@@ -182,6 +188,14 @@ def _status(args) -> int:
 
 def _s(v) -> str:
     return "-" if v is None else str(v)
+
+
+def _export_null(args) -> int:
+    from sweep.export import export_null
+
+    out = export_null(args.store, args.null_model, args.out)
+    print(f"{args.null_model}: written to {out} (save_pretrained; docs/nulls.md)")
+    return 0
 
 
 def _upgrade(args) -> int:

@@ -45,6 +45,9 @@ class ModelRef:
     stats: tuple[tuple[str, int, int], ...] = ()
     not_local: str = ""        # why blocks load the whole model (empty: one layer resident)
     resident_layers: int = 1   # compute.resident_layers: decoder layers a worker holds at most
+    # (kind, seed) of a null model (docs/nulls.md): its weights are made on the worker from the
+    # checkpoint at `location`, per tensor; None: the checkpoint's own weights
+    null: tuple[str, int] | None = None
 
     @property
     def local(self) -> bool:
@@ -255,4 +258,5 @@ def model_ref(plan: Plan, m: ModelPlan, root: zarr.Group) -> ModelRef:
                     trust_remote_code=m.spec.trust_remote_code,
                     stats=tuple(sorted((f, r["size"], r["mtime_ns"]) for f, r in files.items()
                                        if "size" in r)),
-                    not_local=m.info.not_local, resident_layers=c.resident_layers)
+                    not_local=m.info.not_local, resident_layers=c.resident_layers,
+                    null=(m.null["kind"], m.null["seed"]) if m.null else None)

@@ -30,6 +30,7 @@ RULES = {
     "sweep.budget": ("sweep", "cluster", "analysis.io"),
     "sweep.process": ("sweep.plan.hashes",),       # the cache directory; runs the probe as a string
     "sweep.run": ("sweep", "cluster", "analysis.io", "analysis.views"),
+    "sweep.export": ("sweep", "analysis.io"),                         # tdos export-null: a client
     "sweep.cli": ("sweep", "cluster", "analysis"),
     "sweep.__main__": ("sweep",),
     "sweep": (),                                                      # the package docstring

@@ -140,7 +140,8 @@ ROOT_ATTRS = ("tdos_format", "creation_id", "fingerprint", "config", "models", "
 GROUP_ATTRS = ("model", "checkpoint", "inputs", "layer_kinds", "a_log_shapes", "delta_channels",
                "complete", "worker_software", "depth",    # depth: only in groups swept with `depth:`
                "memory",                      # memory: only once a sweep with `memory:` ran
-               "conv_widths")                 # with memory: causal-conv taps per model layer (0: none)
+               "conv_widths",                 # with memory: causal-conv taps per model layer (0: none)
+               "null")                        # a null model's {of, kind, seed} (docs/nulls.md)
 
 
 def dtype_of(name: str, compute_dtype: str) -> str:

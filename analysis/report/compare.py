@@ -81,7 +81,7 @@ def comparison_markdown(c: Comparison, heading_level=2, rel="") -> list:
           f"is then conservative.", "",
           *verdict_lines(c), "",
           *([c.family.describe(), "", *c.family.table(), ""] if c.family else []),
-          f"The tables below are **diagnostics** (the cumulative fit under both counts, each "
+          "The tables below are **diagnostics** (the cumulative fit under both counts, each "
           f"interval alone, uncorrected).", ""]
     for m in MODES:
         md += [f"{h}# β against L [{m}]", "", *beta_table(c, m), ""]

@@ -33,7 +33,7 @@ from analysis.io.store import StoreError, open_store
 from analysis.spectrum.rates import MODES
 from analysis.studies.depth import compare_depth, depth_study
 from analysis.studies.memory import compare_memory, memory_study
-from analysis.studies.nulls import Estimate, NullStudy, null_study, primary_beta
+from analysis.studies.nulls import Estimate, null_study, primary_beta
 from analysis.studies.tables import bootstrap_from_agg, default_lengths
 
 

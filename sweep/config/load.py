@@ -24,9 +24,23 @@ from sweep.config.inputs import check_inputs, resolve_paths, text_identity
 from sweep.config.validate import check_store, check_type, reject_unknown, set_dotted
 from sweep.errors import ConfigError
 
-__all__ = ["ConfigError", "ModelSpec", "InputsConfig", "ComputeConfig", "SweepConfig",
+__all__ = ["ConfigError", "ModelSpec", "NullsConfig", "InputsConfig", "ComputeConfig", "SweepConfig",
            "load_config", "config_from_dict", "fingerprint", "identity_dict", "with_store"]
 
+
+
+@dataclass(frozen=True)
+class NullsConfig:
+    """Null models of one model (docs/nulls.md): the same architecture with weights that
+    learned nothing, each swept like a model into its own group `<model>.<kind>.<k>`."""
+    random_init: int = 0            # seeds 0..N-1: the model's own _init_weights
+    shuffled: int = 0               # seeds 0..N-1: each weight tensor's entries permuted
+    sequences: int | None = None    # the first n of inputs.sequences (default: all of them)
+
+    def seeds(self) -> list[tuple[str, int]]:
+        """(kind, seed) of every null, random_init first."""
+        return ([("random_init", k) for k in range(self.random_init)]
+                + [("shuffled", k) for k in range(self.shuffled)])
 
 
 @dataclass(frozen=True)
@@ -39,6 +53,7 @@ class ModelSpec:
     name: str | None = None         # store group name; derived from path/revision/dtype if null
     layers: typing.Any = None       # per-model override of the top-level `layers`
     trust_remote_code: bool = False  # run a checkpoint's own modelling code (auto_map)
+    nulls: NullsConfig | None = None    # null models swept beside it (docs/nulls.md)
     where: str = field(default="model", compare=False, repr=False)
 
 
@@ -138,7 +153,8 @@ _DATASET_FIELDS = ("dataset", "dataset_config", "split", "column", "min_chars", 
 _TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster", "analysis",
              "depth", "memory")
 _YAML_FIELDS = {
-    ModelSpec: ("path", "dtype", "revision", "name", "layers", "trust_remote_code"),
+    ModelSpec: ("path", "dtype", "revision", "name", "layers", "trust_remote_code", "nulls"),
+    NullsConfig: ("random_init", "shuffled", "sequences"),
     InputsConfig: ("sequences", "length", "seed", "text", "tokenizer", *_DATASET_FIELDS),
     ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg", "engine", "resident_layers",
                     "stall_after"),
@@ -198,6 +214,8 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     memory = _check_memory(raw.get("memory"), inputs.length)
     store = check_store(raw.get("store"))
     models = [_check_model(m) for m in models]
+    for m in models:
+        check_nulls(m, inputs.sequences)
     _check_unique_names(models)
     inputs = resolve_paths(inputs, base_dir)
     analysis = _check_analysis(_section(AnalysisConfig, raw.get("analysis") or {}, "analysis"),
@@ -220,6 +238,8 @@ def identity_dict(cfg: SweepConfig) -> dict:
     for m, spec in zip(models, cfg.models):
         if spec.trust_remote_code:        # absent when false: fingerprints of older stores hold
             m["trust_remote_code"] = True
+        if spec.nulls is not None:        # absent without nulls: fingerprints of older stores hold
+            m["nulls"] = dataclasses.asdict(spec.nulls)
     ident = {"models": models, "inputs": inputs,
              "layers": _jsonable_layers(cfg.layers), "token_block": cfg.token_block}
     if cfg.compute.engine != "auto":      # the fast paths and the generic path differ in rounding
@@ -264,6 +284,9 @@ def _section(cls, raw, where: str):
         if f.name not in raw:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise ConfigError(f"{where}.{f.name}: required field missing — add `{f.name}: ...`")
+            continue
+        if f.name == "nulls":
+            kwargs[f.name] = _section(NullsConfig, raw[f.name], f"{where}.nulls")
             continue
         kwargs[f.name] = check_type(raw[f.name], hints[f.name], f"{where}.{f.name}")
     if cls is ModelSpec:
@@ -433,16 +456,43 @@ def default_name(m: ModelSpec) -> str:
     return name + (f"-{m.dtype}" if m.dtype != "float32" else "")
 
 
+def check_nulls(m: ModelSpec, sequences: int) -> None:
+    """A model's `nulls:`: counts >= 0, sequences in 1..inputs.sequences, and a model whose
+    weights the worker can make again (its own modelling code is refused: tdos cannot vouch
+    that its _init_weights is complete and seedable)."""
+    n = m.nulls
+    if n is None:
+        return
+    for key in ("random_init", "shuffled"):
+        if getattr(n, key) < 0:
+            raise ConfigError(f"{m.where}.nulls.{key}: must be >= 0 seeds, got {getattr(n, key)} — "
+                              f"e.g. {key}: 2")
+    if n.sequences is not None and not 1 <= n.sequences <= sequences:
+        raise ConfigError(f"{m.where}.nulls.sequences: {n.sequences} must be in 1..inputs.sequences "
+                          f"({sequences}) — lower it, or leave it out to sweep every sequence")
+    if m.trust_remote_code and n.seeds():
+        raise ConfigError(f"{m.where}.nulls: {m.path} runs its own modelling code "
+                          f"(trust_remote_code), whose weights tdos cannot make again on a worker — "
+                          f"remove `nulls:` from this model")
+
+
+def null_names(m: ModelSpec) -> list[str]:
+    """Store group names of model `m`'s nulls: `<model>.<kind>.<seed>`."""
+    return [f"{m.name}.{kind}.{seed}" for kind, seed in (m.nulls.seeds() if m.nulls else [])]
+
+
 def _check_unique_names(models: list[ModelSpec]) -> None:
     seen = {}
     for m in models:
-        if m.name in seen:
-            raise ConfigError(f"{m.where}.name: group name {m.name!r} is also used by "
-                              f"{seen[m.name]} — set a distinct `name`")
         if "/" in m.name or "\\" in m.name or m.name.startswith(".") or m.name == "zarr.json":
             raise ConfigError(f"{m.where}.name: {m.name!r} cannot be a store group name — "
                               f"avoid '/', '\\', a leading '.' and 'zarr.json'")
-        seen[m.name] = m.where
+        for name, where in ((m.name, f"{m.where}.name"),
+                            *((n, f"{m.where}.nulls") for n in null_names(m))):
+            if name in seen:
+                raise ConfigError(f"{where}: group name {name!r} is also used by {seen[name]} — "
+                                  f"set a distinct `name`")
+            seen[name] = where
 
 
 def with_store(cfg: SweepConfig, store: str) -> SweepConfig:

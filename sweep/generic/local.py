@@ -23,6 +23,10 @@ not stored) and reads weights from the checkpoint's files by tensor name, under 
 - `embedded(ids)` and `step(ids, h, j)` give h_0 and h_{j+1}: the residual stream, one layer
   resident at a time.
 
+A null model (`null=`, sweep/generic/null.py, docs/nulls.md) makes the same tensors instead of
+reading them: random_init by the model's own init per module, shuffled by permuting what it
+reads; its embedding rows are cut from the null's whole embedding, made per sequence.
+
 Every model-level computation (masks, positions, rotary tables, a hybrid's embeddings passed
 to its layers) is transformers' own. A model that cannot be held this way (a parameter the
 checkpoint does not give, an RWKV that rescales its weights on its first forward) raises
@@ -36,6 +40,7 @@ from pathlib import Path
 
 import torch
 
+from sweep.generic import null as nulls
 from sweep.generic import prefix, standin
 from sweep.generic.decode import _first, _hidden
 from sweep.plan.architecture import rescales_on_first_forward
@@ -107,7 +112,7 @@ class LocalModel:
     the module doc)."""
 
     def __init__(self, local: Path, dtype: torch.dtype, trust_remote_code: bool = False, keep: int = 1,
-                 device: str | torch.device = "cpu"):
+                 device: str | torch.device = "cpu", null=None):
         from transformers import AutoModelForCausalLM
 
         from sweep.plan.architecture import hf_config
@@ -117,6 +122,7 @@ class LocalModel:
         config, rename = hf_config(json.loads((local / "config.json").read_text()), local,
                                    "model.path", trust_remote_code)
         self.dtype, self.keep, self.device = dtype, max(1, keep), torch.device(device)
+        self.null = null                # sweep.generic.null.Null: weights made, not read (None: read)
         with _parameters_on_meta():
             model = AutoModelForCausalLM.from_config(config, dtype=dtype, trust_remote_code=trust_remote_code)
         # computed buffers (rotary tables, embedding scales) as from_pretrained leaves them:
@@ -155,6 +161,15 @@ class LocalModel:
             raise NotLocal(f"{sorted(missing)[0]} is not a tensor of the checkpoint (transformers "
                            f"renames or fuses {len(missing)} tensor(s) on load)")
         self.embedding = model.get_input_embeddings()
+        self._padding_idx = self.embedding.padding_idx      # what a random_init null's init zeroes
+        self._embedding_shape = tuple(self.embedding.weight.shape)   # (vocab, d)
+        # each module's path and its rank in the order transformers initialises them, read
+        # from the whole tree before stand-ins replace any layer in it
+        self._paths: dict[int, str] = {}
+        for path, m in nulls.post_order(model):
+            self._paths.setdefault(id(m), path)
+        self._rank = {mid: i for i, mid in enumerate(self._paths)}
+        self._tensor_names = nulls.parameter_names(model)
         # it will hold a sequence's rows only: a padding row index means nothing there (and
         # only ever zeroes a gradient)
         self.embedding.padding_idx = None
@@ -187,6 +202,9 @@ class LocalModel:
                 if p is not None and id(p) not in skip]
 
     def _load(self, slots) -> None:
+        if self.null is not None and self.null.kind == "random_init":
+            self._init(slots)
+            return
         converted = []
         for module, key in slots:
             name = self._names[id(module), key]          # held by the checkpoint (__init__)
@@ -194,12 +212,21 @@ class LocalModel:
                 converted.append((module, key, name))
                 continue
             t = self.ckpt.tensor(name).to(device=self.device, dtype=self.dtype)
+            if self.null is not None:          # shuffled: the real entries, permuted
+                t = nulls.shuffle(t, self.null.seed, self._tensor_names[id(module), key])
             if t.shape != module._parameters[key].shape:
                 raise NotLocal(f"{name}: {tuple(t.shape)} in the checkpoint, "
                                f"{tuple(module._parameters[key].shape)} in the model")
             module._parameters[key] = torch.nn.Parameter(t, requires_grad=False)
         if converted:
             self._convert(converted)
+
+    def _init(self, slots) -> None:
+        """A random_init null's parameters of `slots`: their modules' own init, seeded per
+        module (sweep/generic/null.py), children before parents as transformers visits them."""
+        modules = sorted({id(m): m for m, _ in slots}.values(), key=lambda m: self._rank[id(m)])
+        order = [(self._paths[id(m)], m) for m in modules]
+        nulls.init_modules(self.model, order, self.null.seed, self.dtype, self.device)
 
     def _convert(self, slots) -> None:
         """Parameters transformers builds from several checkpoint tensors (fused MoE experts):
@@ -221,7 +248,10 @@ class LocalModel:
             if p.device.type == "meta":
                 raise NotLocal(f"{name}: transformers' loader did not build it from "
                                f"{len(self.ckpt.sources[name].parts)} checkpoint tensor(s)")
-            module._parameters[key] = torch.nn.Parameter(p.detach().to(self.dtype), requires_grad=False)
+            p = p.detach().to(self.dtype)
+            if self.null is not None:     # shuffled: the model's tensor, as the whole route sees it
+                p = nulls.shuffle(p, self.null.seed, self._tensor_names[id(module), key])
+            module._parameters[key] = torch.nn.Parameter(p, requires_grad=False)
 
     def resident(self, layer: int) -> None:
         """Decoder layer `layer` materialised (read unless held), and the oldest held one
@@ -322,7 +352,14 @@ class LocalModel:
         is the embedding's own output); the rows are read once per sequence."""
         if self.ids is None or not torch.equal(self.ids, ids):
             self.ids, self.unique = ids.clone(), torch.unique(ids)
-            rows = self.ckpt.tensor(self._names[id(self.embedding), "weight"], self.unique)
+            name = self._names[id(self.embedding), "weight"]
+            if self.null is None:
+                rows = self.ckpt.tensor(name, self.unique)
+            else:
+                e = self.embedding
+                rows = nulls.embedding(self.model, e, self._paths[id(e)], self._embedding_shape,
+                                       self._padding_idx, self.null,
+                                       lambda: self.ckpt.tensor(name))[self.unique]
             rows = rows.to(device=self.device, dtype=self.dtype)
             self.embedding.weight = torch.nn.Parameter(rows, requires_grad=False)
         self.residual = residual

@@ -39,6 +39,9 @@ class ModelPlan:
     inputs: dict = dataclasses.field(default_factory=dict)    # how the ids were made
     engine: str = "generic"              # "fast" (sweep/blocks) | "generic" (sweep/generic)
     depth_spans: tuple[int, ...] = ()    # depth.spans (the rows are then one contiguous run)
+    # a null model (docs/nulls.md): {"of": the trained model's name, "kind", "seed"}; its
+    # weights are made on the workers from the checkpoint above; None: a trained model
+    null: dict | None = None
 
     @property
     def name(self) -> str:
@@ -85,7 +88,7 @@ def make_plan(cfg: SweepConfig) -> Plan:
     damaged or unsweepable, before any compute."""
     text = _read_inputs(cfg.inputs)    # read once: every model cuts its tokens from it
     tokenizers: dict = {}              # one tokenizer (and its load) shared by the models
-    models = tuple(_model_plan(m, cfg, text, tokenizers) for m in cfg.models)
+    models = tuple(p for m in cfg.models for p in _with_nulls(_model_plan(m, cfg, text, tokenizers)))
     _check_analysis_layer(cfg, models)
     return Plan(cfg, models)
 
@@ -117,6 +120,22 @@ def _model_plan(m: ModelSpec, cfg: SweepConfig, text, tokenizers: dict) -> Model
     engine = "fast" if cfg.compute.engine == "auto" and info.arch in FAST_ARCHS else "generic"
     return ModelPlan(m, info, checkpoint_record(info.local_dir, tokenizer=own_tokenizer), rows,
                      tokens, record, engine, tuple(cfg.depth.spans) if cfg.depth else ())
+
+
+def _with_nulls(m: ModelPlan) -> list[ModelPlan]:
+    """Model `m`, then each of its nulls: the same checkpoint, rows and engine, the first
+    `nulls.sequences` of its sequences, its own group `<model>.<kind>.<seed>`."""
+    nulls = m.spec.nulls
+    if nulls is None:
+        return [m]
+    S = nulls.sequences or m.tokens.shape[0]
+    out = [m]
+    for kind, seed in nulls.seeds():
+        spec = dataclasses.replace(m.spec, name=f"{m.name}.{kind}.{seed}", nulls=None)
+        out.append(dataclasses.replace(m, spec=spec, tokens=m.tokens[:S],
+                                       inputs={**m.inputs, "sequences": S},
+                                       null={"of": m.name, "kind": kind, "seed": seed}))
+    return out
 
 
 def _tokens(m: ModelSpec, info: ModelInfo, cfg: SweepConfig, source, tokenizers: dict):

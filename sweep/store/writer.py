@@ -156,26 +156,31 @@ def create_model_group(root: zarr.Group, m: ModelPlan, token_block: int) -> zarr
     identity = {"path": m.spec.path, "revision": m.spec.revision, "arch": info.arch,
                 "engine": m.engine,
                 "files_sha256": {f: r["sha256"] for f, r in m.checkpoint["files"].items()}}
+    if m.null is not None:             # a null names itself beside its base checkpoint's files
+        identity["null"] = dict(m.null)
     return create_group(root, m.name, identity=identity, checkpoint=m.checkpoint,
                         dtype=m.spec.dtype, inputs=_jsonable(m.inputs), layer_lengths=m.rows,
                         token_block=token_block, tokens=m.tokens, d_model=info.d_model,
                         layer_kinds=[k.kind for k in info.kinds],
                         a_log_shapes=[list(k.a_log_shape) or None for k in info.kinds],
-                        delta_channels=[k.delta_channels for k in info.kinds], depth=m.depth)
+                        delta_channels=[k.delta_channels for k in info.kinds], depth=m.depth,
+                        null=m.null)
 
 
 def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dict, dtype: str,
                  inputs: dict, layer_lengths, token_block: int, tokens: np.ndarray, d_model: int,
                  layer_kinds: list[str], a_log_shapes: list | None = None,
-                 delta_channels: list[int] | None = None, depth: dict | None = None) -> zarr.Group:
+                 delta_channels: list[int] | None = None, depth: dict | None = None,
+                 null: dict | None = None) -> zarr.Group:
     """One model's arrays, empty (NaN, ledger 0), in the layout analysis/io/schema.py declares;
     `complete` is set last, so a group left half-made by a crash is removed and made again.
 
     `layer_kinds` has one kind per model layer; `a_log_shapes` A_log's shape per model layer
     ([d_inner, d_state] Mamba-1, [heads] Mamba-2 and the delta rule, None elsewhere);
     `delta_channels` Δ_t's width per model layer (default: A_log's first axis); `depth`
-    ({"spans", "layers": [l0, l1]}, or None) adds the stack arrays. The tests write stores of
-    known content through this same function."""
+    ({"spans", "layers": [l0, l1]}, or None) adds the stack arrays; `null` ({"of", "kind",
+    "seed"}, or None) marks a null model (docs/nulls.md; analysis.io.store.Store.null reads
+    it). The tests write stores of known content through this same function."""
     if name in root:
         shutil.rmtree(Path(root.store.root) / name)
     g = root.create_group(name)
@@ -201,7 +206,10 @@ def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dic
     g.attrs.update({"model": _jsonable({**identity, "dtype": dtype}), "checkpoint": checkpoint,
                     "inputs": {**inputs, "token_block": token_block},
                     "layer_kinds": list(layer_kinds), "a_log_shapes": a_log_shapes,
-                    "delta_channels": [int(c) for c in delta_channels], "complete": True})
+                    "delta_channels": [int(c) for c in delta_channels],
+                    **({"null": {"of": null["of"], "kind": null["kind"], "seed": int(null["seed"])}}
+                       if null else {}),
+                    "complete": True})
     return g
 
 

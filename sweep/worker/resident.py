@@ -73,7 +73,8 @@ def step(name: str):
 
 def local_model(ref: ModelRef, device: str) -> _Cached:
     """The worker's LocalModel of `ref`, built on first use (one checkpoint at a time)."""
-    key = (ref.location, ref.dtype, device, ref.files, ref.trust_remote_code, ref.resident_layers)
+    key = (ref.location, ref.dtype, device, ref.files, ref.trust_remote_code, ref.resident_layers,
+           ref.null)
     cached = _cached.get(key)
     if cached is not None and not _unchanged(cached):
         cached = None
@@ -85,8 +86,11 @@ def local_model(ref: ModelRef, device: str) -> _Cached:
         quiet_transformers()
         local = Path(ref.location)         # the plan's resolved checkpoint directory
         dtype = _parse_dtype(ref.dtype)
+        from sweep.generic.null import Null
+
         with step("building the layer-local model"):
-            lm = LocalModel(local, dtype, ref.trust_remote_code, keep=ref.resident_layers, device=device)
+            lm = LocalModel(local, dtype, ref.trust_remote_code, keep=ref.resident_layers, device=device,
+                            null=Null(*ref.null) if ref.null else None)
             prepare(lm.model, dtype)
         _cached[key] = cached = _Cached(lm, local)
     return cached

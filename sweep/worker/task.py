@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import collections
 import ctypes
-import dataclasses
 import functools
 import gc
 import os
@@ -379,7 +378,7 @@ def _whole(ref: ModelRef, device: str, layer: int | None = None):
     reload at a model boundary, while keeping it would hold two copies of the weights on
     every worker of a sweep with an fp64 rerun.
     """
-    key = (ref.location, ref.dtype, device, ref.files, ref.trust_remote_code)
+    key = (ref.location, ref.dtype, device, ref.files, ref.trust_remote_code, ref.null)
     cached = _models.get(key)
     if cached is None or not _files_unchanged(cached):
         from sweep.worker.versions import require_transformers
@@ -407,6 +406,10 @@ def _load(ref: ModelRef, device: str, key: tuple) -> _CachedModel:
         raise CheckpointChanged(f"{ref.path}: {', '.join(changed)} on this worker differ from "
                                 f"the files recorded when store {ref.store} was made — sweep "
                                 f"the changed checkpoint into a new store")
+    if ref.null:                              # the null's weights, tensor by tensor (docs/nulls.md)
+        from sweep.generic.null import Null, apply_whole
+
+        apply_whole(model.hf, Null(*ref.null))
     _models[key] = cached = _CachedModel(model, provenance.file_state(model.local_dir, recorded))
     return cached
 

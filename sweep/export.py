@@ -1,0 +1,76 @@
+"""`tdos export-null STORE NULL_MODEL OUT`: one null model of a store as an ordinary
+`save_pretrained` checkpoint (docs/nulls.md), for inspection and for independent checks.
+
+The null's weights are made by the whole-model route of the workers (sweep/generic/null.py
+`apply_whole`) from the checkpoint the store recorded, checked unchanged first; the
+tokenizer is saved beside them when the checkpoint ships one. Swept as an ordinary model
+in the same dtype, the export gives the null's stored eigenvalues exactly.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import zarr
+
+from analysis.io import schema
+from sweep.errors import ConfigError
+from sweep.plan.provenance import verify_checkpoint
+
+# the whole model in its compute dtype, once loaded and once made again as the null
+# (apply_whole builds fresh tensors before the loaded ones are freed)
+COPIES = 2
+
+
+def export_null(store: str, name: str, out: str) -> Path:
+    """Write null model `name` of `store` to directory `out`; returns it."""
+    root = _open(store)
+    models = list(root.attrs.get("models", []))
+    if name not in models:
+        raise ConfigError(f"NULL_MODEL: {name!r} is not a model of {store} (models: "
+                          f"{', '.join(models)}) — give one of its null models")
+    g = root[name]
+    null = g.attrs.get("null")
+    if not null:
+        raise ConfigError(f"NULL_MODEL: {name!r} of {store} is a trained model, not a null — "
+                          f"give one of {', '.join(m for m in models if root[m].attrs.get('null')) or 'none'}")
+    dest = Path(out)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ConfigError(f"OUT: {dest} exists and is not an empty directory — give a new path")
+    record, dtype = g.attrs["checkpoint"], g.attrs["model"]["dtype"]
+    _check_memory(record, dtype)
+    verify_checkpoint(record, "NULL_MODEL")
+    from sweep.generic.null import Null, apply_whole
+    from sweep.worker.model import load_local
+
+    model = load_local(Path(record["dir"]), dtype, "cpu", name=g.attrs["model"]["path"])
+    apply_whole(model.hf, Null(null["kind"], int(null["seed"])))
+    model.hf.save_pretrained(dest)
+    tok = model.tokenizer()
+    if tok is not None:
+        tok.save_pretrained(dest)
+    return dest
+
+
+def _open(store: str) -> zarr.Group:
+    p = Path(store)
+    if not (p / "zarr.json").is_file():
+        raise ConfigError(f"STORE: {store} is not a tdos store — give the store a sweep wrote")
+    root = zarr.open_group(str(p), mode="r")
+    try:
+        schema.check_format(dict(root.attrs), store)
+    except schema.StoreError as e:
+        raise ConfigError(f"STORE: {e}") from None
+    return root
+
+
+def _check_memory(record: dict, dtype: str) -> None:
+    """Refuse, in one line, a model whose copies would not fit in this machine's memory."""
+    stored = sum(int(r.get("size", 0)) for f, r in record["files"].items()
+                 if f.endswith((".safetensors", ".bin")))
+    need = COPIES * stored * (2 if dtype == "float64" else 1)     # float32 checkpoints cast up
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have:
+        raise ConfigError(f"NULL_MODEL: exporting needs about {need / 2**30:.1f} GiB ({COPIES} copies "
+                          f"of the weights in {dtype}), this machine has {have / 2**30:.1f} GiB — "
+                          f"export on a larger machine")
