@@ -82,7 +82,7 @@ def comparison_markdown(c: Comparison, heading_level=2, rel="") -> list:
           *verdict_lines(c), "",
           *([c.family.describe(), "", *c.family.table(), ""] if c.family else []),
           "The tables below are **diagnostics** (the cumulative fit under both counts, each "
-          f"interval alone, uncorrected).", ""]
+          "interval alone, uncorrected).", ""]
     for m in MODES:
         md += [f"{h}# β against L [{m}]", "", *beta_table(c, m), ""]
     md += [f"{h}# Every Δβ (against L at the representative layers, then against relative depth "
