@@ -257,3 +257,30 @@ def test_a_format_4_depth_group_upgrades_to_singular_value_exponents_pending(tmp
     np.testing.assert_array_equal(np.asarray(g["lyapunov_qr"][1]), qr)
     assert (np.asarray(g["depth_ledger"][...]) == schema.PENDING).all()
     assert np.isnan(st.lyapunov(1)).all() and np.isnan(st.stack_shift_direction(0, 2)[0]).all()
+
+
+def test_the_kernel_ratios_are_read_against_nulls(tmp_path):
+    """null_study reads ln non-normality and ln alignment of the kernel at the run's first
+    start and longest span, in the trained model and its nulls, at their closed forms (Jordan
+    blocks: non-normality (1 + c²/2a²)^s, alignment of one repeated block as in the test above)."""
+    import zarr
+
+    from analysis.io.settings import Primary
+    from analysis.studies.nulls import null_study
+
+    a, d, path = 0.7, 8, tmp_path / "s.zarr"
+    jordan = {c: np.kron(np.eye(d // 2), np.array([[a, c], [0.0, a]])) for c in (0.5, 0.1, 0.15)}
+    _write(path, "m", lambda layer, seq, t: jordan[0.5])
+    for k, c in enumerate((0.1, 0.15)):
+        _write(path, f"m.shuffled.{k}", lambda layer, seq, t, c=c: jordan[c])
+        zarr.open_group(str(path), mode="a")[f"m.shuffled.{k}"].attrs["null"] = {
+            "of": "m", "kind": "shuffled", "seed": k}
+    study = null_study(open_store(path, "m"), 0, L, SETTINGS, Primary("cumulative", "all-stable", "test"))
+    s = max(SPANS)
+    [c] = [c for c in study.comparisons if c.observable.startswith("ln nonnormality")]
+    assert c.observable == f"ln nonnormality of the kernel (l = 0, s = {s})"
+    want = {cc: s * np.log1p(cc * cc / (2 * a * a)) for cc in (0.5, 0.1, 0.15)}
+    assert c.trained.value == pytest.approx(want[0.5], rel=1e-9)
+    assert sorted(c.null_values) == pytest.approx([want[0.1], want[0.15]], rel=1e-9)
+    assert c.delta > 0 and c.rank == 2
+    assert any(c.observable.startswith("ln alignment") for c in study.comparisons)

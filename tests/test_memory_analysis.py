@@ -257,3 +257,25 @@ def test_other_memory_settings_on_the_same_group_are_refused(tmp_path):
     with pytest.raises(StoreMismatch, match="memory.lags: 24 -> 8"):
         add_memory(st.group, {"lags": 8, "probes": 0, "every": EVERY, "estimator": "exact"},
                    str(tmp_path / "s.zarr"))
+
+
+def test_the_memory_law_of_a_model_is_read_against_its_nulls(tmp_path):
+    """null_study reads the parameter of the law the trained profile prefers (α of the power
+    law at layer 1) in the trained model and, by that same law, in every null; a null twice as
+    steep is told apart."""
+    from analysis.io.settings import Primary
+    from analysis.studies.nulls import null_study
+
+    path = tmp_path / "s.zarr"
+    _store(path, "syn", seed=0, alpha=ALPHA)
+    for k in range(2):
+        _store(path, f"syn.random_init.{k}", seed=10 + k, alpha=2 * ALPHA)
+        zarr.open_group(str(path), mode="a")[f"syn.random_init.{k}"].attrs["null"] = {
+            "of": "syn", "kind": "random_init", "seed": k}
+    st = open_store(path, "syn")
+    study = null_study(st, 1, L, SETTINGS, Primary("cumulative", "all-stable", "test"))
+    [c] = [c for c in study.comparisons if c.observable.startswith("memory")]
+    assert c.observable == "memory alpha (power law, layer 1)"
+    assert abs(c.trained.value - ALPHA) < 0.2
+    assert all(abs(e.value - 2 * ALPHA) < 0.3 for e in c.nulls.values())
+    assert c.lo < c.delta < c.hi < 0 and c.verdict.startswith("distinguishable")

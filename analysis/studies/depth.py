@@ -171,6 +171,14 @@ def depth_study(st, settings: Settings | None = None) -> DepthStudy:
     return study
 
 
+def kernel_points(st, settings: Settings | None = None) -> list:
+    """The kernel decomposition alone ([KernelPoint] per start and span), without the β fits
+    of `depth_study`: what a comparison with null models reads."""
+    settings = settings or Settings()
+    seq, walked, _ = _walked(st, settings.skip_positions)
+    return _kernel(st, [1, *st.depth_spans], walked, settings.skip_positions, seq, settings)
+
+
 def _walked(st, skip):
     """(seq id per walked token (N,), [(seq, (L − skip,) bool)], tokens left out): the
     tokens t >= skip whose walk is stored and whose exponents are all finite."""

@@ -21,9 +21,14 @@ trained value t (with its own interval) is set beside the nulls' values n_1 … 
 
 Observables, each skipped quietly when the store lacks it: the primary β (Settings.primary)
 at the representative (layer, L); log ‖J_tt‖_F² and Henrici's non-normality of J_tt
-averaged over tokens t < L at that layer; the top finite-depth Lyapunov exponent averaged
-over tokens (a store swept with `depth:`). Per-token means get the resampling plan of
-resampling.py (sequences, or circular blocks of tokens).
+averaged over tokens t < L at that layer; with `depth:`, the top finite-depth Lyapunov
+exponent averaged over tokens and the kernel's two ratios (ln of non-normality and of
+cross-layer alignment, geometric means over tokens) at the run's first layer and longest
+span; with `memory:`, the parameter of the law the trained model's profile prefers at the
+representative layer (ξ, α or α₂), fitted by that same law in every null, and only when the
+trained profile's law is not rejected. Per-token means get the resampling plan of
+resampling.py (sequences, or circular blocks of tokens); the memory parameters their
+replicate intervals (memory.py).
 """
 from __future__ import annotations
 
@@ -38,6 +43,8 @@ from analysis.fit.window import bootstrap_mle
 from analysis.io.aggregate import aggregate
 from analysis.io.settings import Primary
 from analysis.spectrum.observables import token_rate_rows
+from analysis.studies.depth import kernel_points
+from analysis.studies.memory import COMPARED, NEITHER, fit_memory, memory_profile
 from analysis.studies.tables import bootstrap_from_agg
 
 
@@ -147,8 +154,10 @@ def _per_token(st, layer, L, reader, settings):
     return np.concatenate(vals), np.repeat(np.arange(st.n_seqs), [len(x) for x in vals])
 
 
-def observables(st, layer, L, settings, primary: Primary) -> dict:
-    """{observable: Estimate} of one model group: those its store holds."""
+def observables(st, layer, L, settings, primary: Primary, law=None) -> tuple[dict, str | None]:
+    """({observable: Estimate} of one model group: those its store holds; the memory law
+    compared). `law`: the memory law to read (a null reads its trained model's); None: the
+    law this group's own profile prefers, when it fits."""
     out = {f"β ({primary.name})": primary_beta(st, layer, L, settings, primary)}
     for name, reader, log in (("log ‖J_tt‖_F² (token mean of the log)", "frobenius2", True),
                               ("non-normality of J_tt (token mean)", "nonnormality", False)):
@@ -158,7 +167,36 @@ def observables(st, layer, L, settings, primary: Primary) -> dict:
         g = [st.lyapunov(s)[:, 0] for s in range(st.n_seqs)]        # (L,) top exponent per token
         out["top Lyapunov exponent (token mean)"] = token_mean(
             np.concatenate(g), np.repeat(np.arange(st.n_seqs), [len(x) for x in g]), settings)
-    return {k: v for k, v in out.items() if v is not None and np.isfinite(v.value)}
+        out.update(_kernel_ratios(st, settings))
+    law = _memory(st, layer, settings, law, out) if "memory" in st.group else None
+    return {k: v for k, v in out.items() if v is not None and np.isfinite(v.value)}, law
+
+
+def _kernel_ratios(st, settings) -> dict:
+    """ln of the kernel's non-normality and alignment at the run's first start, longest span."""
+    points = kernel_points(st, settings)
+    if not points:
+        return {}
+    k = max(points, key=lambda p: (p.span, -p.layer))
+    return {f"ln {part} of the kernel (l = {k.layer}, s = {k.span})":
+            Estimate(*np.log([c.value, c.lo, c.hi]), c.unit)
+            for part in ("nonnormality", "alignment") if (c := getattr(k, part)).value > 0}
+
+
+def _memory(st, layer, settings, law, out) -> str | None:
+    """Add the memory parameter of `law` (None: this profile's preferred law, if it fits)."""
+    if layer not in st.layers:
+        return None
+    fit = fit_memory(memory_profile(st, layer, settings), settings=settings)
+    if law is None:
+        if fit.verdict == NEITHER:
+            return None
+        law = fit.preferred
+    name = COMPARED[law]
+    f = fit.laws.get(law)
+    if f is not None:
+        out[f"memory {name} ({law}, layer {layer})"] = Estimate(f.params[name], *f.ci[name], fit.unit)
+    return law
 
 
 @dataclass
@@ -189,8 +227,8 @@ def null_study(st, layer, L, settings, primary: Primary) -> NullStudy | None:
     """Each observable of model `st` at (layer, L) against its nulls; None without nulls."""
     if not st.nulls:
         return None
-    trained = observables(st, layer, L, settings, primary)
-    by_null = {n: observables(st.model(n), layer, L, settings, primary) for n in st.nulls}
+    trained, law = observables(st, layer, L, settings, primary)
+    by_null = {n: observables(st.model(n), layer, L, settings, primary, law)[0] for n in st.nulls}
     study = NullStudy(st.name, layer, L, {n: st.model(n).null for n in st.nulls})
     for name, est in trained.items():
         nulls = {n: obs[name] for n, obs in by_null.items() if name in obs}
