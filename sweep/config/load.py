@@ -161,7 +161,7 @@ _YAML_FIELDS = {
     DepthConfig: ("spans",),
     MemoryConfig: ("lags", "probes", "every"),
     AnalysisConfig: ("window", "level", "n_boot", "modes", "lengths", "layer", "skip_positions",
-                     "seed", "memory_window"),
+                     "seed", "memory_window", "primary"),
 }
 
 
