@@ -4,16 +4,31 @@
     with connect(ClusterConfig.from_dict(yaml_doc.get("cluster"))) as client:
         ...
 
-Importing this package imports neither dask_cuda nor dask_jobqueue.
+The cluster owns its config (cluster/config.py) and imports nothing of sweep; sweep imports
+the cluster. Names load lazily (PEP 562): sweep's config loader imports cluster.config, and
+reading a config must not import distributed. Importing this package imports neither
+dask_cuda nor dask_jobqueue.
 """
-from cluster.build import (build_cluster, connect, dashboard_link, resolve_kind, slurm_job_script,
-                           task_resources)
-from cluster.gpu import detect_gpus
-from cluster.security import make_security
-from sweep.config.cluster import ClusterConfig, ConfigError, SlurmConfig, TLSConfig
+import importlib
 
-__all__ = [
-    "ClusterConfig", "ConfigError", "SlurmConfig", "TLSConfig",
-    "build_cluster", "connect", "dashboard_link", "detect_gpus", "make_security",
-    "resolve_kind", "slurm_job_script", "task_resources",
-]
+_EXPORTS = {
+    "config": ["ClusterConfig", "ConfigError", "SlurmConfig", "TLSConfig"],
+    "build": ["build_cluster", "connect", "dashboard_link", "resolve_kind", "slurm_job_script",
+              "task_resources"],
+    "gpu": ["detect_gpus"],
+    "security": ["make_security"],
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'cluster' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

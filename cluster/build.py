@@ -22,7 +22,7 @@ from distributed import Client, LocalCluster
 
 from cluster.gpu import detect_gpus
 from cluster.security import make_security
-from sweep.config.cluster import ClusterConfig, ConfigError, check_address
+from cluster.config import ClusterConfig, ConfigError, check_address
 
 LOOPBACK = "127.0.0.1"
 

@@ -11,7 +11,7 @@ import sys
 import threading
 
 from cluster.build import build_cluster, resolve_kind, slurm_job_script
-from sweep.config.cluster import ClusterConfig, ConfigError, SlurmConfig, TLSConfig
+from cluster.config import ClusterConfig, ConfigError, SlurmConfig, TLSConfig
 
 
 def parser() -> argparse.ArgumentParser:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from distributed.security import Security
 
-from sweep.config.cluster import TLSConfig
+from cluster.config import TLSConfig
 
 
 def make_security(tls: TLSConfig | None) -> Security | None:

@@ -16,7 +16,7 @@ import logging
 import os
 
 from cluster.security import make_security
-from sweep.config.cluster import ClusterConfig, ConfigError
+from cluster.config import ClusterConfig, ConfigError
 
 SCRIPT_SCHEDULER = "SCHEDULER-ADDRESS"   # stands in for the address in a dry-run job script
 POLL_SECONDS = 5.0                       # squeue period; a lost job is replaced within it

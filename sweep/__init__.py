@@ -2,7 +2,8 @@
 
     errors.py   the user-facing errors (imports nothing)
     config/     YAML -> SweepConfig: every section's allowed values and checks (choices.py,
-                inputs.py, cluster.py, validate.py); imports only errors and the declarations
+                inputs.py, validate.py); imports only errors, the declarations and the
+                cluster's own config (cluster/config.py: sweep imports cluster, never back)
     plan/       SweepConfig -> Plan: checkpoints inspected, model.path resolved once, token ids,
                 layers, kinds, file identity; imports config, loads no torch at import
     store/      Plan -> the zarr store: writer, the sweep's view of the ledger, upgrade, lock

@@ -1,7 +1,8 @@
 """The user-facing errors of a sweep, in one dependency-free module.
 
-sweep/config/load.py and sweep/config/cluster.py both raise ConfigError, and importing this module
-imports nothing else, so the block math and the configs share it without pulling in Dask.
+Every stage of sweep raises ConfigError (the cluster's own, cluster/config.py, becomes this
+one where sweep reads the `cluster:` section or connects), and importing this module imports
+nothing else, so the block math and the configs share it without pulling in Dask.
 Each message is one line that names the field or path and the fix; `tdos` prints it
 without a traceback.
 """

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from sweep.config.load import SweepConfig, with_store
-from sweep.errors import (CheckpointChanged, NonCausal, RouteFailed, SelfCheckFailed,
+from sweep.errors import (CheckpointChanged, ConfigError, NonCausal, RouteFailed, SelfCheckFailed,
                           UnsupportedTransformers)
 from sweep.failures import DaskLogs, Failures, log_path
 from sweep.plan.make import Plan, make_plan
@@ -95,12 +95,21 @@ class _Run:
     stalled: str | None = None                  # the line that stopped the sweep
 
 
+@contextlib.contextmanager
 def _connect(cfg, workers, scheduler, client):
+    """A client to the sweep's cluster. The cluster's own ConfigError (a bad --scheduler
+    address, kind cuda without dask-cuda) becomes sweep's, the one `tdos` reports as a line."""
     if client is not None:
-        return contextlib.nullcontext(client)
+        yield client
+        return
+    from cluster import ConfigError as ClusterConfigError
     from cluster import connect
 
-    return connect(cfg.cluster, workers, scheduler)
+    try:
+        with connect(cfg.cluster, workers, scheduler) as c:
+            yield c
+    except ClusterConfigError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _tdos_page(client, cfg):

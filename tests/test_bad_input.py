@@ -202,6 +202,15 @@ def test_a_memory_limit_below_one_worker_is_refused_also_by_the_dry_run(tiny_che
     assert not (tmp_path / "run.zarr").exists()
 
 
+def test_a_cluster_error_at_connect_is_one_line(tiny_checkpoints, tmp_path):
+    """The cluster raises its own ConfigError (it imports nothing of sweep); a bad --scheduler
+    address, found only when the sweep connects, still ends as one `tdos: error:` line."""
+    doc = _base(tiny_checkpoints["gpt2"], tmp_path / "run.zarr")
+    code, _, err = _run(doc, tmp_path, "--scheduler", "ftp://127.0.0.1:1")
+    _assert_one_line_error(code, err)
+    assert err.startswith("tdos: error: --scheduler: unknown protocol 'ftp' in 'ftp://127.0.0.1:1'")
+
+
 def test_store_paths_that_cannot_hold_a_store(tiny_checkpoints, tmp_path):
     (tmp_path / "file").write_text("x")
     (tmp_path / "foreign").mkdir()

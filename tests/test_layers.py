@@ -17,7 +17,7 @@ PACKAGES = ("sweep", "analysis", "cluster")
 DECLARATIONS = ("sweep.errors", "analysis.io.schema", "analysis.io.settings")
 RULES = {
     "sweep.errors": (),
-    "sweep.config": DECLARATIONS,                                     # config imports only errors
+    "sweep.config": (*DECLARATIONS, "cluster.config"),    # errors, and the cluster's own section
     "sweep.plan": (*DECLARATIONS, "sweep.config"),                    # plan imports config
     "sweep.store": (*DECLARATIONS, "sweep.config", "sweep.plan", "analysis.io.ledger"),
     "sweep.tasks": (*DECLARATIONS, "sweep.plan", "sweep.store", "analysis.io.ledger"),
@@ -26,7 +26,7 @@ RULES = {
     "sweep.generic": (*DECLARATIONS, "sweep.numerics", "sweep.plan"),
     "sweep.worker": (*DECLARATIONS, "sweep.plan", "sweep.store", "sweep.tasks", "sweep.numerics",
                      "sweep.blocks", "sweep.generic"),              # workers: tasks, store, plan
-    "cluster": ("sweep.errors", "sweep.config.cluster"),
+    "cluster": (),                                     # owns its config: nothing of sweep
     "sweep.budget": ("sweep", "cluster", "analysis.io"),
     "sweep.process": ("sweep.plan.hashes",),       # the cache directory; runs the probe as a string
     "sweep.run": ("sweep", "cluster", "analysis.io", "analysis.views"),
@@ -133,12 +133,35 @@ def test_no_import_cycle_anywhere():
     assert cycles() == []
 
 
+def importers(root: Path = REPO) -> dict[tuple[str, str], list[str]]:
+    """(a, b) -> the modules of package a that import package b, for sweep and cluster."""
+    mods = _modules(root)
+    out = {("sweep", "cluster"): [], ("cluster", "sweep"): []}
+    for name, path in mods.items():
+        for a, b in out:
+            if _inside(name, a) and any(_inside(m, b) for m in _imports(name, path, mods)):
+                out[a, b].append(name)
+    return out
+
+
+def test_sweep_imports_cluster_and_never_the_other_way():
+    """Exactly one of sweep and cluster imports the other: the cluster owns its config."""
+    found = importers()
+    assert found["sweep", "cluster"], "sweep no longer imports cluster: say which one does now"
+    assert found["cluster", "sweep"] == []
+
+
 def test_the_layering_test_catches_a_back_arrow_and_a_cycle(tmp_path):
-    """A test of the test: a copy of the packages with a deliberate back-arrow (config
-    importing the worker) and a cycle fails both checks."""
+    """A test of the test: a copy of the packages with deliberate back-arrows (config
+    importing the worker, the cluster importing sweep) and a cycle fails the checks."""
     for top in PACKAGES:
         shutil.copytree(REPO / top, tmp_path / top)
     assert violations(tmp_path) == [] and cycles(tmp_path) == []
+    assert importers(tmp_path)["cluster", "sweep"] == []
+    build = tmp_path / "cluster" / "build.py"
+    build.write_text(build.read_text() + "\nfrom sweep.errors import ConfigError  # back-arrow\n")
+    assert importers(tmp_path)["cluster", "sweep"] == ["cluster.build"]
+    assert any(v.startswith("cluster.build -> sweep.errors") for v in violations(tmp_path))
     load = tmp_path / "sweep" / "config" / "load.py"
     load.write_text(load.read_text() + "\nfrom sweep.worker.task import run_task  # back-arrow\n")
     assert any(v.startswith("sweep.config.load -> sweep.worker.task") for v in violations(tmp_path))

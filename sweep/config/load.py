@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
+from cluster.config import ClusterConfig, ConfigError as ClusterConfigError
 from sweep.config.choices import CPU_LINALG, DEVICES, DTYPES, ENGINES
-from sweep.config.cluster import ClusterConfig
 from sweep.config.inputs import check_inputs, resolve_paths, text_identity
 from sweep.config.validate import check_store, check_type, reject_unknown, set_dotted
 from sweep.errors import ConfigError
@@ -204,7 +204,7 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     models = _models(raw)
     inputs = _section(InputsConfig, raw.get("inputs"), "inputs")
     compute = _section(ComputeConfig, {} if raw.get("compute") is None else raw["compute"], "compute")
-    cluster = ClusterConfig.from_dict(raw.get("cluster"))
+    cluster = _cluster(raw.get("cluster"))
     check_inputs(inputs)
     _check_compute(compute)
     if "layers" not in raw:
@@ -223,6 +223,15 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     return SweepConfig(models=models, inputs=inputs, layers=layers, store=store,
                        compute=compute, cluster=cluster, analysis=analysis, depth=depth,
                        memory=memory)
+
+
+def _cluster(raw) -> ClusterConfig:
+    """The `cluster:` section. The cluster owns its config and its own error (it imports
+    nothing of sweep); here it becomes sweep's ConfigError, the one `tdos` reports."""
+    try:
+        return ClusterConfig.from_dict(raw)
+    except ClusterConfigError as e:
+        raise ConfigError(str(e)) from None
 
 
 def identity_dict(cfg: SweepConfig) -> dict:

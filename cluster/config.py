@@ -1,7 +1,9 @@
-"""The `cluster:` section of a sweep config: one typed dataclass per section.
+"""The cluster's config (the `cluster:` section of a sweep YAML): one typed dataclass per section.
 
 Every check runs in `__post_init__`, so a config built in Python and one loaded from YAML
 fail the same way: a `ConfigError` whose one-line message names the field and the fix.
+The cluster owns its config and its error, so cluster imports nothing of sweep; sweep's
+config loader turns this ConfigError into sweep.errors.ConfigError.
 """
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ from dataclasses import dataclass, field
 
 from dask.utils import parse_bytes
 
-from sweep.errors import ConfigError
-
 KINDS = ("local", "cuda", "scheduler", "slurm", "auto")
 SCHEMES = ("tcp", "tls", "ucx", "inproc")
+
+
+class ConfigError(ValueError):
+    """A cluster config value is wrong; the message names the field (`cluster.workers: ...`)."""
 
 
 @dataclass(frozen=True)
