@@ -173,9 +173,9 @@ def compare_gemm(d: int, reps: int) -> list[dict]:
     return rows
 
 
-def _plan_name(choice: str, plan: dict) -> str:
+def _linalg_name(choice: str, libraries: dict) -> str:
     """"auto" -> "auto: gemm openblas, eig32 torch, eig64 openblas"; explicit choices as given."""
-    return choice if choice != "auto" else f"auto: {linalg.describe(plan)}"
+    return choice if choice != "auto" else f"auto: {linalg.describe(libraries)}"
 
 
 # ---------------------------------------------------------------- the block, in process
@@ -347,12 +347,12 @@ def run(args) -> dict:
                 for threads in THREADS:
                     set_threads(threads)
                     for choice in args.cpu_linalg:
-                        with linalg.using(choice) as plan:
+                        with linalg.using(choice) as libraries:
                             # 2 threads on 2 shared cores can be very slow (OpenMP spin under load): 1 repeat
                             ph = phases(model, task, g, args.reps if threads == 1 else 1)
                         J = ph.pop("J")
                         res["blocks"].append({"model": name, "layer": layer, "dtype": dtype, "threads": threads,
-                                              "cpu_linalg": _plan_name(choice, plan), "tokens": J.shape[0], **ph})
+                                              "cpu_linalg": _linalg_name(choice, libraries), "tokens": J.shape[0], **ph})
                         print(res["blocks"][-1], flush=True)
                 if dtype == "float32" and (name.startswith("mamba") or J_solver is None):
                     J_solver = J.clone()                 # J lives in the reused buffer

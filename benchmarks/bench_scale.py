@@ -156,7 +156,7 @@ def part_8b(args) -> list[str]:
     from distributed import Client, LocalCluster
     from oracle import matched_eigvals_error
 
-    from sweep.budget import plan_sweep
+    from sweep.budget import size_sweep
     from sweep.config.load import load_config
     from sweep.plan.make import Plan, make_plan
     from sweep.run import run_sweep
@@ -182,7 +182,7 @@ def part_8b(args) -> list[str]:
     plan = make_plan(load_config(big))
     m = plan.models[0]
     whole = dataclasses.replace(m, info=dataclasses.replace(m.info, not_local="today's route"))
-    before = plan_sweep(Plan(plan.config, (whole,)), workers=1)
+    before = size_sweep(Plan(plan.config, (whole,)), workers=1)
     lines += ["the whole-model route on the same plan (the route of every checkpoint before "
               "layer-local workers):", "", f"    {before.refusal() or before.table()}", ""]
 

@@ -100,7 +100,10 @@ class WorkerLimit:
 
 
 @dataclass(frozen=True)
-class SweepPlan:
+class Budget:
+    """What the sweep of a Plan will cost here: its blocks, the store's bytes against the
+    disk, one worker's peak memory against Dask's limit, core-hours (`size_sweep`)."""
+
     rows: tuple[Row, ...]
     store: str
     workers: int
@@ -123,7 +126,7 @@ class SweepPlan:
         """One line: what `tdos sweep` prints when it starts."""
         mem = (f"<= {_gib(self.worker_bytes)} per worker x {self.workers}"
                + (f" of {_gib(self.memory_total)} RAM" if self.local else ""))
-        return (f"plan: {self.blocks} blocks over {len(self.rows)} layer rows; store "
+        return (f"budget: {self.blocks} blocks over {len(self.rows)} layer rows; store "
                 f"<= {_size(self.store_bytes)} ({_size(self.disk_free)} free); {mem}; "
                 f"~{self.core_seconds / 3600:.2g} core-hours")
 
@@ -165,7 +168,7 @@ class SweepPlan:
         return None
 
 
-def plan_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = None) -> SweepPlan:
+def size_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = None) -> Budget:
     """The cost of `plan` on `workers` workers; `scheduler` (an existing cluster's address)
     means the workers' memory is not this machine's."""
     cfg = plan.config
@@ -189,14 +192,14 @@ def plan_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = N
     _check_existing_store(plan)
     now = _du(Path(cfg.store))
     local = kind in ("local", "auto", "cuda") and not scheduler
-    return SweepPlan(tuple(rows), cfg.store, n, store_bytes, now, _free(Path(cfg.store)), peak,
-                     parts, _memory_total(), local, seconds,
-                     worker_limit(cfg.cluster, local or (kind == "slurm" and not scheduler)), process)
+    return Budget(tuple(rows), cfg.store, n, store_bytes, now, _free(Path(cfg.store)), peak,
+                  parts, _memory_total(), local, seconds,
+                  worker_limit(cfg.cluster, local or (kind == "slurm" and not scheduler)), process)
 
 
-def check_fits(plan: SweepPlan) -> None:
+def check_fits(budget: Budget) -> None:
     """ConfigError (one line, with the numbers) when the sweep cannot fit here."""
-    why = plan.refusal()
+    why = budget.refusal()
     if why:
         raise ConfigError(why)
 
@@ -325,7 +328,7 @@ def _null_bytes(m) -> int:
 
 
 def worker_limit(cluster, known: bool) -> WorkerLimit | None:
-    """Dask's memory_limit of one worker of `cluster` (a ClusterConfig), where the plan can
+    """Dask's memory_limit of one worker of `cluster` (a ClusterConfig), where the budget can
     tell (`known`: a cluster tdos builds): cluster.memory_limit; else on SLURM the job's
     memory shared by its worker processes; else distributed's "auto" share of this machine
     (its memory x threads per worker / cores). None for an existing scheduler's workers, or

@@ -81,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--resume", action="store_true",
                    help="finish an existing store: only blocks not in its ledger run")
     s.add_argument("--dry-run", action="store_true",
-                   help="print the plan (blocks, store size, memory per worker, core-hours); run nothing")
+                   help="print the budget (blocks, store size, memory per worker, core-hours); run nothing")
     s.add_argument("--wait", action="store_true",
                    help="when another sweep is writing the store, wait for it instead of stopping")
     s.add_argument("--verbose", action="store_true",
@@ -107,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _sweep(args) -> int:
-    from sweep.budget import check_fits, plan_sweep
+    from sweep.budget import check_fits, size_sweep
     from sweep.config.load import load_config
     from sweep.worker.versions import require_transformers
 
@@ -118,7 +118,7 @@ def _sweep(args) -> int:
     from sweep.plan.make import make_plan
 
     plan = make_plan(load_config(args.config, overrides))     # every input read and checked
-    cost = plan_sweep(plan, args.workers, args.scheduler)
+    cost = size_sweep(plan, args.workers, args.scheduler)
     if args.dry_run:
         print(cost.table())
         print(cost.summary())

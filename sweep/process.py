@@ -2,7 +2,7 @@
 
 A worker's resident memory before its first model is mostly the libraries it imports, and
 that differs by build far more than by anything in a config: torch 2.13.0+cpu takes 219 MiB
-after `import torch`, the CUDA build from PyPI 497 MiB (issue 45). So the plan's process
+after `import torch`, the CUDA build from PyPI 497 MiB (issue 45). So the budget's process
 term is the resident set size (RSS) of a fresh Dask worker process (one of a one-worker
 LocalCluster, started by a subprocess) after it has imported what a worker's tasks import
 (PROBE: the task module, the layer-local route, transformers' modeling code, one eig and

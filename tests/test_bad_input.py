@@ -93,7 +93,7 @@ def test_any_field_value_is_refused_in_one_line_or_accepted(tiny_checkpoints, tm
     if code != 0:
         _assert_one_line_error(code, err)
     else:
-        assert out.splitlines()[-1].startswith("plan: ") and err == ""
+        assert out.splitlines()[-1].startswith("budget: ") and err == ""
     assert not store.exists()                       # --dry-run, or refused: nothing written
 
 
@@ -148,7 +148,7 @@ def test_broken_checkpoint_is_one_line_and_fixing_it_just_works(tiny_checkpoints
     shutil.rmtree(ckpt)                              # the fix: a fresh download
     shutil.copytree(tiny_checkpoints[arch], ckpt)
     code, out, err = _run(doc, work, "--dry-run")
-    assert code == 0 and err == "" and out.splitlines()[-1].startswith("plan: 1 blocks")
+    assert code == 0 and err == "" and out.splitlines()[-1].startswith("budget: 1 blocks")
 
 
 # ---------------------------------------------------------------- the real command
@@ -167,7 +167,7 @@ def test_failed_run_then_fix_then_same_command_completes(tiny_checkpoints, tmp_p
     weights.write_bytes(whole)
     code, out, err = _run(doc, tmp_path)
     assert code == 0, err
-    assert out.startswith("plan: 1 blocks over 1 layer rows")       # the one-line plan first
+    assert out.startswith("budget: 1 blocks over 1 layer rows")       # the one-line budget first
     assert "sweep complete: 1/1 blocks" in out
 
 
@@ -184,7 +184,7 @@ def test_sweep_that_cannot_fit_in_memory_is_refused_with_the_numbers(tiny_checkp
 
 
 def test_a_memory_limit_below_one_worker_is_refused_also_by_the_dry_run(tiny_checkpoints, tmp_path):
-    """--dry-run prints the plan, with what a worker holds, then the same one-line refusal the
+    """--dry-run prints the budget, with what a worker holds, then the same one-line refusal the
     run would give; a limit that fits passes."""
     doc = _base(tiny_checkpoints["gpt2"], tmp_path / "run.zarr")
     doc["model"]["dtype"] = "float64"
@@ -276,7 +276,7 @@ def test_any_text_file_is_read_or_refused_in_one_line(tmp_path, data):
         text = None
     ok = text is not None and "\x00" not in text and text.strip() != "" and len(data) >= 8
     if ok:
-        assert code == 0 and out.splitlines()[-1].startswith("plan: 1 blocks"), err
+        assert code == 0 and out.splitlines()[-1].startswith("budget: 1 blocks"), err
     else:
         _assert_one_line_error(code, err)
 

@@ -211,7 +211,7 @@ def test_cli_prints_one_line_and_exits_2(tiny_checkpoints, tmp_path, capsys):
     assert not (tmp_path / "run.zarr").exists()      # refused before anything was written
 
 
-# ---------------------------------------------------------------- the plan (--dry-run)
+# ---------------------------------------------------------------- the budget (--dry-run)
 
 def test_dry_run_prints_the_plan_and_writes_nothing(tiny_checkpoints, tmp_path, capsys):
     doc = _base(tiny_checkpoints, tmp_path)           # gpt2 d = 32, layers 0 and 1, 2 x 8 tokens, blocks of 4
@@ -223,7 +223,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tiny_checkpoints, tmp_path, 
     # eigenvalues (complex64) + 4 fp32 scale/shift values per token, 32 tokens, + int64 ids
     assert any(line.startswith(f"store on disk: <= {(32 * 32 * 8 + 32 * 16 + 16 * 8) / 1024:.3g} KiB")
                for line in out)
-    assert out[-1].startswith("plan: 8 blocks over 2 layer rows; store <= ")
+    assert out[-1].startswith("budget: 8 blocks over 2 layer rows; store <= ")
 
 
 def test_dry_run_refuses_another_configs_store(tiny_checkpoints, tmp_path, capsys):
@@ -243,7 +243,7 @@ def test_core_hours_match_the_recorded_paper_sweep(tiny_checkpoints, tmp_path):
     shapes: benchmarks/README.md records 435 s on 2 workers = 870 core-seconds."""
     import dataclasses
 
-    from sweep.budget import plan_sweep
+    from sweep.budget import size_sweep
     from sweep.plan.architecture import ModelInfo
     from sweep.plan.layers import LayerKind
     from sweep.plan.make import Plan
@@ -260,9 +260,9 @@ def test_core_hours_match_the_recorded_paper_sweep(tiny_checkpoints, tmp_path):
                                   info=m370, rows=((24, 128),), engine="fast"))
     paper = dataclasses.replace(cfg, compute=dataclasses.replace(cfg.compute, token_block=32),
                                 inputs=dataclasses.replace(cfg.inputs, sequences=1, length=512))
-    plan = plan_sweep(Plan(paper, models), workers=2)
-    assert plan.blocks == 44
-    assert 0.5 < plan.core_seconds / 870 < 2
+    budget = size_sweep(Plan(paper, models), workers=2)
+    assert budget.blocks == 44
+    assert 0.5 < budget.core_seconds / 870 < 2
 
 
 def test_budget_mirrors_the_workers_constants():
@@ -281,7 +281,7 @@ def test_dry_run_memory_of_llama3_8b_shapes_layer_local_and_whole(tiny_checkpoin
     refused in one line naming the field."""
     import dataclasses
 
-    from sweep.budget import GiB, plan_sweep
+    from sweep.budget import GiB, size_sweep
     from sweep.plan.architecture import ModelInfo
     from sweep.plan.layers import LayerKind
     from sweep.plan.make import Plan
@@ -298,7 +298,7 @@ def test_dry_run_memory_of_llama3_8b_shapes_layer_local_and_whole(tiny_checkpoin
         model = dataclasses.replace(m, info=info, rows=((16, 8),), engine="generic",
                                     spec=dataclasses.replace(m.spec, dtype=dtype))
         c = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, memory_limit=limit))
-        return plan_sweep(Plan(c, (model,)), workers=1)
+        return size_sweep(Plan(c, (model,)), workers=1)
 
     local = budget(m8b)
     layer = 218_112_000 * 4 / GiB

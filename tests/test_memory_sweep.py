@@ -244,7 +244,7 @@ def test_the_budget_counts_the_memory_arrays_and_bounds_the_kept_graph(checkpoin
     worker estimate of the kept whole-sequence graph is at least what autograd saves."""
     from transformers import AutoModelForCausalLM
 
-    from sweep.budget import GRAPH_PER_TOKEN, plan_sweep
+    from sweep.budget import GRAPH_PER_TOKEN, size_sweep
     from sweep.generic.selfcheck import whole_sequence_call
     from sweep.numerics.memory import _graph
     from sweep.plan.make import make_plan
@@ -252,8 +252,8 @@ def test_the_budget_counts_the_memory_arrays_and_bounds_the_kept_graph(checkpoin
     with_memory = make_plan(config_from_dict(_doc(checkpoints, tmp_path / "a.zarr")))
     without = make_plan(config_from_dict(_doc(checkpoints, tmp_path / "b.zarr", memory=False)))
     arrays = sum(2 * len(m.rows) * SEQS * L * (LAGS + 1) * 8 for m in with_memory.models)
-    budget = plan_sweep(with_memory, workers=1)
-    assert budget.store_bytes - plan_sweep(without, workers=1).store_bytes == arrays
+    budget = size_sweep(with_memory, workers=1)
+    assert budget.store_bytes - size_sweep(without, workers=1).store_bytes == arrays
     assert "memory task" in budget.worker_parts
     for m in with_memory.models:
         model = AutoModelForCausalLM.from_pretrained(checkpoints[m.name], dtype=torch.float64).eval()

@@ -198,18 +198,18 @@ def test_nulls_config_errors_name_the_field(checkpoint, tmp_path):
 
 
 def test_dry_run_counts_the_nulls(checkpoint, tmp_path):
-    from sweep.budget import plan_sweep
+    from sweep.budget import size_sweep
     from sweep.plan.make import make_plan
 
-    bare = plan_sweep(make_plan(config_from_dict(_doc(checkpoint, tmp_path / "a.zarr"))), workers=1)
-    plan = plan_sweep(make_plan(config_from_dict(
+    bare = size_sweep(make_plan(config_from_dict(_doc(checkpoint, tmp_path / "a.zarr"))), workers=1)
+    nulls = size_sweep(make_plan(config_from_dict(
         _doc(checkpoint, tmp_path / "b.zarr", {"random_init": 2, "shuffled": 1, "sequences": 1}))),
         workers=1)
-    assert plan.blocks == bare.blocks * (1 + 3 / SEQS)          # 3 nulls on 1 of 2 sequences
-    assert {r.model for r in plan.rows} == {"llama", "llama.random_init.0", "llama.random_init.1",
+    assert nulls.blocks == bare.blocks * (1 + 3 / SEQS)          # 3 nulls on 1 of 2 sequences
+    assert {r.model for r in nulls.rows} == {"llama", "llama.random_init.0", "llama.random_init.1",
                                             "llama.shuffled.0"}
-    assert plan.core_seconds > bare.core_seconds
-    assert plan.store_bytes > bare.store_bytes
+    assert nulls.core_seconds > bare.core_seconds
+    assert nulls.store_bytes > bare.store_bytes
 
 
 def test_export_null_refusals_are_one_line(swept, tmp_path, capsys):

@@ -71,13 +71,13 @@ def _doc(ck, store, jobs=1, walltime="00:10:00") -> dict:
 
 
 def _job_memory(doc) -> str:
-    """1GB per one-worker job where the plan says it holds a worker below Dask's pause
-    threshold; else what the plan asks for (a worker's measured process differs by torch
+    """1GB per one-worker job where the budget says it holds a worker below Dask's pause
+    threshold; else what the budget asks for (a worker's measured process differs by torch
     build: the CUDA build from PyPI takes ~280 MiB more than the CPU one), said once."""
-    from sweep.budget import plan_sweep
+    from sweep.budget import size_sweep
     from sweep.plan.make import make_plan
 
-    cost = plan_sweep(make_plan(config_from_dict(doc)))
+    cost = size_sweep(make_plan(config_from_dict(doc)))
     if cost.refusal() is None:
         return "1GB"
     need = -(-cost.worker_bytes // int(cost.limit.fraction * 2**20))        # MiB

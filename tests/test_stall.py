@@ -1,6 +1,6 @@
 """A sweep never hangs silently and never floods (issue 45), on real local clusters.
 
-- the plan's process term is a worker's measured footprint, and the plan holds the need
+- the budget's process term is a worker's measured footprint, and the budget holds the need
   against Dask's pause threshold, not the raw memory_limit;
 - a worker paused for memory is named, and a sweep none of whose workers can run stops
   with that line (no timing is asserted: pytest's timeout bounds each test);
@@ -67,26 +67,26 @@ def test_the_process_term_is_a_fresh_workers_measured_rss(tiny_checkpoints, tmp_
 def test_a_need_over_the_pause_threshold_is_refused_in_one_line(tiny_checkpoints, tmp_path):
     """A limit that holds the need but not pause x limit is refused, naming the limit, the
     threshold, the need and the fix; the same need under a higher pause fraction passes."""
-    from sweep.budget import plan_sweep
+    from sweep.budget import size_sweep
     from sweep.plan.make import make_plan
 
     plan = make_plan(config_from_dict(_doc(tiny_checkpoints["gpt2"], tmp_path / "run.zarr")))
-    need = plan_sweep(plan, workers=1).worker_bytes
+    need = size_sweep(plan, workers=1).worker_bytes
     limit = int(need / 0.9)                          # need = 90 % of the limit
     cfg = plan.config
     cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, memory_limit=limit))
     plan = dataclasses.replace(plan, config=cfg)
     with dask.config.set({"distributed.worker.memory.pause": 0.8}):
-        why = plan_sweep(plan, workers=1).refusal()
+        why = size_sweep(plan, workers=1).refusal()
     assert why and "\n" not in why and why.startswith("cluster.memory_limit: ")
     assert "distributed.worker.memory.pause = 0.8" in why and "raise memory_limit to at least" in why
     with dask.config.set({"distributed.worker.memory.pause": 0.95}):
-        assert plan_sweep(plan, workers=1).refusal() is None
-        assert "stops a worker at 95% of it" in plan_sweep(plan, workers=1).table()
+        assert size_sweep(plan, workers=1).refusal() is None
+        assert "stops a worker at 95% of it" in size_sweep(plan, workers=1).table()
 
 
 def test_the_560MB_tiny_sweep_is_refused_or_stopped_with_a_memory_line(tmp_path, capsys):
-    """configs/tiny.yaml on one worker of 560MB (issue 45's hang): either the plan refuses it,
+    """configs/tiny.yaml on one worker of 560MB (issue 45's hang): either the budget refuses it,
     or the paused worker is named and the sweep stops, or it completes."""
     from sweep.cli import main
 

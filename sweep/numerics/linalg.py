@@ -29,8 +29,9 @@ OPS = ("gemm", "eig32", "eig64")
 # per CPU vendor, the library measured faster for each operation (benchmarks/README.md)
 AUTO = {"AuthenticAMD": {"gemm": "openblas", "eig32": "torch", "eig64": "openblas"}}
 
-# None: "auto" for this machine (library users' default); a sweep task sets its config's choice
-_plan: contextvars.ContextVar[dict | None] = contextvars.ContextVar("tdos_cpu_linalg", default=None)
+# {op: library} in effect; None: "auto" for this machine (library users' default); a sweep
+# task sets its config's choice
+_libraries: contextvars.ContextVar[dict | None] = contextvars.ContextVar("tdos_cpu_linalg", default=None)
 
 
 @functools.cache
@@ -66,16 +67,16 @@ def resolve(choice: str, vendor: str | None = None, threads: int | None = None) 
 @contextlib.contextmanager
 def using(choice: str):
     """Within the block (this thread or task only), CPU matmul/eigvals follow `choice`."""
-    token = _plan.set(resolve(choice))
+    token = _libraries.set(resolve(choice))
     try:
         yield current()
     finally:
-        _plan.reset(token)
+        _libraries.reset(token)
 
 
-def describe(plan: dict) -> str:
+def describe(libraries: dict) -> str:
     """{op: library} -> "gemm openblas, eig32 torch, eig64 openblas" (task results, the sweep's log)."""
-    return ", ".join(f"{op} {lib}" for op, lib in plan.items())
+    return ", ".join(f"{op} {lib}" for op, lib in libraries.items())
 
 
 def current() -> dict:
@@ -84,8 +85,8 @@ def current() -> dict:
 
 
 def _current() -> dict:
-    plan = _plan.get()
-    return resolve("auto") if plan is None else plan
+    libraries = _libraries.get()
+    return resolve("auto") if libraries is None else libraries
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:

@@ -98,8 +98,8 @@ def _run(task) -> dict:
     loads, read = resident.counters()
     model = _model(task.model, task.layer, task.seq)
     t = clock()
-    with linalg.using(task.model.cpu_linalg) as plan:
-        values, _, seconds, lib = _block(model, task, plan)
+    with linalg.using(task.model.cpu_linalg) as libraries:
+        values, _, seconds, lib = _block(model, task, libraries)
     t_eig = clock()
     status = store.write_block(arrays(task.model), task.row, task.seq, task.block, task.t0, values)
     return {"model": task.model.group, "layer": task.layer, "seq": task.seq,
@@ -117,7 +117,7 @@ def _worker_fields(ref: ModelRef, loads: int, read: int) -> dict:
             "layer_loads": max(0, now[0] - loads), "read_bytes": max(0, now[1] - read)}
 
 
-def _block(model, task: BlockTask, plan: dict):
+def _block(model, task: BlockTask, libraries: dict):
     """One block's J_tt and what the store keeps of it: (store.BlockValues, J_tt (T, d, d) in
     this thread's reused buffer, seconds by phase, the linear algebra used)."""
     from sweep.numerics.spectra import eigvals, henrici, scale_direction, shift_direction
@@ -137,9 +137,9 @@ def _block(model, task: BlockTask, plan: dict):
         scale=(rho.cpu().numpy(), resid.cpu().numpy()),
         shift=(rho_u.cpu().numpy(), resid_u.cpu().numpy()),
         frobenius2=fro2, nonnormality=henrici(fro2, eig),
-        eig_backend=_eig_backend(h, plan), jacobian_path=path)
+        eig_backend=_eig_backend(h, libraries), jacobian_path=path)
     seconds = {"hidden": t_hidden, "jacobian": t_jac - t - t_hidden, "eig": clock() - t_jac}
-    return values, jac, seconds, linalg.describe(plan) if h.device.type == "cpu" else h.device.type
+    return values, jac, seconds, linalg.describe(libraries) if h.device.type == "cpu" else h.device.type
 
 
 def _run_depth(task: DepthTask) -> dict:
@@ -153,13 +153,13 @@ def _run_depth(task: DepthTask) -> dict:
     row_of = dict((layer, row) for row, layer in task.rows)
     seconds = collections.Counter()
     flagged, walk, g = 0, None, arrays(ref)
-    with linalg.using(ref.cpu_linalg) as plan:
+    with linalg.using(ref.cpu_linalg) as libraries:
         for row, layer in task.rows:
             t = clock()
             model = _model(ref, layer, task.seq)
             seconds["load"] += clock() - t
             block = BlockTask(ref, layer, row, task.seq, task.block, task.t0, task.t1, task.n_ctx)
-            values, jac, secs, lib = _block(model, block, plan)
+            values, jac, secs, lib = _block(model, block, libraries)
             seconds.update(secs)
             t = clock()
             flagged += store.write_block(g, row, task.seq, task.block, task.t0, values) != store.DONE
@@ -251,11 +251,11 @@ def _jacobians(model, task: BlockTask):
     return res.jac, res.inputs, res.delta, "generic", t_hidden
 
 
-def _eig_backend(h: torch.Tensor, plan: dict) -> str:
+def _eig_backend(h: torch.Tensor, libraries: dict) -> str:
     """The schema's name for the eigensolver sweep.numerics.spectra.eigvals used on h's device."""
     if h.device.type == "cuda":
         return "torch-cuda"
-    lib = plan["eig64" if h.dtype == torch.float64 else "eig32"]
+    lib = libraries["eig64" if h.dtype == torch.float64 else "eig32"]
     return "scipy-openblas" if lib == "openblas" else "torch-cpu"
 
 
