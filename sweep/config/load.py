@@ -259,7 +259,8 @@ def identity_dict(cfg: SweepConfig) -> dict:
 
 
 def fingerprint(cfg: SweepConfig) -> str:
-    """sha256 of the canonical JSON of models + inputs + layers + token_block (+ engine)."""
+    """sha256 of the canonical JSON of identity_dict: models + inputs + layers + token_block
+    (+ engine when not auto, + depth.spans when given)."""
     canon = json.dumps(identity_dict(cfg), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()
 
