@@ -322,7 +322,8 @@ def bench_naive(model, layer: int, h: torch.Tensor, positions, ours: dict) -> li
 # ---------------------------------------------------------------- driver
 
 def run(args) -> dict:
-    from cluster import ClusterConfig, connect
+    from cluster.build import connect
+    from cluster.config import ClusterConfig
     from sweep.plan.make import make_plan
     from sweep.store import writer as st
     from sweep.worker.model import load_model

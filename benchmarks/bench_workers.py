@@ -56,7 +56,7 @@ def save_small_mamba(root: Path) -> Path:
 # ---------------------------------------------------------------- scaling: run_sweep, 1 and 2 workers
 
 def scaling(work: Path, workers=(1, 2), sequences: int = 3, length: int = 64, block: int = 8) -> list[dict]:
-    from cluster import connect
+    from cluster.build import connect
     from sweep.config.load import config_from_dict
     from sweep.plan.make import make_plan
     from sweep.run import run_sweep

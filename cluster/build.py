@@ -58,7 +58,7 @@ def build_cluster(cfg: ClusterConfig | dict | None = None, n_workers: int | None
 
         return slurm_cluster(cfg, n_workers)
     raise ConfigError(f"{cfg.where}.kind: 'scheduler' attaches to a running cluster and builds "
-                      f"none; use cluster.connect(cfg) or pick local, cuda or slurm")
+                      f"none; use cluster.build.connect(cfg) or pick local, cuda or slurm")
 
 
 @contextmanager

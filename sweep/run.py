@@ -102,8 +102,8 @@ def _connect(cfg, workers, scheduler, client):
     if client is not None:
         yield client
         return
-    from cluster import ConfigError as ClusterConfigError
-    from cluster import connect
+    from cluster.build import connect
+    from cluster.config import ConfigError as ClusterConfigError
 
     try:
         with connect(cfg.cluster, workers, scheduler) as c:
@@ -121,7 +121,7 @@ def _tdos_page(client, cfg):
 
 
 def _dashboard(client) -> str:
-    from cluster import dashboard_link
+    from cluster.build import dashboard_link
 
     return dashboard_link(client) or "(none)"
 
@@ -163,7 +163,7 @@ def _execute(client, cfg, tasks, before, progress, run: _Run) -> None:
 def _submit(client, cfg, tasks) -> dict:
     """future -> task, every task submitted in the plan's order (block tasks after their
     sequence's residual task)."""
-    from cluster import task_resources
+    from cluster.build import task_resources
 
     resources = task_resources(cfg.cluster, client)
     place = _placement(client, tasks)

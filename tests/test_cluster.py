@@ -20,10 +20,11 @@ from distributed import Client, LocalCluster
 from distributed.core import Status
 from distributed.security import Security
 
-from cluster import (ClusterConfig, ConfigError, SlurmConfig, TLSConfig, build_cluster, connect,
-                     dashboard_link, detect_gpus, resolve_kind, slurm_job_script, task_resources)
+from cluster.build import (build_cluster, connect, dashboard_link, resolve_kind, slurm_job_script,
+                           task_resources)
 from cluster.cli import up
-from cluster.gpu import gpu_pin
+from cluster.config import ClusterConfig, ConfigError, SlurmConfig, TLSConfig
+from cluster.gpu import detect_gpus, gpu_pin
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -268,7 +269,7 @@ def test_kinds_that_cannot_be_built_here():
 
 
 def test_default_import_pulls_neither_dask_cuda_nor_jobqueue():
-    code = ("import sys, cluster, cluster.cli; "
+    code = ("import sys, cluster.build, cluster.cli; "
             "print(sorted(m for m in ('dask_cuda', 'dask_jobqueue', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=ENV, check=True,
                          capture_output=True, text=True).stdout

@@ -188,6 +188,8 @@ def _loaded_after(modules: str, watched: tuple) -> list[str]:
 def test_planning_imports_no_torch():
     assert _loaded_after("sweep.config.load, sweep.plan.make, sweep.store.writer, sweep.tasks, "
                          "sweep.budget", ("torch", "transformers")) == []
+    # the config reads the cluster's section (cluster.config), not the cluster's builder
+    assert _loaded_after("sweep.config.load, sweep.plan.make", ("distributed",)) == []
 
 
 def test_block_math_imports_neither_dask_nor_yaml():

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
-from cluster import connect
+from cluster.build import connect
 from sweep.config.load import config_from_dict
 from sweep.run import run_sweep
 from sweep_helpers import (TOTAL, assert_equal_arrays, ledger, reference,  # noqa: F401 (fixture)
