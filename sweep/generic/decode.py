@@ -23,6 +23,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer, LinearAttentionCacheLayerMixin
 
 from sweep.generic import attention, prefix, ssm
+from sweep.plan import hf
 from sweep.plan.layers import decoder_layers, layer_kinds
 
 JAC_CHUNK = 512          # cotangents per batched backward (bench: 512 ~8 % faster than 128 at d = 1024)
@@ -108,7 +109,7 @@ class LayerJacobians:
     def _generation_kwargs(self) -> dict:
         """What generate() passes to the first forward: a fresh cache where the model takes one."""
         kw = {"use_cache": True}
-        if self.model._supports_default_dynamic_cache():
+        if hf.default_dynamic_cache(self.model):
             kw["cache"] = DynamicCache(config=self.model.config.get_text_config(decoder=True))
         return kw
 

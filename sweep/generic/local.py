@@ -43,6 +43,7 @@ import torch
 from sweep.generic import null as nulls
 from sweep.generic import prefix, standin
 from sweep.generic.decode import _first, _hidden
+from sweep.plan import hf
 from sweep.plan.architecture import rescales_on_first_forward
 from sweep.plan.layers import decoder_layers
 
@@ -57,10 +58,9 @@ def _parameters_on_meta():
     register = torch.nn.Module.register_parameter
 
     def on_meta(module, name, param):
-        register(module, name, param)
         if param is not None and param.device.type != "meta":   # a tied one is already there
-            kept = module._parameters[name]
-            module._parameters[name] = torch.nn.Parameter(kept.to("meta"), requires_grad=False)
+            param = torch.nn.Parameter(param.to("meta"), requires_grad=False)
+        register(module, name, param)
 
     torch.nn.Module.register_parameter = on_meta
     try:
@@ -131,10 +131,10 @@ class LocalModel:
         self.model = model.eval()
         with torch.no_grad():
             for m in self.model.modules():
-                self.model._init_weights(m)
-                for k, b in m._buffers.items():
-                    if b is not None and b.device != self.device:
-                        m._buffers[k] = b.to(self.device)
+                hf.init_module(self.model, m)
+                for k, b in list(m.named_buffers(recurse=False, remove_duplicate=False)):
+                    if b.device != self.device:
+                        setattr(m, k, b.to(self.device))
         self.fresh = prefix.module_state(model)     # module-held decode state, as built
         self.layers = decoder_layers(model)
         self.n_layers = len(self.layers)
@@ -149,9 +149,8 @@ class LocalModel:
         # tied parameter has several keys, and the checkpoint holds one of them)
         keys: dict[int, list] = {}
         for path, m in model.named_modules(remove_duplicate=False):
-            for k, p in m._parameters.items():
-                if p is not None:
-                    keys.setdefault(id(p), []).append(((id(m), k), f"{path}.{k}" if path else k))
+            for k, p in nulls.slots(m):
+                keys.setdefault(id(p), []).append(((id(m), k), f"{path}.{k}" if path else k))
         self._names, missing = {}, []
         for pid, entries in keys.items():
             held = [n for _, n in entries if n in sources]
@@ -198,8 +197,7 @@ class LocalModel:
         inside = {id(p) for p in self.layers.parameters()}
         out = self.model.get_output_embeddings()
         skip = inside | {id(p) for m in (self.embedding, out) if m is not None for p in m.parameters()}
-        return [(m, k) for m in self.model.modules() for k, p in m._parameters.items()
-                if p is not None and id(p) not in skip]
+        return [(m, k) for m in self.model.modules() for k, p in nulls.slots(m) if id(p) not in skip]
 
     def _load(self, slots) -> None:
         if self.null is not None and self.null.kind == "random_init":
@@ -214,10 +212,10 @@ class LocalModel:
             t = self.ckpt.tensor(name).to(device=self.device, dtype=self.dtype)
             if self.null is not None:          # shuffled: the real entries, permuted
                 t = nulls.shuffle(t, self.null.seed, self._tensor_names[id(module), key])
-            if t.shape != module._parameters[key].shape:
+            if t.shape != getattr(module, key).shape:
                 raise NotLocal(f"{name}: {tuple(t.shape)} in the checkpoint, "
-                               f"{tuple(module._parameters[key].shape)} in the model")
-            module._parameters[key] = torch.nn.Parameter(t, requires_grad=False)
+                               f"{tuple(getattr(module, key).shape)} in the model")
+            setattr(module, key, torch.nn.Parameter(t, requires_grad=False))
         if converted:
             self._convert(converted)
 
@@ -232,26 +230,20 @@ class LocalModel:
         """Parameters transformers builds from several checkpoint tensors (fused MoE experts):
         the tensors they come from, read here, go through transformers' own loader with the
         model's conversion mapping (what from_pretrained runs), for these parameters only."""
-        from transformers.conversion_mapping import get_model_conversion_mapping
-        from transformers.core_model_loading import convert_and_load_state_dict_in_model
-        from transformers.modeling_utils import LoadStateDictConfig
-
         parts = {key for *_, name in slots for key in self.ckpt.sources[name].parts}
         state = {key: self.ckpt.read(file, key) for file, key in sorted(parts)}
-        config = LoadStateDictConfig(dtype=self.dtype, device_map={"": str(self.device)},
-                                     weight_mapping=get_model_conversion_mapping(self.model))
         for j, real in enumerate(self._real):    # the loader addresses every layer by its name
             self.layers[j] = real
-        convert_and_load_state_dict_in_model(self.model, state, config)
+        hf.load_converted(self.model, state, self.dtype, self.device)
         for module, key, name in slots:
-            p = module._parameters[key]
+            p = getattr(module, key)
             if p.device.type == "meta":
                 raise NotLocal(f"{name}: transformers' loader did not build it from "
                                f"{len(self.ckpt.sources[name].parts)} checkpoint tensor(s)")
             p = p.detach().to(self.dtype)
             if self.null is not None:     # shuffled: the model's tensor, as the whole route sees it
                 p = nulls.shuffle(p, self.null.seed, self._tensor_names[id(module), key])
-            module._parameters[key] = torch.nn.Parameter(p, requires_grad=False)
+            setattr(module, key, torch.nn.Parameter(p, requires_grad=False))
 
     def resident(self, layer: int) -> None:
         """Decoder layer `layer` materialised (read unless held), and the oldest held one
@@ -263,11 +255,9 @@ class LocalModel:
         else:
             while len(self._held) >= self.keep:
                 for m in self._real[self._held.pop(0)].modules():
-                    for k, p in m._parameters.items():
-                        if p is not None:
-                            m._parameters[k] = torch.nn.Parameter(p.to("meta"), requires_grad=False)
-            self._load([(m, k) for m in self._real[layer].modules() for k, p in m._parameters.items()
-                        if p is not None])
+                    for k, p in nulls.slots(m):
+                        setattr(m, k, torch.nn.Parameter(p.to("meta"), requires_grad=False))
+            self._load([(m, k) for m in self._real[layer].modules() for k, _ in nulls.slots(m)])
             self.loads += 1
         self._held.append(layer)
         form = self._forms.get(layer, standin.CANDIDATES[0])

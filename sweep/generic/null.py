@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
+from sweep.plan import hf
+
 
 @dataclass(frozen=True)
 class Null:
@@ -73,19 +75,22 @@ def init_modules(model, modules, seed: int, dtype: torch.dtype, device: torch.de
     checkpoint cast up is."""
     modules = list(modules)
     for _, m in modules:
-        for k, p in m._parameters.items():
-            if p is not None:
-                m._parameters[k] = torch.nn.Parameter(torch.empty(p.shape, dtype=torch.float32),
-                                                      requires_grad=False)
+        for k, p in slots(m):
+            setattr(m, k, torch.nn.Parameter(torch.empty(p.shape, dtype=torch.float32),
+                                             requires_grad=False))
     with torch.no_grad():
         for path, m in modules:
             with _seeded(null_seed(seed, "random_init", path)):
-                model._init_weights(m)
+                hf.init_module(model, m)
     for _, m in modules:
-        for k, p in m._parameters.items():
-            if p is not None:
-                m._parameters[k] = torch.nn.Parameter(p.detach().to(device=device, dtype=dtype),
-                                                      requires_grad=False)
+        for k, p in slots(m):
+            setattr(m, k, torch.nn.Parameter(p.detach().to(device=device, dtype=dtype),
+                                             requires_grad=False))
+
+
+def slots(module: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter]]:
+    """(name, parameter) of `module`'s own parameter slots, a tensor held twice under each name."""
+    return list(module.named_parameters(recurse=False, remove_duplicate=False))
 
 
 def parameter_names(model) -> dict[tuple[int, str], str]:
@@ -94,9 +99,8 @@ def parameter_names(model) -> dict[tuple[int, str], str]:
     first: dict[int, str] = {}
     names = {}
     for path, m in model.named_modules(remove_duplicate=False):
-        for k, p in m._parameters.items():
-            if p is not None:
-                names[id(m), k] = first.setdefault(id(p), f"{path}.{k}" if path else k)
+        for k, p in slots(m):
+            names[id(m), k] = first.setdefault(id(p), f"{path}.{k}" if path else k)
     return names
 
 
@@ -127,15 +131,15 @@ def apply_whole(model, null: Null) -> None:
         done: set[int] = set()
         with torch.no_grad():
             for m in model.modules():
-                for k, p in m._parameters.items():
-                    if p is not None and id(p) not in done:
+                for k, p in slots(m):
+                    if id(p) not in done:
                         done.add(id(p))
                         p.copy_(shuffle(p.detach(), null.seed, names[id(m), k]))
         return
     tied = _ties(model)
     init_modules(model, post_order(model), null.seed, dtype, device)
     for module, key, source, skey in tied:       # one tensor again, as transformers ties
-        module._parameters[key] = source._parameters[skey]
+        setattr(module, key, getattr(source, skey))
 
 
 def _ties(model) -> list[tuple]:
@@ -144,9 +148,7 @@ def _ties(model) -> list[tuple]:
     first: dict[int, tuple] = {}
     ties = []
     for _, m in model.named_modules(remove_duplicate=False):
-        for k, p in m._parameters.items():
-            if p is None:
-                continue
+        for k, p in slots(m):
             if id(p) in first and first[id(p)] != (m, k):
                 ties.append((m, k, *first[id(p)]))
             first.setdefault(id(p), (m, k))

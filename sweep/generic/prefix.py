@@ -22,6 +22,7 @@ import torch
 from transformers.cache_utils import Cache
 
 from sweep.generic import attention
+from sweep.plan import hf
 
 
 def tensors(obj):
@@ -62,7 +63,7 @@ class _CopiedLayers(list):
         if i not in self._copied:
             src = list.__getitem__(self, i)
             dup = copy.copy(src)
-            for name, value in vars(src).items():
+            for name, value in hf.attributes(src).items():
                 if name not in ("keys", "values"):           # read only: never mutated in place
                     setattr(dup, name, cloned(value))
             list.__setitem__(self, i, dup)
@@ -84,7 +85,7 @@ class PrefixView(Cache):
     """
 
     def __init__(self, real: Cache, split: bool):
-        self.__dict__.update(real.__dict__)                 # the cache's own flags and config
+        hf.attributes(self).update(hf.attributes(real))     # the cache's own flags and config
         self.layers = _CopiedLayers(real.layers)
         self.split = split
         self.kv_updates = 0
@@ -125,7 +126,7 @@ def held_fixed(layer: torch.nn.Module, args: tuple, kwargs: dict, split: bool):
 
     args = tuple(substitute(a) for a in args)
     kwargs = {k: substitute(v) for k, v in kwargs.items()}
-    snapshot = [(m, dict(vars(m))) for m in layer.modules()]
+    snapshot = [(m, dict(hf.attributes(m))) for m in layer.modules()]
     for m, before in snapshot:
         for name, v in before.items():
             if isinstance(v, torch.Tensor) and not name.startswith("_"):
@@ -138,7 +139,7 @@ def held_fixed(layer: torch.nn.Module, args: tuple, kwargs: dict, split: bool):
     finally:
         attention.held_prefix.reset(token)
         for m, before in snapshot:
-            now = vars(m)
+            now = hf.attributes(m)
             for name in [n for n in now if n not in before]:
                 del now[name]
             now.update(before)
@@ -149,7 +150,7 @@ def _pack(t: torch.Tensor) -> torch.Tensor:
     a hook, so every saved tensor outside the graph that is not a weight is copied: a later
     in-place update of it (a cache copy's state; the state transformers' Mamba-2 decode step
     clones and then updates in place after using it) must not reach the backward."""
-    if t.requires_grad or isinstance(t, torch.nn.Parameter) or isinstance(t._base, torch.nn.Parameter):
+    if t.requires_grad or isinstance(t, torch.nn.Parameter) or isinstance(hf.tensor_base(t), torch.nn.Parameter):
         return t
     return t.clone()
 
@@ -157,16 +158,16 @@ def _pack(t: torch.Tensor) -> torch.Tensor:
 def state_of(cache) -> tuple:
     """Identity and version of every tensor a cache holds (to assert it was not touched)."""
     if isinstance(cache, Cache):
-        return tuple((id(t), t._version) for layer in cache.layers
-                     for t in tensors(vars(layer)))
-    return tuple((id(t), t._version) for t in tensors(cache))
+        return tuple((id(t), hf.tensor_version(t)) for layer in cache.layers
+                     for t in tensors(hf.attributes(layer)))
+    return tuple((id(t), hf.tensor_version(t)) for t in tensors(cache))
 
 
 def module_state(model: torch.nn.Module) -> list:
     """The model's module-held state: every public attribute of every module that holds a
     tensor (not a parameter or buffer) or None. RecurrentGemma keeps its recurrent and
     convolution states there, read by the next decode step."""
-    return [(m, {k: v for k, v in vars(m).items()
+    return [(m, {k: v for k, v in hf.attributes(m).items()
                  if not k.startswith("_") and (v is None or isinstance(v, torch.Tensor))})
             for m in model.modules()]
 
@@ -174,7 +175,7 @@ def module_state(model: torch.nn.Module) -> list:
 def restore_state(snapshot: list) -> None:
     """Put back a `module_state` snapshot, dropping tensor attributes added since."""
     for m, held in snapshot:
-        now = vars(m)
+        now = hf.attributes(m)
         for k in [k for k, v in now.items() if k not in held and not k.startswith("_")
                   and isinstance(v, torch.Tensor)]:
             del now[k]

@@ -46,10 +46,11 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import sys
 
 import torch
 import torch.nn.functional as F
+
+from sweep.plan import hf
 
 # The ops tdos intercepts, known by what they are: the drop-in kernel each one stands for.
 # transformers declares them replaceable by mamba_ssm's `selective_state_update` and
@@ -95,7 +96,7 @@ def op_of(name: str, fn) -> str | None:
         return fn.op
     if not callable(fn):
         return None
-    known = getattr(fn, "kernel_layer_name", None) or getattr(fn, "__name__", None) or name
+    known = hf.kernel_name(fn) or name
     return next((o for o in OPS if isinstance(known, str) and known.endswith(o)), None)
 
 
@@ -105,14 +106,12 @@ def patched(layer: torch.nn.Module, recorded: list, structured: bool = True):
     token into `recorded` (calls without autograd), and with `structured` the one-token ops
     get their structured derivatives (calls with autograd; otherwise plain autograd through
     transformers' own code, the reference)."""
-    modules = {sys.modules[type(m).__module__] for m in layer.modules()}
     swapped = []
-    for mod in modules:
-        for name, fn in list(vars(mod).items()):
-            op = op_of(name, fn)
-            if op and not isinstance(fn, _Wrapped):
-                setattr(mod, name, _Wrapped(fn, op, recorded, structured))
-                swapped.append((mod, name, fn))
+    for mod, name, fn in hf.module_functions(layer):
+        op = op_of(name, fn)
+        if op and not isinstance(fn, _Wrapped):
+            setattr(mod, name, _Wrapped(fn, op, recorded, structured))
+            swapped.append((mod, name, fn))
     try:
         yield
     finally:

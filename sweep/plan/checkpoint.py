@@ -246,16 +246,12 @@ def _as_model_keys(model, found: dict, expected: dict) -> dict:
     renamings (GPT-NeoX's embed_out -> lm_head) and the base-model prefix that checkpoints
     saved from the bare model (the original gpt2) lack. A key that a converter reshapes
     keeps no shape to compare (None)."""
-    from transformers.conversion_mapping import get_model_conversion_mapping
-    from transformers.core_model_loading import WeightRenaming, rename_source_key
+    from sweep.plan import hf
 
-    prefix = model.base_model_prefix
-    transforms = get_model_conversion_mapping(model)
-    renames = [t for t in transforms if isinstance(t, WeightRenaming)]
-    converters = [t for t in transforms if not isinstance(t, WeightRenaming)]
+    rename = hf.checkpoint_renamer(model)
     out = {}
     for k, source in found.items():
-        key, converted = rename_source_key(k, renames, converters, prefix, expected)
+        key, converted = rename(k, expected)
         if converted:
             parts = (out[key].parts if key in out else ()) + ((source.file, k),)
             source = source._replace(shape=None, converted=True, parts=parts)

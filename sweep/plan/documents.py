@@ -23,6 +23,7 @@ import numpy as np
 
 from sweep.config.validate import is_dir
 from sweep.errors import ConfigError
+from sweep.plan import hf
 
 # data-file extensions and the packaged `datasets` loader that reads each
 LOADERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".txt": "text"}
@@ -179,7 +180,7 @@ def _open_files(spec, path, files, config, split, column) -> Documents:
         rows = builder.as_streaming_dataset(split="train")
     resolved = str(files[0]) if len(files) == 1 and not glob.has_magic(spec) else os.path.abspath(path)
     return Documents(resolved, "files", None, "train", column,
-                     builder._get_dataset_fingerprint("train"), None,
+                     hf.builder_fingerprint(builder, "train"), None,
                      tuple(str(f) for f in files), rows)
 
 
@@ -202,7 +203,7 @@ def _open_disk(spec, path: Path, config, split, column) -> Documents:
         name = split or (str(ds.split) if ds.split is not None else "train")
         if ds.split is not None and name != str(ds.split):
             _check_split(name, [str(ds.split)], spec)
-    return Documents(str(path.resolve()), "disk", None, name, column, ds._fingerprint, None, (), ds)
+    return Documents(str(path.resolve()), "disk", None, name, column, hf.dataset_fingerprint(ds), None, (), ds)
 
 
 def _open_hub(spec, config, split, column) -> Documents:
@@ -221,7 +222,7 @@ def _open_hub(spec, config, split, column) -> Documents:
     with _reading(spec, hub=True), _offline(not online):      # offline: the cached arrow, memory-mapped
         rows = builder.as_streaming_dataset(split=name) if online else builder.as_dataset(split=name)
     return Documents(spec, "hub" if online else "cache", builder.config.name, name, column,
-                     builder._get_dataset_fingerprint(name), builder.hash, (), rows)
+                     hf.builder_fingerprint(builder, name), builder.hash, (), rows)
 
 
 def _no_config(config, what: str) -> None:

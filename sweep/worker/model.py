@@ -163,7 +163,7 @@ def prepare(hf, dtype: torch.dtype) -> None:
     """What every route sets on a built model: tdos' attention function, and in float64 the
     eager expert matmuls (the grouped expert kernels lack float64)."""
     _use_tdos_attention(hf)
-    if dtype == torch.float64 and getattr(hf.config, "_experts_implementation", None):
+    if dtype == torch.float64 and hf.get_experts_implementation().get(""):
         hf.set_experts_implementation("eager")
 
 
