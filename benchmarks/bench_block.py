@@ -328,7 +328,7 @@ def run(args) -> dict:
     from sweep.plan.make import make_plan
     from sweep.store import writer as st
     from sweep.worker.model import load_model
-    from sweep.worker.state import WorkerStatePlugin
+    from sweep.worker.plugin import WorkerStatePlugin
 
     work = Path(args.work)
     models = save_models(work / "models", args.models)

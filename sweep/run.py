@@ -24,7 +24,7 @@ from sweep.store import writer as st
 from sweep.store.lock import store_lock
 from sweep.tasks import BlockTask, DepthTask, MemoryTask, ResidualTask, pending_tasks
 from sweep.watch import Stalled, StallWatch
-from sweep.worker.state import WorkerStatePlugin
+from sweep.worker.plugin import WorkerStatePlugin
 from sweep.worker.task import run_task
 
 RETRIES = 2          # task exceptions; a killed worker's tasks are rescheduled by the scheduler

@@ -5,10 +5,8 @@ model it holds (the whole model, or one layer at a time: never both, one checkpo
 time), the route each checkpoint takes on this worker, the store's open arrays, each thread's
 J_tt buffer, the malloc tuning and the software record. Everything is in one object so that
 what drops one model drops the other in one place, and so that its lifetime is the worker's:
-`WorkerStatePlugin` (registered by the client, sweep/run.py) gives every worker of a cluster,
-those joining later too, its own WorkerState, found again by `worker_state()` inside a task.
-Code that calls `run_task` in its own process (tests, benchmarks) owns a WorkerState and
-passes it in.
+one per Dask worker (sweep/worker/plugin.py). Code that calls `run_task` in its own process
+(tests, benchmarks) owns a WorkerState and passes it in.
 
 The worker outlives any one sweep (`tdos cluster up`, `--scheduler`), so every cache here is
 keyed by what decides its content, never by a path alone (sweep/worker/task.py).
@@ -22,7 +20,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import torch
-from distributed.diagnostics.plugin import WorkerPlugin
 
 from sweep.plan import provenance
 from sweep.store import writer as store
@@ -33,7 +30,6 @@ from sweep.worker.resident import Resident
 ARRAY_CACHE = 8            # open store groups kept per worker (metadata is read once)
 MMAP_THRESHOLD = 32 << 20  # bytes: glibc's largest; smaller temporaries come from the heap
 TRIM_THRESHOLD = 256 << 20  # bytes of freed heap kept for the next block instead of trimmed
-PLUGIN = "tdos-worker-state"
 
 
 @dataclass(eq=False)
@@ -111,33 +107,3 @@ class WorkerState:
         now = self.resident.counters()
         return {"pid": os.getpid(), "route": route.name(ref), "software": self.software(),
                 "layer_loads": max(0, now[0] - loads), "read_bytes": max(0, now[1] - read)}
-
-
-class WorkerStatePlugin(WorkerPlugin):
-    """Gives each worker its WorkerState when it starts (or when registered); the state goes
-    with the worker."""
-
-    name = PLUGIN
-    idempotent = True              # registered again by a later sweep: the workers keep theirs
-    state: WorkerState | None = None
-
-    def setup(self, worker=None):
-        self.state = WorkerState()
-
-    def teardown(self, worker=None):
-        self.state = None
-
-
-def worker_state() -> WorkerState:
-    """The WorkerState of the Dask worker running this task."""
-    from distributed import get_worker
-
-    try:
-        plugin = get_worker().plugins.get(PLUGIN)
-    except ValueError:                        # distributed: "No worker found"
-        raise RuntimeError("run_task outside a Dask worker needs its state: "
-                           "run_task(task, state=WorkerState())") from None
-    if plugin is None or plugin.state is None:
-        raise RuntimeError(f"this worker has no {PLUGIN} plugin: the client registers "
-                           f"WorkerStatePlugin before it submits run_task (sweep/run.py)")
-    return plugin.state

@@ -27,7 +27,8 @@ from types import MappingProxyType
 from sweep.plan import provenance
 from sweep.tasks import ALogTask, BlockTask, DepthTask, MemoryTask, ResidualTask
 from sweep.worker import a_log, block, depth, held, memory, residual, resident, route
-from sweep.worker.state import WorkerState, worker_state
+from sweep.worker.plugin import worker_state
+from sweep.worker.state import WorkerState
 
 # task kind -> handler(state, task) -> result dict
 HANDLERS = MappingProxyType({
@@ -43,7 +44,7 @@ def run_task(task: BlockTask | ALogTask | ResidualTask | DepthTask | MemoryTask,
              state: WorkerState | None = None) -> dict:
     """Compute and store one task (`after`: the results of the tasks it waited for, unused);
     returns layer/seq/block, status, the eigensolver, the worker's software and seconds by
-    phase. `state`: the Dask worker's own (state.worker_state) unless given."""
+    phase. `state`: the Dask worker's own (plugin.worker_state) unless given."""
     if state is None:
         state = worker_state()
     provenance.strict_fp32()
