@@ -196,12 +196,13 @@ def block_task(plan, root, group: str, t0: int):
     `root` the store sweep.store.writer.open_store made from it), its residual h_l stored first
     (the residual task runs here)."""
     from sweep.tasks import BlockTask, ResidualTask, pending_tasks
+    from sweep.worker.state import WorkerState
     from sweep.worker.task import run_task
 
-    tasks = pending_tasks(plan, root)
+    tasks, state = pending_tasks(plan, root), WorkerState()
     for t in tasks:
         if isinstance(t, ResidualTask) and t.model.group == group:
-            run_task(t)
+            run_task(t, state=state)
     return next(t for t in tasks if isinstance(t, BlockTask) and t.model.group == group and t.t0 == t0)
 
 
@@ -209,13 +210,14 @@ def phases(model, task, g, reps: int) -> dict:
     """Seconds per phase of one block, in this process, at the current thread count.
 
     J_tt goes into the reused per-thread buffer with glibc's thresholds raised, as on a
-    worker (sweep/worker/task.py): a fresh (T, d, d) block per call would add its page faults.
+    worker (sweep/worker/state.py): a fresh (T, d, d) block per call would add its page faults.
     """
     from sweep.numerics.spectra import eigvals
     from sweep.store import writer as store
-    from sweep.worker.task import _jacobian_buffer, _keep_temporaries_on_heap
+    from sweep.worker.state import WorkerState
 
-    _keep_temporaries_on_heap()
+    state = WorkerState()
+    state.keep_temporaries_on_heap()
 
     tokens = torch.from_numpy(np.asarray(g["tokens"][task.seq, : task.n_ctx]))
     h_prev = model.hidden_states(tokens, task.layer - 1)                   # (n_ctx, d)
@@ -224,7 +226,7 @@ def phases(model, task, g, reps: int) -> dict:
     block = model.block(task.layer)
 
     def jac():
-        buf = _jacobian_buffer(task.t1 - task.t0, model.d_model, model.dtype, model.device)
+        buf = state.jacobian_buffer(task.t1 - task.t0, model.d_model, model.dtype, model.device)
         J = block.jacobians(h, task.t0, task.t1, out=buf)                 # (T, d, d)
         delta = block.delta(h, task.t0, task.t1)                           # (T, d_inner) | None
         return J, delta
@@ -327,6 +329,7 @@ def run(args) -> dict:
     from sweep.plan.make import make_plan
     from sweep.store import writer as st
     from sweep.worker.model import load_model
+    from sweep.worker.plugin import WorkerStatePlugin
 
     work = Path(args.work)
     models = save_models(work / "models", args.models)
@@ -338,6 +341,7 @@ def run(args) -> dict:
     res = {"meta": meta(args), "blocks": [], "solvers": [], "naive": []}
     J_solver = None                       # the Mamba fp32 J_tt when Mamba is benchmarked
     with connect(ClusterConfig(workers=1, threads_per_worker=1)) as client:
+        client.register_plugin(WorkerStatePlugin())      # as sweep.run does: run_task's state
         for name, (path, layer) in models.items():
             for dtype in DTYPES:
                 group = f"{name}-{dtype}"

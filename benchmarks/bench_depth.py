@@ -59,8 +59,8 @@ def _sweep_seconds(path: Path, tokens: int, block: int, spans, device="cpu") -> 
     from sweep.plan.make import make_plan
     from sweep.store.writer import open_store
     from sweep.tasks import pending_tasks
-    from sweep.worker import resident
-    from sweep.worker import task as worker
+    from sweep.worker.state import WorkerState
+    from sweep.worker.task import run_task
 
     store = Path(tempfile.mkdtemp(prefix="bench-depth-")) / "r.zarr"
     doc = {"model": {"path": str(path), "dtype": "float32"}, "layers": "all",
@@ -69,13 +69,11 @@ def _sweep_seconds(path: Path, tokens: int, block: int, spans, device="cpu") -> 
     if spans:
         doc["depth"] = {"spans": list(spans)}
     plan = make_plan(config_from_dict(doc))
-    phases = collections.Counter()
+    phases, state = collections.Counter(), WorkerState()    # the model goes with it on return
     t = time.perf_counter()
     for task in pending_tasks(plan, open_store(plan)):
-        phases.update(worker.run_task(task)["seconds"])
+        phases.update(run_task(task, state=state)["seconds"])
     total = time.perf_counter() - t
-    worker._models.clear()
-    resident.drop()
     return total, dict(phases)
 
 

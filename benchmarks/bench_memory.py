@@ -55,21 +55,19 @@ def _jtt_seconds_per_token(path: Path, length: int, tokens: int) -> float:
     from sweep.plan.make import make_plan
     from sweep.store.writer import open_store
     from sweep.tasks import BlockTask, pending_tasks
-    from sweep.worker import resident
-    from sweep.worker import task as worker
+    from sweep.worker.state import WorkerState
+    from sweep.worker.task import run_task
 
     store = Path(tempfile.mkdtemp(prefix="bench-memory-")) / "r.zarr"
     doc = {"model": {"path": str(path), "dtype": "float32"}, "layers": {1: tokens},
            "inputs": {"sequences": 1, "length": length, "seed": 0}, "store": str(store),
            "compute": {"token_block": 16, "live_every": 0}}
     plan = make_plan(config_from_dict(doc))
-    phases = collections.Counter()
+    phases, state = collections.Counter(), WorkerState()    # the model goes with it on return
     for task in pending_tasks(plan, open_store(plan)):
-        seconds = worker.run_task(task)["seconds"]
+        seconds = run_task(task, state=state)["seconds"]
         if isinstance(task, BlockTask):
             phases.update({k: v for k, v in seconds.items() if k in ("jacobian", "eig", "write")})
-    worker._models.clear()
-    resident.drop()
     return sum(phases.values()) / tokens
 
 

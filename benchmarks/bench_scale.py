@@ -231,7 +231,8 @@ def _route_seconds(path: Path, dtype: str, whole: bool, tokens: int, seqs: int, 
     from sweep.plan.make import make_plan
     from sweep.store.writer import open_store
     from sweep.tasks import BlockTask, ResidualTask, pending_tasks
-    from sweep.worker import task as worker
+    from sweep.worker.state import WorkerState
+    from sweep.worker.task import run_task
 
     store = Path(tempfile.mkdtemp(prefix="bench-route-")) / "r.zarr"
     deepest = inspect_checkpoint(str(path), None, "model.path").n_layers - 1
@@ -245,17 +246,13 @@ def _route_seconds(path: Path, dtype: str, whole: bool, tokens: int, seqs: int, 
         tasks = [dataclasses.replace(t, model=dataclasses.replace(t.model, not_local="forced"))
                  for t in tasks if not isinstance(t, ResidualTask)]
     stream = 0.0
-    jac = []
+    jac, state = [], WorkerState()          # dropped on return: the model goes with it
     for t in tasks:
-        r = worker.run_task(t)
+        r = run_task(t, state=state)
         if isinstance(t, ResidualTask):
             stream += r["seconds"]["stream"]
         elif isinstance(t, BlockTask):
             jac.append(r["seconds"]["jacobian"] + r["seconds"]["hidden"])
-    worker._models.clear()
-    from sweep.worker import resident
-
-    resident.drop()
     return statistics.median(jac[1:] or jac), stream, len(jac), deepest
 
 

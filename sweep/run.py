@@ -24,6 +24,7 @@ from sweep.store import writer as st
 from sweep.store.lock import store_lock
 from sweep.tasks import BlockTask, DepthTask, MemoryTask, ResidualTask, pending_tasks
 from sweep.watch import Stalled, StallWatch
+from sweep.worker.plugin import WorkerStatePlugin
 from sweep.worker.task import run_task
 
 RETRIES = 2          # task exceptions; a killed worker's tasks are rescheduled by the scheduler
@@ -166,6 +167,7 @@ def _submit(client, cfg, tasks) -> dict:
     from cluster.build import task_resources
 
     resources = task_resources(cfg.cluster, client)
+    client.register_plugin(WorkerStatePlugin())   # each worker's WorkerState, kept across sweeps
     place = _placement(client, tasks)
     futures, streams = {}, {}                 # streams: (model, seq) -> its residual task
     for i, t in enumerate(tasks):

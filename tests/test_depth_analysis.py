@@ -29,7 +29,7 @@ from analysis.studies.depth import compare_depth, depth_study
 from sweep.numerics.depth import DepthWalk
 from sweep.numerics.spectra import eigvals, henrici, shift_direction
 from sweep.store.writer import BlockValues, create_group, write_block, write_lyapunov, write_stack
-from sweep.worker.task import stack_values
+from sweep.worker.depth import stack_values
 
 SPANS, LAYERS, SEQS, L, B = [2, 4], 4, 4, 16, 8
 SETTINGS = Settings(n_boot=200)

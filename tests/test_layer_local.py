@@ -153,7 +153,7 @@ def test_a_worker_refuses_a_checkpoint_file_unlike_the_record(checkpoints, tmp_p
     plan = make_plan(cfg)
     root = open_store(plan)
     ref = model_ref(plan, plan.models[1], root)                  # mamba2: one safetensors file
-    cached = resident.local_model(ref, "cpu")
+    cached = resident.Resident().model(ref, "cpu")
     cached.model.resident(2)
     resident.verify(cached, ref)                                 # the recorded files
     assert cached.states.keys() == {"config.json", "model.safetensors"}
@@ -162,7 +162,6 @@ def test_a_worker_refuses_a_checkpoint_file_unlike_the_record(checkpoints, tmp_p
     cached.states.clear()
     with pytest.raises(CheckpointChanged, match="model.safetensors on this worker differs"):
         resident.verify(cached, other)
-    resident.drop()
 
 
 def test_a_worker_that_cannot_hold_one_layer_falls_back_and_says_why(tmp_path):
@@ -174,8 +173,8 @@ def test_a_worker_that_cannot_hold_one_layer_falls_back_and_says_why(tmp_path):
     from sweep.plan.make import Plan, make_plan
     from sweep.store.writer import open_store
     from sweep.tasks import BlockTask, ResidualTask, pending_tasks
-    from sweep.worker import resident
-    from sweep.worker import task as worker
+    from sweep.worker.state import WorkerState
+    from sweep.worker.task import run_task
 
     config = FAMILIES["rwkv"]()
     config.num_hidden_layers, config.rescale_every = 4, 2          # rescales layers 2 and 3
@@ -190,34 +189,26 @@ def test_a_worker_that_cannot_hold_one_layer_falls_back_and_says_why(tmp_path):
     plan = Plan(plan.config, (dataclasses.replace(m, info=dataclasses.replace(m.info, not_local="")),))
     tasks = pending_tasks(plan, open_store(plan))
     assert any(isinstance(t, ResidualTask) for t in tasks) and all(t.model.local for t in tasks)
-    results = [worker.run_task(t) for t in tasks if isinstance(t, (ResidualTask, BlockTask))]
+    state = WorkerState()
+    results = [run_task(t, state=state) for t in tasks if isinstance(t, (ResidualTask, BlockTask))]
     assert {r["route"] for r in results} == {"whole model (this worker cannot hold one layer: RWKV "
                                              "rescales its layers' weights in place on its first "
                                              "forward (rescale_every below its depth))"}
     assert results[-1]["status"] == "done"
-    worker._models.clear()
-    resident.drop()
 
 
 # ---- a failure of the layer-local route (sweep/worker/route.py) -------------------------------
 # The planted failures are monkeypatched into this process, so the sweep runs on an in-process
-# worker (a LocalCluster of threads): the same run_task, scheduler and client as any sweep.
+# worker (a LocalCluster of threads): the same run_task, scheduler and client as any sweep. The
+# worker's WorkerState goes with the worker when the cluster closes.
 
 @contextlib.contextmanager
 def _in_process_client():
     from distributed import Client, LocalCluster
 
-    from sweep.worker import resident, route
-    from sweep.worker import task as worker
-
-    try:
-        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, scheduler_port=0,
-                          dashboard_address=":0") as cluster, Client(cluster) as c:
-            yield c
-    finally:                                   # the worker's caches live in this process
-        route._fallback.clear()
-        worker._models.clear()
-        resident.drop()
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, scheduler_port=0,
+                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        yield c
 
 
 def _bloom_doc(family_checkpoints, store) -> dict:

@@ -134,11 +134,11 @@ def test_a_scheduler_with_no_worker_stops_the_sweep(tiny_checkpoints, tmp_path):
 
 
 def _break_blocks():
-    from sweep.worker import task
+    from sweep.worker import block
 
-    def broken(model, t, plan):
+    def broken(state, model, t, plan):
         raise RuntimeError("broken on purpose")
-    task._block = broken
+    block.compute = broken
 
 
 def test_failing_tasks_give_one_line_per_layer_and_kind(tiny_checkpoints, tmp_path, capfd):

@@ -1,17 +1,18 @@
-"""sweep.worker.task on the worker side: one J_tt buffer per thread, across tasks; TF32 off and
-the eigensolver recorded for every task."""
+"""sweep.worker.task on the worker side: one J_tt buffer per thread (its WorkerState's), across
+tasks; TF32 off and the eigensolver recorded for every task."""
 from __future__ import annotations
 
 import threading
 
 import torch
 
-from sweep.worker.task import _jacobian_buffer
+from sweep.worker.state import WorkerState
 
 CPU = torch.device("cpu")
 
 
 def test_jacobian_buffer_is_reused_and_regrown():
+    _jacobian_buffer = WorkerState().jacobian_buffer
     a = _jacobian_buffer(8, 16, torch.float32, CPU)
     assert a.shape == (8, 16, 16) and a.dtype == torch.float32
     b = _jacobian_buffer(3, 16, torch.float32, CPU)             # a shorter last block: same memory
@@ -24,6 +25,7 @@ def test_jacobian_buffer_is_reused_and_regrown():
 
 def test_jacobian_buffer_is_per_thread():
     """A worker with several threads runs several tasks at once: no shared buffer."""
+    _jacobian_buffer = WorkerState().jacobian_buffer
     mine = _jacobian_buffer(4, 16, torch.float32, CPU).data_ptr()
     theirs = []
     t = threading.Thread(target=lambda: theirs.append(
@@ -47,15 +49,15 @@ def test_every_task_switches_tf32_off_and_reports_its_eigensolver(tiny_checkpoin
                             "inputs": {"sequences": 1, "length": 4}, "store": str(tmp_path / "r.zarr"),
                             "compute": {"token_block": 4, "cpu_linalg": "openblas"}})
     plan = make_plan(cfg)
-    tasks = pending_tasks(plan, prepare_store(plan))
+    tasks, state = pending_tasks(plan, prepare_store(plan)), WorkerState()
     for t in tasks:
         if isinstance(t, ResidualTask):
-            run_task(t)
+            run_task(t, state=state)
     task = next(t for t in tasks if isinstance(t, BlockTask))
     before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     try:
-        result = run_task(task)
+        result = run_task(task, state=state)
         assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before

@@ -20,7 +20,7 @@ takes the J_tt of one token block layer by layer, up a contiguous run of layers,
 - Benettin's QR exponents from the identity frame (`lyapunov_qr`), kept as a diagnostic:
   at finite S they depend on the basis, and their top one can lie below (1/S) ln rho(P).
 
-Pure tensor code: no model, no store. A walking task (sweep/worker/task.py `_run_depth`) feeds it
+Pure tensor code: no model, no store. A walking task (sweep/worker/depth.py) feeds it
 the J_tt its single blocks form anyway, so each J_tt is formed once.
 """
 from __future__ import annotations

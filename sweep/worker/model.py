@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 import torch
 
@@ -31,7 +32,7 @@ from sweep.plan.layers import LayerKind, decoder_layers, layer_kinds
 from sweep.plan.hashes import sha256_files
 from sweep.plan.provenance import identity_files
 
-_DTYPES = {name: getattr(torch, name) for name in DTYPES}
+_DTYPES = MappingProxyType({name: getattr(torch, name) for name in DTYPES})
 # hand-written blocks kept per model: the swept layer and the one being advanced through
 # (MambaOps folds a copy of in_proj on first use)
 BLOCK_CACHE = 2

@@ -35,6 +35,7 @@ from sweep.tasks import ModelRef, ResidualTask
 
 @dataclass
 class _Cached:
+    key: tuple                         # what decides its content (Resident.model)
     model: object                      # sweep.generic.local.LocalModel
     local_dir: Path
     lock: threading.Lock = field(default_factory=threading.Lock)   # one task uses it at a time
@@ -42,8 +43,6 @@ class _Cached:
     engines: dict = field(default_factory=dict)   # layer -> LayerJacobians
     checked: bool = False                         # the self-check passed on this worker
 
-
-_cached: dict[tuple, _Cached] = {}
 
 # what stops a sweep whatever the route (sweep/run.py): never a reason to leave this one
 STOPS = (CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers)
@@ -71,42 +70,49 @@ def step(name: str):
         raise LocalFailed(name, e) from e
 
 
-def local_model(ref: ModelRef, device: str) -> _Cached:
-    """The worker's LocalModel of `ref`, built on first use (one checkpoint at a time)."""
-    key = (ref.location, ref.dtype, device, ref.files, ref.trust_remote_code, ref.resident_layers,
-           ref.null)
-    cached = _cached.get(key)
-    if cached is not None and not _unchanged(cached):
-        cached = None
-    if cached is None:
-        from sweep.generic.local import LocalModel
-        from sweep.worker.model import _parse_dtype, prepare, quiet_transformers
+@dataclass
+class Resident:
+    """The worker's one LocalModel (a part of its WorkerState, sweep/worker/state.py): one
+    checkpoint at a time, since a second would hold a second set of resident layers."""
 
-        drop()
-        quiet_transformers()
-        local = Path(ref.location)         # the plan's resolved checkpoint directory
-        dtype = _parse_dtype(ref.dtype)
-        from sweep.generic.null import Null
+    held: _Cached | None = None
 
-        with step("building the layer-local model"):
-            lm = LocalModel(local, dtype, ref.trust_remote_code, keep=ref.resident_layers, device=device,
-                            null=Null(*ref.null) if ref.null else None)
-            prepare(lm.model, dtype)
-        _cached[key] = cached = _Cached(lm, local)
-    return cached
+    def model(self, ref: ModelRef, device: str) -> _Cached:
+        """The LocalModel of `ref`, built on first use."""
+        key = (ref.location, ref.dtype, device, ref.files, ref.trust_remote_code,
+               ref.resident_layers, ref.null)
+        if self.held is not None and (self.held.key != key or not _unchanged(self.held)):
+            self.drop()
+        if self.held is None:
+            self.held = _build(ref, device, key)
+        return self.held
 
+    def drop(self) -> bool:
+        """Forget the LocalModel; whether there was one."""
+        had = self.held is not None
+        self.held = None
+        return had
 
-def drop() -> bool:
-    """Forget the cached LocalModel; whether there was one."""
-    had = bool(_cached)
-    _cached.clear()
-    return had
+    def counters(self) -> tuple[int, int]:
+        """(decoder layers, bytes) the LocalModel has read so far ((0, 0) without one)."""
+        if self.held is None:
+            return 0, 0
+        return self.held.model.loads, self.held.model.ckpt.read_bytes
 
 
-def counters() -> tuple[int, int]:
-    """(decoder layers, bytes) the cached LocalModel has read so far ((0, 0) without one)."""
-    return (sum(c.model.loads for c in _cached.values()),
-            sum(c.model.ckpt.read_bytes for c in _cached.values()))
+def _build(ref: ModelRef, device: str, key: tuple) -> _Cached:
+    from sweep.generic.local import LocalModel
+    from sweep.generic.null import Null
+    from sweep.worker.model import _parse_dtype, prepare, quiet_transformers
+
+    quiet_transformers()
+    local = Path(ref.location)         # the plan's resolved checkpoint directory
+    dtype = _parse_dtype(ref.dtype)
+    with step("building the layer-local model"):
+        lm = LocalModel(local, dtype, ref.trust_remote_code, keep=ref.resident_layers, device=device,
+                        null=Null(*ref.null) if ref.null else None)
+        prepare(lm.model, dtype)
+    return _Cached(key, lm, local)
 
 
 def verify(cached: _Cached, ref: ModelRef) -> None:

@@ -17,29 +17,28 @@ from sweep.errors import RouteFailed
 from sweep.tasks import ModelRef
 from sweep.worker import resident
 
-_fallback: dict[tuple, str] = {}       # (location, files) -> why this worker runs it whole ("": it doesn't)
 
-
-def routed(task, device: str):
+def routed(state, task, device: str):
     """`task` on the route this worker takes: a model planned layer-local that this worker
     could not build one layer at a time, or whose layer-local route failed here, goes
-    whole-model, its reason in the task's route."""
+    whole-model, its reason in the task's route. `state.fallback` keeps the decision per
+    checkpoint: (location, files) -> why this worker runs it whole ("": it doesn't)."""
     ref = task.model
     if not ref.local:
         return task
     key = (ref.location, ref.files)
-    if key not in _fallback:
+    if key not in state.fallback:
         from sweep.worker.versions import require_transformers
 
         require_transformers()                # a worker's own environment may differ
         try:
-            resident.local_model(ref, device)
-            _fallback[key] = ""
+            state.resident.model(ref, device)
+            state.fallback[key] = ""
         except resident.LocalFailed as e:
-            _fallback[key] = why(e)
-    if not _fallback[key]:
+            state.fallback[key] = why(e)
+    if not state.fallback[key]:
         return task
-    return dataclasses.replace(task, model=dataclasses.replace(ref, not_local=_fallback[key]))
+    return dataclasses.replace(task, model=dataclasses.replace(ref, not_local=state.fallback[key]))
 
 
 def why(failure: resident.LocalFailed) -> str:
@@ -51,12 +50,12 @@ def why(failure: resident.LocalFailed) -> str:
     return f"the layer-local route failed on this worker in {failure}"
 
 
-def fall_back(task, failure: resident.LocalFailed):
+def fall_back(state, task, failure: resident.LocalFailed):
     """`task` moved to the whole-model route after `failure`, as every later task of its
-    model on this worker; the one-layer model is dropped."""
+    model on this worker (`state`); the one-layer model is dropped."""
     ref = task.model
-    _fallback[(ref.location, ref.files)] = why(failure)
-    resident.drop()
+    state.fallback[(ref.location, ref.files)] = why(failure)
+    state.resident.drop()
     return dataclasses.replace(task, model=dataclasses.replace(ref, not_local=why(failure)))
 
 
