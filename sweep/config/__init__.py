@@ -1,4 +1,4 @@
 """Stage 1, config: the YAML read and checked before anything else runs; every error names
 its field and the fix. load.py (SweepConfig, load_config), inputs.py, cluster.py, choices.py
 (the allowed values later stages import), validate.py. Imports only sweep.errors and the
-store's declarations (analysis.io.schema, analysis.io.settings)."""
+store format (sweep/format/: the dtypes, the `analysis:` section's Settings)."""

@@ -26,8 +26,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from analysis.io.schema import DONE
 from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers
+from sweep.format.ledger import is_done
+from sweep.numerics.dtypes import torch_dtype
 from sweep.plan import provenance
 from sweep.store import writer as store
 from sweep.tasks import ModelRef, ResidualTask
@@ -80,12 +81,12 @@ def local_model(ref: ModelRef, device: str) -> _Cached:
         cached = None
     if cached is None:
         from sweep.generic.local import LocalModel
-        from sweep.worker.model import _parse_dtype, prepare, quiet_transformers
+        from sweep.worker.model import prepare, quiet_transformers
 
         drop()
         quiet_transformers()
         local = Path(ref.location)         # the plan's resolved checkpoint directory
-        dtype = _parse_dtype(ref.dtype)
+        dtype = torch_dtype(ref.dtype)
         from sweep.generic.null import Null
 
         with step("building the layer-local model"):
@@ -193,7 +194,7 @@ def whole_stream(model, task: ResidualTask, arrays: dict) -> int:
 
 def stored(arrays: dict, row: int, seq: int, n: int, dtype: torch.dtype) -> torch.Tensor:
     """(n, d) h_l of `row`, `seq` as the residual task wrote it."""
-    if int(arrays["residual_ledger"][row, seq]) != DONE:
+    if not is_done(arrays["residual_ledger"][row, seq]):
         raise RuntimeError(f"h_l of layer row {row}, sequence {seq} is not in the store: its "
                            f"residual task has not run")
     return torch.from_numpy(np.asarray(arrays["residual"][row, seq, :n])).to(dtype)

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed
+from sweep.format.ledger import is_flagged
 from sweep.numerics import linalg
 from sweep.plan import provenance
 from sweep.store import writer as store
@@ -103,7 +104,7 @@ def _run(task) -> dict:
     t_eig = clock()
     status = store.write_block(arrays(task.model), task.row, task.seq, task.block, task.t0, values)
     return {"model": task.model.group, "layer": task.layer, "seq": task.seq,
-            "block": task.block, "status": "done" if status == store.DONE else "flagged",
+            "block": task.block, "status": "flagged" if is_flagged(status) else "done",
             **_worker_fields(task.model, loads, read), "linalg": lib,
             "eig_backend": values.eig_backend, "jacobian_path": values.jacobian_path,
             "seconds": {"load": t - t_start, **seconds, "write": clock() - t_eig}}
@@ -162,7 +163,7 @@ def _run_depth(task: DepthTask) -> dict:
             values, jac, secs, lib = _block(model, block, plan)
             seconds.update(secs)
             t = clock()
-            flagged += store.write_block(g, row, task.seq, task.block, task.t0, values) != store.DONE
+            flagged += int(is_flagged(store.write_block(g, row, task.seq, task.block, task.t0, values)))
             seconds["write"] += clock() - t
             t = clock()
             walk = walk or DepthWalk(task.spans, jac.shape[0], jac.shape[-1], dtype=jac.dtype,
@@ -464,7 +465,7 @@ def _check(call, jacobian, layer: int, kind: str, dtype, ref: ModelRef) -> None:
         jac = jacobian()                                                          # (d, d)
     except DeltaUnseen as e:
         raise SelfCheckFailed(f"{ref.path}: layer {layer} ({kind}): {e} {versions}") from None
-    err, bound = selfcheck.diagonal_error(call, jac), selfcheck.BOUND[dtype]
+    err, bound = selfcheck.diagonal_error(call, jac), selfcheck.bound(dtype)
     if not err <= bound:
         raise SelfCheckFailed(f"{ref.path}: layer {layer} ({kind}): the {ref.engine} path's J_tt "
                               f"differs from autograd of transformers' unmodified layer by "
