@@ -4,10 +4,9 @@ reader, the aggregate, the live view). Every cell test goes through the predicat
 
 The ledger array (layer row, seq, block) holds 0 (pending), 1 (done) or 2 (done, with a
 non-finite value: flagged); the residual, depth and memory ledgers hold 0 or 1. "Done" always
-means a cell that is not pending (`is_done`) — flagged blocks included, since rerunning them
-would give the same values — and only planned cells count (a row's blocks beyond its
-layer_length do not exist). A_log layers are done once written
-(Mamba-style layers only). In a group swept with `depth:`, each (sequence, token block)'s walk
+means a written cell, DONE or FLAGGED (`is_done`) — flagged blocks included, since rerunning
+them would give the same values — and only planned cells count (a row's blocks beyond its
+layer_length do not exist). A_log layers are done once written (Mamba-style layers only). In a group swept with `depth:`, each (sequence, token block)'s walk
 up the layers is done once its `depth_ledger` cell is set, which its task does last.
 
 "Usable" is narrower (`is_usable`): a block is read as values only when DONE (all finite); a
