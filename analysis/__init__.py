@@ -2,8 +2,9 @@
 
     _plot       the figures' shared axes and saving
     spectrum/   rates of a block's eigenvalues under a mode count; TDOS, K(t), Δ_t, A_log
-    io/         the store's declaration (schema), its reader, the analysis settings, the
-                incremental aggregate beside the store
+    io/         the store's reader and the incremental aggregate beside it (the store's
+                declaration, ledger and the analysis settings are the store format's:
+                sweep/format/, the one room of sweep that analysis imports)
     fit/        β by least squares and bounded MLE, windows, goodness of fit, resampling CIs
     laws/       App. B self-averaging and K(t) laws with their uncertainty
     studies/    Table I and β against depth, fp32 vs fp64, two models compared, stacked
@@ -12,8 +13,8 @@
     views/      the live view during a sweep, the summary after it
     cli         `tdos analyze` / `tdos compare`
 
-Names load lazily (PEP 562): `from analysis.io import schema`, what every sweep worker
-imports to write a store, brings in neither matplotlib nor scipy. See ARCHITECTURE.md.
+Names load lazily (PEP 562): importing `analysis` brings in neither matplotlib nor scipy.
+See ARCHITECTURE.md.
 """
 import importlib
 
@@ -33,9 +34,9 @@ _EXPORTS = {
                              "memory_kernel_from_hist", "tdos", "tdos_from_rates",
                              "tdos_vs_depth", "tdos_vs_length"],
     "studies.precision": ["PrecisionComparison", "compare_precision", "match_tokens"],
-    "spectrum.rates": ["MODES", "classify", "classify_rows", "marginal_threshold", "rates_of"],
+    "spectrum.rates": ["classify", "classify_rows", "marginal_threshold", "rates_of"],
     "laws.selfavg": ["ir_resolution", "self_averaging"],
-    "io.settings": ["Settings", "SettingsError"],
+    "sweep.format.settings": ["MODES", "Settings", "SettingsError"],   # the analysis section
     "io.store": ["Store", "StoreError", "open_store"],
     "studies.tables": ["IRTable", "beta_vs_depth", "beta_vs_length"],
     "fit.window": ["LocalExponent", "MLEInterval", "WindowSensitivity", "bootstrap_mle",
@@ -47,7 +48,9 @@ __all__ = sorted(_WHERE)
 
 def __getattr__(name):
     if name in _WHERE:
-        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+        where = _WHERE[name]
+        module = where if where.startswith("sweep.") else f"{__name__}.{where}"
+        value = getattr(importlib.import_module(module), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'analysis' has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """`tdos analyze STORE ...` and `tdos compare STORE[:MODEL] ... ` (sweep/cli.py delegates
 here). Every option left out comes from the config's `analysis:` section that the sweep
-recorded in the store, then from the defaults (analysis/io/settings.py)."""
+recorded in the store, then from the defaults (sweep/format/settings.py)."""
 from __future__ import annotations
 
 import argparse
@@ -8,14 +8,13 @@ import sys
 
 import numpy as np
 
-from analysis.io.settings import PRIMARIES, Settings, SettingsError
 from analysis.io.store import StoreError, open_store
 from analysis.laws.uncertainty import law_lines
 from analysis.report.analyze import analyze
 from analysis.report.compare import verdict_lines, write_comparison
 from analysis.report.markdown import headline_lines
-from analysis.spectrum.rates import MODES
 from analysis.studies.compare import compare_models, parse_source
+from sweep.format.settings import MODES, PRIMARIES, Settings, SettingsError
 
 
 def _settings_flags(p: argparse.ArgumentParser) -> None:

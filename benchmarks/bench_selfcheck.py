@@ -47,7 +47,7 @@ def self_check(model, layer: int) -> float:
     assert selfcheck.later_dependence(call) == 0
     jac = LayerJacobians(model, layer).run(ids, len(ids) - 1, len(ids)).jac[0]
     err = selfcheck.diagonal_error(call, jac)
-    assert err <= selfcheck.BOUND[torch.float32], err
+    assert err <= selfcheck.bound(torch.float32), err
     return time.perf_counter() - t
 
 

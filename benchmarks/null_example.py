@@ -9,9 +9,9 @@ random_init nulls of β = −0.5 (same shape, other seeds); a second trained mod
 """
 import numpy as np
 
-from analysis.io.settings import Settings
 from analysis.io.store import open_store
 from analysis.studies.nulls import null_study
+from sweep.format.settings import Settings
 from synthetic_store import null_models, synthetic_model, write_store
 from test_nulls import _family
 

@@ -6,7 +6,8 @@ Per model and layer: stable modes matched token by token (tokens), the rate belo
 does not resolve λ (median |δλ|/λ above 10 %), and Δβ = β_fp64 − β_fp32 of the cumulative fit
 on [1e-4, 5e-2] at L = 8 … 128, both mode counts.
 """
-from analysis.studies.precision import MODES, compare_precision
+from analysis.studies.precision import compare_precision
+from sweep.format.settings import MODES
 
 STORE = "out/demo-precision.zarr"
 

@@ -40,7 +40,7 @@ def measure(name: str, root: Path, gen) -> list[dict]:
                 jac = model.token_jacobian(layer, ids, len(ids) - 1, engine)
                 rows.append({"family": name, "dtype": dtype, "layer": layer, "engine": engine,
                              "error": selfcheck.diagonal_error(call, jac),
-                             "bound": selfcheck.BOUND[model.dtype]})
+                             "bound": selfcheck.bound(model.dtype)})
     return rows
 
 
@@ -69,8 +69,9 @@ def main(names: list[str]) -> None:
 
 def selfcheck_bound(dtype: str) -> float:
     from sweep.generic import selfcheck
+    from sweep.numerics.dtypes import torch_dtype
 
-    return selfcheck.BOUND[getattr(torch, dtype)]
+    return selfcheck.bound(torch_dtype(dtype))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """tdos sweep: a YAML config becomes a store of Jacobian spectra. The data path, one way:
 
     errors.py   the user-facing errors (imports nothing)
+    format/     the store format, the ground floor: arrays, ledger codes and what "done" means,
+                the compute dtypes, the `analysis:` section; imports nothing of sweep, analysis
+                or cluster, and no torch: analysis (the reader) imports it too
     config/     YAML -> SweepConfig: every section's allowed values and checks (choices.py,
-                inputs.py, validate.py); imports only errors, the declarations and the
-                cluster's own config (cluster/config.py: sweep imports cluster, never back)
+                inputs.py, validate.py); imports only errors, format/ and the cluster's
+                own config (cluster/config.py: sweep imports cluster, never back)
     plan/       SweepConfig -> Plan: checkpoints inspected, model.path resolved once, token ids,
                 layers, kinds, file identity; imports config, loads no torch at import
     store/      Plan -> the zarr store: writer, the sweep's view of the ledger, upgrade, lock

@@ -34,9 +34,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from sweep.errors import ConfigError
+from sweep.format import dtypes
 from sweep.plan.make import Plan
 from sweep.process import ProcessTerm, process_term
 
@@ -234,7 +233,8 @@ def _memory_seconds(m, cfg) -> float:
     L, d = cfg.inputs.length, m.info.d_model
     cotangents = len(m.rows) * cfg.inputs.sequences * -(-L // mem.every) * (mem.probes or d)
     one = MEMORY_SECONDS_PER_COTANGENT["mamba" if m.info.arch == "mamba" else "attention"]
-    return cotangents * one * (L / MEMORY_L_REF) * (d / D_REF) ** 2 * (2 if m.spec.dtype == "float64" else 1)
+    wider = dtypes.row(m.spec.dtype).bytes / dtypes.row("float32").bytes
+    return cotangents * one * (L / MEMORY_L_REF) * (d / D_REF) ** 2 * wider
 
 
 def _load_seconds(info, dtype: str) -> float:
@@ -244,9 +244,9 @@ def _load_seconds(info, dtype: str) -> float:
 def _store_bytes(m, planned: int, cfg) -> int:
     """Bytes of the arrays a finished sweep writes for model `m` (chunks never written,
     beyond each layer's length, take no space)."""
-    real = np.dtype(m.spec.dtype).itemsize
-    info = m.info
-    per_token = info.d_model * 2 * real + 4 * real          # eigenvalues + scale/shift ρ, r
+    dt = dtypes.row(m.spec.dtype)
+    real, info = dt.bytes, m.info
+    per_token = info.d_model * dt.complex_bytes + 4 * real  # eigenvalues + scale/shift ρ, r
     channels = max((k.delta_channels for k in info.kinds if k.ssm), default=0)
     per_token += channels * real                            # Δ_t
     a_log = sum(math.prod(k.a_log_shape) for k in info.kinds if k.ssm) * real
@@ -272,10 +272,11 @@ def _worker_bytes(m, cfg, process: int) -> tuple[int, str]:
     h_l, or a residual task's batch of sequences, two layers' worth)."""
     from sweep.tasks import residual_batch
 
-    real, d, B, L = np.dtype(m.spec.dtype).itemsize, m.info.d_model, cfg.token_block, cfg.inputs.length
+    dt = dtypes.row(m.spec.dtype)
+    real, d, B, L = dt.bytes, m.info.d_model, cfg.token_block, cfg.inputs.length
     layer = m.info.block_params * real
     jac = B * d * d * real
-    eig = 4 * d * d * 2 * real                             # a complex (d, d) and LAPACK's copies
+    eig = 4 * d * d * dt.complex_bytes                     # a complex (d, d) and LAPACK's copies
     work = JAC_CHUNK * 8 * m.info.block_params // d * real if m.engine == "generic" else 0
     h = L * d * real                                       # one sequence's h_l
     if m.info.not_local:

@@ -199,7 +199,7 @@ def _export_null(args) -> int:
 
 
 def _upgrade(args) -> int:
-    from analysis.io.schema import FORMAT
+    from sweep.format.schema import FORMAT
     from sweep.store.upgrade import upgrade
 
     old = upgrade(args.store)

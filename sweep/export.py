@@ -13,8 +13,8 @@ from pathlib import Path
 
 import zarr
 
-from analysis.io import schema
 from sweep.errors import ConfigError
+from sweep.format import dtypes, schema
 from sweep.plan.provenance import verify_checkpoint
 
 # the whole model in its compute dtype, once loaded and once made again as the null
@@ -68,7 +68,8 @@ def _check_memory(record: dict, dtype: str) -> None:
     """Refuse, in one line, a model whose copies would not fit in this machine's memory."""
     stored = sum(int(r.get("size", 0)) for f, r in record["files"].items()
                  if f.endswith((".safetensors", ".bin")))
-    need = COPIES * stored * (2 if dtype == "float64" else 1)     # float32 checkpoints cast up
+    # float32 checkpoints cast up to the compute dtype
+    need = COPIES * stored * dtypes.row(dtype).bytes // dtypes.row("float32").bytes
     have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > have:
         raise ConfigError(f"NULL_MODEL: exporting needs about {need / 2**30:.1f} GiB ({COPIES} copies "

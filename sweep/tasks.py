@@ -18,9 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import zarr
 
-from analysis.io.schema import PENDING
+from sweep.format.ledger import Ledger, is_pending
 from sweep.plan.make import ModelPlan, Plan
-from sweep.store.ledger import Ledger
 
 
 @dataclass(frozen=True)
@@ -216,7 +215,7 @@ def depth_tasks(plan: Plan, m: ModelPlan, ref: ModelRef, led: Ledger, walks, n_c
     out = []
     for seq, block in walks:
         t0 = block * plan.token_block
-        fresh = int(sum(led.cells[r, seq, block] == PENDING for r, _ in rows))
+        fresh = int(sum(is_pending(led.cells[r, seq, block]) for r, _ in rows))
         out.append(DepthTask(ref, seq, block, t0, min(t0 + plan.token_block, length), n_ctx, rows,
                              m.depth_spans, fresh))
     return out
@@ -234,7 +233,7 @@ def residual_tasks(ref: ModelRef, led: Ledger, seqs, n_ctx: int, batch: int) -> 
     by_layer = sorted(range(len(led.layers)), key=lambda r: led.layers[r])
     groups: dict[tuple, list[int]] = {}
     for seq in seqs:
-        missing = [r for r in by_layer if led.residual[r, seq] == PENDING]
+        missing = [r for r in by_layer if is_pending(led.residual[r, seq])]
         if not missing:
             continue
         first = int(led.layers[missing[0]])

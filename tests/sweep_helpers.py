@@ -10,6 +10,8 @@ import pytest
 import zarr
 from distributed import Client, LocalCluster
 
+from sweep.format.ledger import is_done
+
 NAME = "mamba"
 TOTAL = 3 * 4 * 16          # 3 layers x 4 sequences x 16 one-token blocks
 ARRAYS = ("eigenvalues", "scale_rayleigh", "delta", "a_log", "tokens")
@@ -59,7 +61,7 @@ def wait_for_blocks(store, n: int, timeout: float = 300) -> int:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if (Path(store) / NAME / "ledger" / "zarr.json").is_file():
-            done = int(np.count_nonzero(ledger(store)))
+            done = int(is_done(ledger(store)).sum())
             if done >= n:
                 return done
         time.sleep(0.02)

@@ -3,7 +3,7 @@
 Every model group is made by `sweep.store.writer.create_group`, every block written by
 `sweep.store.writer.write_block` (its chunks, then its ledger cell) and A_log by
 `sweep.store.writer.write_a_log`, so analysis tests read exactly the layout a sweep writes (names,
-dtypes, chunks and codes from analysis/io/schema.py). Only the root attributes, which the
+dtypes, chunks and codes from sweep/format/schema.py). Only the root attributes, which the
 engine derives from a config, are set here from the content itself. The truth
 (eigenvalues, Δ, A_log, the IR exponent of the drawn spectra) is known exactly.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import zarr
 
-from analysis.io import schema
+from sweep.format import schema
 from sweep.store.writer import BlockValues, create_group, write_a_log, write_block
 
 NAN_C = complex(np.nan, np.nan)

@@ -8,9 +8,9 @@ import re
 import pytest
 import yaml
 
-from analysis.io.schema import FORMAT
 from sweep.cli import main
 from sweep.config.load import ConfigError, fingerprint, load_config
+from sweep.format.schema import FORMAT
 from sweep.plan.make import load_plan
 
 

@@ -27,8 +27,8 @@ from families import _ATT, _IDS, FAMILIES, tolerance
 from oracle import gate_rates, oracle_model
 
 from analysis import open_store
-from analysis.io.schema import StoreError
 from sweep.config.load import config_from_dict
+from sweep.format.schema import StoreError
 from sweep.plan.layers import decoder_layers, layer_kinds
 from sweep.run import run_sweep
 
@@ -208,7 +208,7 @@ def test_the_reader_broadcasts_a_per_head_decay_over_key_channels(tmp_path):
     `delta_channels` reads Δ_t as wide as A_log's first axis."""
     import zarr
 
-    from analysis.io.schema import FORMAT
+    from sweep.format.schema import FORMAT
     from sweep.store import writer
 
     root = zarr.open_group(str(tmp_path / "k.zarr"), mode="w")

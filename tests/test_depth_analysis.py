@@ -22,10 +22,11 @@ from scipy.stats import ortho_group
 from synthetic_store import power_law_rates
 
 from analysis import open_store
-from analysis.io import schema
-from analysis.io.settings import Settings
 from analysis.report.depth import figure, markdown
 from analysis.studies.depth import compare_depth, depth_study
+from sweep.format import schema
+from sweep.format.ledger import is_pending
+from sweep.format.settings import Settings
 from sweep.numerics.depth import DepthWalk
 from sweep.numerics.spectra import eigvals, henrici, shift_direction
 from sweep.store.writer import BlockValues, create_group, write_block, write_lyapunov, write_stack
@@ -225,7 +226,7 @@ def test_two_models_compare_at_every_span_and_on_the_top_exponent(tmp_path):
 
 
 def test_readers_refuse_what_was_not_swept(tmp_path):
-    from analysis.io.schema import StoreError
+    from sweep.format.schema import StoreError
 
     st = _write(tmp_path / "s.zarr", "j", lambda ly, s, t: np.eye(4) * 0.5)
     with pytest.raises(StoreError, match="span 3 not swept"):
@@ -255,7 +256,7 @@ def test_a_format_4_depth_group_upgrades_to_singular_value_exponents_pending(tmp
     assert upgrade(path) == 4
     st = open_store(path, "j")
     np.testing.assert_array_equal(np.asarray(g["lyapunov_qr"][1]), qr)
-    assert (np.asarray(g["depth_ledger"][...]) == schema.PENDING).all()
+    assert is_pending(g["depth_ledger"][...]).all()
     assert np.isnan(st.lyapunov(1)).all() and np.isnan(st.stack_shift_direction(0, 2)[0]).all()
 
 
@@ -265,8 +266,8 @@ def test_the_kernel_ratios_are_read_against_nulls(tmp_path):
     blocks: non-normality (1 + c²/2a²)^s, alignment of one repeated block as in the test above)."""
     import zarr
 
-    from analysis.io.settings import Primary
     from analysis.studies.nulls import null_study
+    from sweep.format.settings import Primary
 
     a, d, path = 0.7, 8, tmp_path / "s.zarr"
     jordan = {c: np.kron(np.eye(d // 2), np.array([[a, c], [0.0, a]])) for c in (0.5, 0.1, 0.15)}

@@ -12,42 +12,45 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("sweep", "analysis", "cluster")
 
 # room (a module or package prefix) -> the rooms it may import besides itself; the longest
-# prefix naming a module decides. Declarations every stage may read: sweep.errors, the store's
-# declaration analysis.io.schema and the analysis section's analysis.io.settings.
-DECLARATIONS = ("sweep.errors", "analysis.io.schema", "analysis.io.settings")
+# prefix naming a module decides. Declarations every stage of sweep may read: sweep.errors and
+# the store format sweep.format (arrays, ledger, dtypes, the analysis section), the ground
+# floor that sweep writes and analysis reads: it imports nothing of sweep, analysis or cluster.
+DECLARATIONS = ("sweep.errors", "sweep.format")
+FORMAT = ("sweep.format",)            # all of sweep that analysis may import
 RULES = {
     "sweep.errors": (),
+    "sweep.format": (),
     "sweep.config": (*DECLARATIONS, "cluster.config"),    # errors, and the cluster's own section
     "sweep.plan": (*DECLARATIONS, "sweep.config"),                    # plan imports config
-    "sweep.store": (*DECLARATIONS, "sweep.config", "sweep.plan", "analysis.io.ledger"),
-    "sweep.tasks": (*DECLARATIONS, "sweep.plan", "sweep.store", "analysis.io.ledger"),
+    "sweep.store": (*DECLARATIONS, "sweep.config", "sweep.plan"),
+    "sweep.tasks": (*DECLARATIONS, "sweep.plan"),
     "sweep.numerics": (*DECLARATIONS, "sweep.config.choices"),
     "sweep.blocks": (*DECLARATIONS, "sweep.numerics", "sweep.plan.architecture"),
     "sweep.generic": (*DECLARATIONS, "sweep.numerics", "sweep.plan"),
     "sweep.worker": (*DECLARATIONS, "sweep.plan", "sweep.store", "sweep.tasks", "sweep.numerics",
                      "sweep.blocks", "sweep.generic"),              # workers: tasks, store, plan
     "cluster": (),                                     # owns its config: nothing of sweep
-    "sweep.budget": ("sweep", "cluster", "analysis.io"),
+    "sweep.budget": ("sweep", "cluster"),
     "sweep.process": ("sweep.plan.hashes",),       # the cache directory; runs the probe as a string
-    "sweep.run": ("sweep", "cluster", "analysis.io", "analysis.views"),
-    "sweep.export": ("sweep", "analysis.io"),                         # tdos export-null: a client
+    "sweep.run": ("sweep", "cluster", "analysis.views"),
+    "sweep.export": ("sweep",),                                       # tdos export-null: a client
     "sweep.cli": ("sweep", "cluster", "analysis"),
     "sweep.__main__": ("sweep",),
     "sweep": (),                                                      # the package docstring
     # analysis: each room imports only the rooms above it
-    "analysis._plot": (),
-    "analysis.spectrum": ("analysis._plot",),
-    "analysis.io": ("analysis._plot", "analysis.spectrum"),
-    "analysis.fit": ("analysis._plot", "analysis.spectrum", "analysis.io"),
-    "analysis.laws": ("analysis._plot", "analysis.spectrum", "analysis.io", "analysis.fit"),
-    "analysis.studies": ("analysis._plot", "analysis.spectrum", "analysis.io", "analysis.fit",
-                         "analysis.laws"),
-    "analysis.report": ("analysis._plot", "analysis.spectrum", "analysis.io", "analysis.fit",
-                        "analysis.laws", "analysis.studies"),
-    "analysis.views": ("analysis._plot", "analysis.spectrum", "analysis.io", "analysis.fit",
-                       "analysis.studies"),
-    "analysis.cli": ("analysis",),
-    "analysis": ("analysis",),                                        # the lazy public names
+    "analysis._plot": FORMAT,
+    "analysis.spectrum": (*FORMAT, "analysis._plot"),
+    "analysis.io": (*FORMAT, "analysis._plot", "analysis.spectrum"),
+    "analysis.fit": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io"),
+    "analysis.laws": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io", "analysis.fit"),
+    "analysis.studies": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io",
+                         "analysis.fit", "analysis.laws"),
+    "analysis.report": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io",
+                        "analysis.fit", "analysis.laws", "analysis.studies"),
+    "analysis.views": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io",
+                       "analysis.fit", "analysis.studies"),
+    "analysis.cli": (*FORMAT, "analysis"),
+    "analysis": (*FORMAT, "analysis"),                                # the lazy public names
 }
 
 
@@ -192,6 +195,15 @@ def test_planning_imports_no_torch():
     assert _loaded_after("sweep.config.load, sweep.plan.make", ("distributed",)) == []
 
 
+def test_the_store_format_imports_nothing_of_the_packages_nor_torch_nor_dask():
+    """sweep.format is the ground floor: a reader of stores loads it without torch, Dask or any
+    other module of sweep, analysis or cluster (the package `sweep` itself is a docstring)."""
+    rooms = tuple(m for m in _modules(REPO) if not _inside(m, "sweep.format") and m != "sweep")
+    assert _loaded_after("sweep.format.schema, sweep.format.ledger, sweep.format.dtypes, "
+                         "sweep.format.settings",
+                         ("torch", "dask", "distributed", "transformers", *rooms)) == []
+
+
 def test_block_math_imports_neither_dask_nor_yaml():
     assert _loaded_after("sweep.numerics.linalg, sweep.numerics.spectra, sweep.numerics.depth, "
                          "sweep.numerics.memory", ("dask", "distributed", "yaml")) == []
@@ -220,7 +232,7 @@ def test_the_fast_path_table_and_the_plan_name_the_same_models():
 
 
 def test_store_layout_is_declared_once():
-    """Writer, reader and the tests' synthetic stores take array names from analysis.io.schema."""
+    """Writer, reader and the tests' synthetic stores take array names from sweep.format.schema."""
     for f in ("sweep/store/writer.py", "analysis/io/store.py", "tests/synthetic_store.py"):
         text = (REPO / f).read_text()
         assert "schema" in text, f

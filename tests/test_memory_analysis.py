@@ -17,10 +17,10 @@ import zarr
 
 from analysis import fit_memory, memory_profile, open_store
 from analysis.fit.lag_laws import P_REJECT
-from analysis.io import schema
-from analysis.io.settings import Settings
 from analysis.report.memory import figure, markdown
 from analysis.studies.memory import NEITHER, compare_memory, memory_study
+from sweep.format import schema
+from sweep.format.settings import Settings
 from sweep.store.writer import (BlockValues, add_memory, create_group, write_a_log, write_block,
                                 write_memory)
 
@@ -263,8 +263,8 @@ def test_the_memory_law_of_a_model_is_read_against_its_nulls(tmp_path):
     """null_study reads the parameter of the law the trained profile prefers (α of the power
     law at layer 1) in the trained model and, by that same law, in every null; a null twice as
     steep is told apart."""
-    from analysis.io.settings import Primary
     from analysis.studies.nulls import null_study
+    from sweep.format.settings import Primary
 
     path = tmp_path / "s.zarr"
     _store(path, "syn", seed=0, alpha=ALPHA)

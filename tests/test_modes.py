@@ -10,11 +10,11 @@ import zarr
 from synthetic_store import SyntheticModel, synthetic_model, write_store
 
 from analysis import aggregate, block_rates, fit_ir_exponent, open_store
-from analysis.io.settings import Settings
 from analysis.report.analyze import representative, table_lengths
 from analysis.spectrum.observables import effective_spectrum, tdos_from_rates
 from analysis.spectrum.rates import EDGES
 from analysis.studies.tables import beta_vs_length
+from sweep.format.settings import Settings
 
 WINDOW = (1e-4, 5e-2)
 SETTINGS = Settings(window=WINDOW, n_boot=20)

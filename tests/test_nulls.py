@@ -10,11 +10,11 @@ from scipy import stats
 from analysis.fit.fits import mle_ir_exponent, solve_s, var_u
 from analysis.fit.multiplicity import Family, holm, interval_p
 from analysis.fit.resampling import verdict
-from analysis.io.settings import Settings, SettingsError
 from analysis.io.store import open_store
 from analysis.report.analyze import analyze
 from analysis.report.markdown import headline_lines
 from analysis.studies.nulls import null_study
+from sweep.format.settings import Settings, SettingsError
 from synthetic_store import null_models, power_law_rates, synthetic_model, write_store
 
 WINDOW = (1e-4, 5e-2)

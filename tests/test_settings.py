@@ -9,9 +9,9 @@ import zarr
 from synthetic_store import synthetic_model, write_store
 
 from analysis.cli import main
-from analysis.io.settings import Settings, SettingsError
 from analysis.views.live import render_live
 from analysis.views.summary import summary_text
+from sweep.format.settings import Settings, SettingsError
 
 
 @pytest.fixture(scope="module")

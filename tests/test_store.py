@@ -1,4 +1,4 @@
-"""The zarr v3 store: the layout analysis/io/schema.py declares, fingerprint refusal that
+"""The zarr v3 store: the layout sweep/format/schema.py declares, fingerprint refusal that
 writes nothing, block writes confined to their own chunks, the ledger, the plan read from
 it, one message for an older format and `tdos upgrade`."""
 from __future__ import annotations
@@ -13,11 +13,11 @@ import torch
 import xarray as xr
 import zarr
 
-from analysis.io import schema
 from sweep.config.load import config_from_dict
+from sweep.format import schema
+from sweep.format.ledger import DONE, FLAGGED, Ledger, is_flagged, is_usable
 from sweep.plan.make import make_plan
 from sweep.store import writer as st
-from sweep.store.ledger import Ledger
 from sweep.store.writer import BlockValues
 from sweep.tasks import ALogTask, BlockTask, ResidualTask, pending_tasks
 
@@ -144,7 +144,7 @@ def test_write_block_touches_only_its_chunks(tmp_path):
     shift = (np.full(4, 1.0), np.full(4, 1e-8))           # along 𝟙/√d
     values = BlockValues(eig, delta, scale, shift, eig_backend="scipy-openblas",
                          jacobian_path="generic")
-    assert st.write_block(g, 1, 0, 1, 4, values) == st.DONE
+    assert is_usable(st.write_block(g, 1, 0, 1, 4, values))
     gp = os.path.join(path, "m")
     assert _chunk_files(gp, "eigenvalues") == {"1/0/1/0"}
     assert _chunk_files(gp, "delta") == {"1/0/1/0"}
@@ -154,7 +154,7 @@ def test_write_block_touches_only_its_chunks(tmp_path):
     assert _chunk_files(gp, "ledger") == _chunk_files(gp, "eig_backend") == {"1/0/1"}
     assert _chunk_files(gp, "jacobian_path") == {"1/0/1"}
     once = _snapshot(gp)
-    assert st.write_block(g, 1, 0, 1, 4, values) == st.DONE   # idempotent rewrite
+    assert is_usable(st.write_block(g, 1, 0, 1, 4, values))   # idempotent rewrite
     assert {k: v[0] for k, v in _snapshot(gp).items()} == {k: v[0] for k, v in once.items()}
     e = g["eigenvalues"][...]
     np.testing.assert_array_equal(e[1, 0, 4:8], eig)
@@ -172,8 +172,8 @@ def test_non_finite_block_is_flagged(tmp_path):
     _, g = _mamba_group(tmp_path)
     eig = np.ones((2, 3), complex)
     eig[1, 2] = np.inf
-    assert st.write_block(g, 0, 1, 2, 8, BlockValues(eig, np.ones((2, 6)))) == st.FLAGGED
-    assert g["ledger"][0, 1, 2] == st.FLAGGED
+    assert is_flagged(st.write_block(g, 0, 1, 2, 8, BlockValues(eig, np.ones((2, 6)))))
+    assert is_flagged(g["ledger"][0, 1, 2])
 
 
 def test_a_log_bookkeeping(tmp_path):
@@ -203,8 +203,8 @@ def test_planned_mask_follows_layer_length(tmp_path):
     led = Ledger.read(g)
     np.testing.assert_array_equal(led.planned[:, 0], [[1, 1, 1], [1, 1, 0]])   # (R, nb)
     assert (led.total, led.done, led.flagged) == (2 * 5, 0, 0)
-    g["ledger"][1, 0, 1] = st.FLAGGED
-    g["ledger"][0, 1, 0] = st.DONE
+    g["ledger"][1, 0, 1] = FLAGGED
+    g["ledger"][0, 1, 0] = DONE
     led = Ledger.read(g)
     assert (led.total, led.done, led.flagged) == (10, 2, 1)      # flagged blocks are done
     assert (1, 0, 1) not in led.pending() and len(led.pending()) == 8
@@ -228,8 +228,8 @@ def test_plan_lists_only_unfinished_blocks_layer_by_layer(tiny_checkpoints, tmp_
     assert gpt2 == [(s, layer, b, 4 * b, 4 * b + 4) for layer in (0, 1) for s in (0, 1) for b in (0, 1)]
     llama = [(t.seq, t.layer, t.block, t.t0, t.t1, t.n_ctx) for t in tasks if t.model.group == "llama"]
     assert llama == [(0, 1, 0, 0, 4, 6), (0, 1, 1, 4, 6, 6), (1, 1, 0, 0, 4, 6), (1, 1, 1, 4, 6, 6)]
-    root["gpt2"]["ledger"][1, 0, 1] = st.DONE
-    root["gpt2"]["ledger"][0, 1, 0] = st.FLAGGED
+    root["gpt2"]["ledger"][1, 0, 1] = DONE
+    root["gpt2"]["ledger"][0, 1, 0] = FLAGGED
     again = {(t.layer, t.seq, t.block) for t in plan(cfg, root)
              if t.model.group == "gpt2" and isinstance(t, BlockTask)}
     assert len(again) == 6 and (1, 0, 1) not in again and (0, 1, 0) not in again

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analysis._plot import axes_or_new
-from analysis.io.settings import WINDOW
 from analysis.spectrum.rates import EDGES, cumulative_at_edges, grid_indices
+from sweep.format.settings import WINDOW
 
 
 @dataclass

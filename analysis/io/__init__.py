@@ -1,3 +1,3 @@
-"""The store, read: schema.py (the one declaration of what is on disk), ledger.py (the one
-reading of what is done), store.py (Store, open_store), settings.py (the analysis settings),
-aggregate.py (incremental histograms beside the store)."""
+"""The store, read: store.py (Store, open_store), aggregate.py (incremental histograms beside
+the store). What is on disk, what is done and the analysis settings are declared by the store
+format, sweep/format/."""

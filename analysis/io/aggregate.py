@@ -23,10 +23,12 @@ from functools import lru_cache
 import numpy as np
 import zarr
 
-from analysis.io.schema import DONE, FLAGGED, SCALE_ARRAYS, SHIFT_ARRAYS
 from analysis.io.store import Store, effective, open_store
-from analysis.spectrum.rates import (CLASSES, DEFAULT_MODES, MODES, N_COLS, SCALE_RESIDUAL_MAX,
-                                     classify_rows, histogram_rows, marginal_threshold, mode_key)
+from analysis.spectrum.rates import (CLASSES, N_COLS, SCALE_RESIDUAL_MAX, classify_rows,
+                                     histogram_rows, marginal_threshold, mode_key)
+from sweep.format.ledger import is_done, is_flagged, is_usable
+from sweep.format.schema import SCALE_ARRAYS, SHIFT_ARRAYS
+from sweep.format.settings import DEFAULT_MODES, MODES
 
 AGG_FORMAT = 5              # 2: the "scale" class; 3: LayerNorm's shift direction; 4: layer_length;
                             # 5: both mode counts, bins 1e-17…1e8 (older aggregates are rebuilt)
@@ -100,7 +102,7 @@ def update_model(st: Store, root, progress=None) -> int:
     g = root[st.name] if st.name in root else _create_model(root, st)
     src = st.ledger()
     agg = np.asarray(g["ledger"][:])
-    todo = np.argwhere((src > 0) & (agg != src))
+    todo = np.argwhere(is_done(src) & (agg != src))
     thr = float(g.attrs["threshold"])
     rates_a = {}
     for n, (i, s, b) in enumerate(todo):
@@ -108,7 +110,7 @@ def update_model(st: Store, root, progress=None) -> int:
         if layer in st.ssm_layers and layer not in rates_a:
             # (d_inner, d_state) Mamba-1, (heads,) Mamba-2 and the delta rule; Δ_t's width
             rates_a[layer] = np.exp(st.a_log(layer).astype(np.float64)), st.delta_channels(layer)
-        _aggregate_block(st, g, i, s, b, thr, rates_a.get(layer), flagged=src[i, s, b] == FLAGGED)
+        _aggregate_block(st, g, i, s, b, thr, rates_a.get(layer), flagged=bool(is_flagged(src[i, s, b])))
         agg[i, s, b] = src[i, s, b]
         if (n + 1) % 64 == 0:
             g["ledger"][:] = agg    # checkpoint: an interrupted update keeps most of its work
@@ -215,7 +217,7 @@ class Aggregate:
     def token_done(self, layer) -> np.ndarray:
         """(seq, token) bool: token rows aggregated from a done (unflagged) block."""
         row = self._row(layer)
-        led = self.ledger()[row] == DONE
+        led = is_usable(self.ledger()[row])
         arr = self.g[f"hist_{mode_key(DEFAULT_MODES)}"]
         B = arr.chunks[2]
         done = np.repeat(led, B, axis=1)[:, : arr.shape[2]]

@@ -1,4 +1,4 @@
-"""Read a tdos store (docs/store.md; names in analysis/io/schema.py). The store is the only
+"""Read a tdos store (docs/store.md; names in sweep/format/schema.py). The store is the only
 input of analysis/.
 
 Rows of `eigenvalues`/`delta` are token positions: row t = eig(J_tt). Blocks whose ledger
@@ -13,9 +13,9 @@ from functools import cached_property
 import numpy as np
 import zarr
 
-from analysis.io import schema
-from analysis.io.ledger import Ledger
-from analysis.io.schema import DONE, SCALE_ARRAYS, SHIFT_ARRAYS, StoreError
+from sweep.format import schema
+from sweep.format.ledger import Ledger, is_done, is_usable
+from sweep.format.schema import SCALE_ARRAYS, SHIFT_ARRAYS, StoreError
 
 
 def open_store(path, model=None) -> "Store":
@@ -186,12 +186,12 @@ class Store:
 
     # ------------------------------------------------------------------ ledger
     def ledger(self) -> np.ndarray:
-        """(rows, seq, block) int8 ledger, -1 beyond each row's planned length (analysis.io.ledger)."""
+        """(rows, seq, block) int8 ledger, -1 beyond each row's planned length (sweep.format.ledger)."""
         return Ledger.read(self.group).unplanned_marked
 
     def usable_blocks(self) -> list[tuple[int, int, int]]:
         """(layer, seq, block) of every block read as values: DONE, all finite (not flagged)."""
-        i, s, b = np.nonzero(self.ledger() == DONE)
+        i, s, b = np.nonzero(is_usable(self.ledger()))
         return [(self.layers[r], int(q), int(c)) for r, q, c in zip(i, s, b)]
 
     def block_counts(self) -> dict:
@@ -203,7 +203,7 @@ class Store:
     def _row_mask(self, layer, seq) -> np.ndarray:
         """(L_layer,) bool: token rows that belong to a usable block (done, not flagged)."""
         n, B = self.layer_length[layer], self.token_block
-        usable = np.asarray(self.group["ledger"][self.row(layer), seq]) == DONE
+        usable = is_usable(self.group["ledger"][self.row(layer), seq])
         return np.repeat(usable, B)[:n]       # one row read; the tail past n is unplanned
 
     # ------------------------------------------------------------------ data
@@ -273,7 +273,7 @@ class Store:
     def _walks_done(self, seq) -> np.ndarray:
         """(L,) bool: tokens whose walk up the layers is written."""
         n, B = min(self.layer_length.values()), self.token_block
-        return np.repeat(np.asarray(self.group["depth_ledger"][seq]) == DONE, B)[:n]
+        return np.repeat(is_done(self.group["depth_ledger"][seq]), B)[:n]
 
     def stack_eigenvalues(self, layer, span, seq=0) -> np.ndarray:
         """(L, d) complex: row t = eig(P_t(layer, span)), P_t = J^(layer+span−1)_tt ⋯ J^(layer)_tt;
@@ -358,7 +358,7 @@ class Store:
         self.memory_meta
         n = self.layer_length[layer]
         a = np.array(self.group[name][self.row(layer), seq, :n], np.float64)
-        if self.group["memory_ledger"][self.row(layer), seq] != DONE:
+        if not is_done(self.group["memory_ledger"][self.row(layer), seq]):
             a[:] = np.nan
         return a
 

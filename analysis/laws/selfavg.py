@@ -34,7 +34,8 @@ import numpy as np
 
 from analysis._plot import axes_or_new
 from analysis.laws.laws import fit_law, wls_slope
-from analysis.spectrum.rates import DEFAULT_MODES, EDGES, N_BINS
+from analysis.spectrum.rates import EDGES, N_BINS
+from sweep.format.settings import DEFAULT_MODES
 
 
 def window_bands(window) -> dict:

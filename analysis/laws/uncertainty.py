@@ -17,7 +17,7 @@ from analysis._plot import axes_or_new
 from analysis.fit.kernel import KernelExponent, kernel_exponent, t_range
 from analysis.laws.selfavg import (IRResolution, SelfAveraging, ir_resolution, self_averaging,
                                    window_bands)
-from analysis.spectrum.rates import MODES
+from sweep.format.settings import MODES
 
 
 @dataclass

@@ -14,8 +14,6 @@ from analysis._plot import save
 from analysis.fit.gof import power_law_gof
 from analysis.fit.window import window_sensitivity
 from analysis.io.aggregate import aggregate
-from analysis.io.schema import SSM_KINDS
-from analysis.io.settings import Settings
 from analysis.io.store import open_store
 from analysis.laws.uncertainty import MeasuredLaws, measured_laws
 from analysis.report import figures as F
@@ -32,7 +30,7 @@ from analysis.spectrum.observables import (a_log_distribution, a_log_shift, comp
                                            intrinsic_spectrum, memory_kernel,
                                            memory_kernel_from_hist, tdos, tdos_vs_depth,
                                            tdos_vs_length, token_rate_rows)
-from analysis.spectrum.rates import EDGES, MODES
+from analysis.spectrum.rates import EDGES
 from analysis.fit.multiplicity import Family
 from analysis.studies.compare import compare_models, comparison_family
 from analysis.studies.nulls import NullStudy, null_study
@@ -42,6 +40,8 @@ from analysis.studies.depth import DepthStudy, depth_study
 from analysis.studies.memory import MemoryStudy, memory_study
 from analysis.studies.precision import compare_precision, precision_pairs
 from analysis.studies.tables import IRTable, beta_vs_length, default_lengths
+from sweep.format.schema import SSM_KINDS
+from sweep.format.settings import MODES, Settings
 
 
 def store_settings(st, **overrides) -> Settings:

@@ -6,8 +6,8 @@ import numpy as np
 
 from analysis._plot import interval_bars, new_figure, panel_label, sweep_colors, window_lines
 from analysis.report.text import FIGURE_CAPTIONS
-from analysis.spectrum.rates import MODES
 from analysis.studies.depth import KERNEL_PARTS, DepthStudy
+from sweep.format.settings import MODES
 
 FIGURE = "depth.png"
 CAPTION = FIGURE_CAPTIONS[FIGURE]

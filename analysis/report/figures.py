@@ -152,7 +152,7 @@ def fig_window(sensitivity, gof, title):
 
 def fig_compare_beta(comparison):
     """β vs L (representative layers) and vs relative depth (shared L), both counts."""
-    from analysis.spectrum.rates import MODES
+    from sweep.format.settings import MODES
     fig = new_figure(13, 8.5)
     axs = fig.subplots(2, 2, sharey="row")
     for i, m in enumerate(MODES):

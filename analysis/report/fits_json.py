@@ -10,8 +10,9 @@ import numpy as np
 
 from analysis.report.paper import reference
 from analysis.report.text import symmetry_sentences
-from analysis.spectrum.rates import MODES, SCALE_RESIDUAL_MAX
+from analysis.spectrum.rates import SCALE_RESIDUAL_MAX
 from analysis.studies.tables import ROW_FIELDS
+from sweep.format.settings import MODES
 
 MODE_COUNTS = {"all-stable": "every eigenvalue with 0 < |ζ| < 1, nothing removed (the paper's count)",
                "symmetry-removed": "also drops each token's norm-invariant-direction modes and |λ| "

@@ -12,8 +12,9 @@ from analysis.report.memory import markdown as memory_markdown
 from analysis.report.nulls import null_markdown
 from analysis.report.paper import NOTE, reference, reference_line
 from analysis.report.text import ESTIMATOR_SENTENCE, FIGURE_CAPTIONS, symmetry_sentences
-from analysis.spectrum.rates import MODES, SCALE_RESIDUAL_MAX
+from analysis.spectrum.rates import SCALE_RESIDUAL_MAX
 from analysis.studies.tables import gof_markdown
+from sweep.format.settings import MODES
 
 
 def table_markdown(res) -> str:

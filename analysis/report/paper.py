@@ -7,7 +7,8 @@ note, so that no toy model's row sits beside a number it cannot be compared with
 """
 from __future__ import annotations
 
-from analysis.io.settings import WINDOW
+from sweep.format.settings import WINDOW
+
 
 # Table I of arXiv 2608.18592: Mamba-370M, layer 24, all-stable count; L -> β
 PAPER_BETA = {8: -0.228, 16: -0.198, 32: -0.182, 64: -0.170, 128: -0.165, 256: -0.169, 512: -0.168}

@@ -15,8 +15,9 @@ import numpy as np
 from scipy.special import exp1
 
 from analysis._plot import axes_or_new, sweep_colors
-from analysis.spectrum.rates import (DEFAULT_MODES, EDGES, MODES, N_BINS, check_modes, classify,
-                                     classify_rows, histogram, marginal_threshold)
+from analysis.spectrum.rates import (EDGES, N_BINS, check_modes, classify, classify_rows, histogram,
+                                     marginal_threshold)
+from sweep.format.settings import DEFAULT_MODES, MODES
 
 LAMBDA = "relaxation rate λ (per block, Δs = 1)"
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-MODES = ("all-stable", "symmetry-removed")
-DEFAULT_MODES = "all-stable"    # the paper's count: what a comparison with its Table I needs
+from sweep.format import dtypes
+from sweep.format.settings import MODES
+
 
 BINS_PER_DECADE = 20
 # The bins cover every rate tdos meets: fp64 rounding of ζ = 1 gives λ ≈ 1e-16 (counted under
@@ -38,16 +39,12 @@ N_COLS = N_BINS + 2
 # column index of the older four is unchanged.
 CLASSES = ("marginal", "unstable", "zero", "nonfinite", "scale")
 
-# |λ| below this is "numerically marginal": |ζ| = 1 up to rounding (a mode the solver put on
-# the unit circle to within ~2% of float32 spacing at 1, or eps64·κ·||J|| in fp64). Physical
-# slow modes in the paper reach ≈1e-7 (fp32) and ≈1e-8 (fp64), so both thresholds sit two
-# decades below the physical tail and six below the fit window (1e-4).
-# This rule does NOT catch the norm's scale mode: a block entered through one norm
-# (h + mixer(norm h)) has J h = h + O(eps/ms(h)), an eigenvalue at |ζ| = 1 ± 1e-7…1e-2
-# (demo Mamba), either side of the circle: as deep-IR or fit-window "stable" modes and as
-# "unstable" ones. That mode is found by its eigenvector
+# |λ| below the dtype's marginal floor (`marginal_threshold`, from sweep/format/dtypes.py) is
+# "numerically marginal": |ζ| = 1 up to rounding. This rule does NOT catch the norm's scale
+# mode: a block entered through one norm (h + mixer(norm h)) has J h = h + O(eps/ms(h)), an
+# eigenvalue at |ζ| = 1 ± 1e-7…1e-2 (demo Mamba), either side of the circle: as deep-IR or
+# fit-window "stable" modes and as "unstable" ones. That mode is found by its eigenvector
 # (the "scale" class below) wherever the store holds ρ_t, r_t.
-MARGINAL_THRESHOLD = {"float32": 1e-9, "float64": 1e-10}
 
 # The scale mode: per token, the eigenvalue nearest ρ_t = h_tᵀJh_t/h_tᵀh_t whenever the
 # relative residual r_t = ‖Jh_t − ρ_t h_t‖/‖h_t‖ is at most this. ρ_t is then an exact
@@ -83,9 +80,9 @@ def mode_key(modes: str) -> str:
     return check_modes(modes).replace("-", "_")
 
 
-def marginal_threshold(dtype: str) -> float:
-    return MARGINAL_THRESHOLD.get(str(dtype).replace("complex64", "float32")
-                                  .replace("complex128", "float64"), 1e-9)
+def marginal_threshold(dtype) -> float:
+    """The marginal floor of a compute dtype or its complex partner (a store's eigenvalues)."""
+    return dtypes.of(dtype).marginal
 
 
 def rates_of(zeta) -> np.ndarray:

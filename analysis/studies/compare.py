@@ -28,13 +28,12 @@ from scipy import stats
 from analysis.fit.multiplicity import Family
 from analysis.fit.resampling import difference_interval, verdict
 from analysis.io.aggregate import aggregate
-from analysis.io.settings import Settings
 from analysis.io.store import StoreError, open_store
-from analysis.spectrum.rates import MODES
 from analysis.studies.depth import compare_depth, depth_study
 from analysis.studies.memory import compare_memory, memory_study
 from analysis.studies.nulls import Estimate, null_study, primary_beta
 from analysis.studies.tables import bootstrap_from_agg, default_lengths
+from sweep.format.settings import MODES, Settings
 
 
 @dataclass

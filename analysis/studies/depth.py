@@ -44,9 +44,9 @@ import numpy as np
 
 from analysis.fit.bootstrap import bootstrap_ir_exponent
 from analysis.fit.resampling import difference_interval, resampling_for, verdict
-from analysis.io.settings import Settings
-from analysis.spectrum.rates import MODES, classify_rows, marginal_threshold, scale_mask
+from analysis.spectrum.rates import classify_rows, marginal_threshold, scale_mask
 from analysis.studies.tables import ModeRow, mode_row
+from sweep.format.settings import MODES, Settings
 
 
 @dataclass

@@ -29,8 +29,8 @@ from analysis._plot import axes_or_new
 from analysis.fit.lag_laws import LAWS, N_PARAMS, P_REJECT, bic, curve, fit_laws, gof_p
 from analysis.fit.resampling import Resampling, difference_interval, named_seed, resampling_for
 from analysis.fit.resampling import verdict as ci_verdict
-from analysis.io.settings import Settings
 from analysis.spectrum.observables import memory_kernel
+from sweep.format.settings import Settings
 
 NEITHER = "neither law fits"
 

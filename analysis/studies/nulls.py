@@ -41,11 +41,11 @@ from analysis.fit.multiplicity import Family, interval_p
 from analysis.fit.resampling import resampling_for
 from analysis.fit.window import bootstrap_mle
 from analysis.io.aggregate import aggregate
-from analysis.io.settings import Primary
 from analysis.spectrum.observables import token_rate_rows
 from analysis.studies.depth import kernel_points
 from analysis.studies.memory import COMPARED, NEITHER, fit_memory, memory_profile
 from analysis.studies.tables import bootstrap_from_agg
+from sweep.format.settings import Primary
 
 
 @dataclass

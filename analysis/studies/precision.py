@@ -23,8 +23,9 @@ from analysis.fit.fits import WINDOW, fit_ir_exponent
 from analysis.io.aggregate import aggregate
 from analysis.io.store import open_store
 from analysis.spectrum.observables import block_classes, tdos
-from analysis.spectrum.rates import DEFAULT_MODES, MODES, check_modes, rates_of
+from analysis.spectrum.rates import check_modes, rates_of
 from analysis.studies.tables import default_lengths
+from sweep.format.settings import DEFAULT_MODES, MODES
 
 RESOLVED_MAX = 0.10          # a rate is resolved in fp32 when its relative error is at most this
 BINS_PER_DECADE = 4          # coarse λ bins for the median relative error (enough pairs per bin)

@@ -27,9 +27,9 @@ from analysis.fit.bootstrap import bootstrap_ir_from_hists
 from analysis.fit.fits import WINDOW, fit_ir_exponent, mle_ir_exponent
 from analysis.fit.gof import power_law_gof
 from analysis.fit.window import bootstrap_mle, edge_exponents
-from analysis.io.settings import Settings
 from analysis.spectrum.observables import block_classes, token_rate_rows
-from analysis.spectrum.rates import DEFAULT_MODES, MODES, N_COLS, check_modes, mode_key
+from analysis.spectrum.rates import N_COLS, check_modes, mode_key
+from sweep.format.settings import DEFAULT_MODES, MODES, Settings
 
 
 def default_lengths(lmax, configured=None):

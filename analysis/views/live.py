@@ -21,13 +21,11 @@ import numpy as np
 from analysis._plot import new_figure, save, sweep_colors
 from analysis.fit.fits import fit_ir_from_hist
 from analysis.io.aggregate import aggregate
-from analysis.io.ledger import Ledger
-from analysis.io.schema import DONE
-from analysis.io.settings import Settings
 from analysis.io.store import open_store
 from analysis.spectrum.observables import Spectrum
-from analysis.spectrum.rates import DEFAULT_MODES, MODES
 from analysis.studies.tables import bootstrap_from_agg
+from sweep.format.ledger import Ledger, is_done
+from sweep.format.settings import DEFAULT_MODES, MODES, Settings
 
 LIVE_BOOT = 200             # bootstrap draws per live β CI (the report uses more)
 
@@ -154,6 +152,6 @@ def _model_panels(ax_rho, ax_beta, st, agg, window):
     ax_beta.axhline(0, color="k", lw=0.6)
     ax_beta.set_xlabel("layer")
     ax_beta.set_ylabel("current β (grid fit, ± regression s.e.)")
-    done = agg.ledger() == DONE
+    done = is_done(agg.ledger())
     ax_beta.set_title("blocks aggregated per layer: " + ", ".join(
         f"{l}:{int(done[i].sum())}" for i, l in enumerate(st.layers[:12])), fontsize=8)

@@ -12,10 +12,10 @@ import numpy as np
 
 from analysis.fit.fits import fit_ir_from_hist
 from analysis.io.aggregate import aggregate
-from analysis.io.settings import Settings
 from analysis.io.store import open_store
-from analysis.spectrum.rates import MODES, mode_key
+from analysis.spectrum.rates import mode_key
 from analysis.studies.tables import bootstrap_from_agg
+from sweep.format.settings import MODES, Settings
 
 N_BOOT = 200                 # replicates per CI: a quick look, not the report's 500
 

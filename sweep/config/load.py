@@ -19,14 +19,14 @@ from pathlib import Path
 import yaml
 
 from cluster.config import ClusterConfig, ConfigError as ClusterConfigError
-from sweep.config.choices import CPU_LINALG, DEVICES, DTYPES, ENGINES
+from sweep.config.choices import CPU_LINALG, DEVICES, ENGINES
 from sweep.config.inputs import check_inputs, resolve_paths, text_identity
 from sweep.config.validate import check_store, check_type, reject_unknown, set_dotted
 from sweep.errors import ConfigError
+from sweep.format import dtypes
 
 __all__ = ["ConfigError", "ModelSpec", "NullsConfig", "InputsConfig", "ComputeConfig", "SweepConfig",
            "load_config", "config_from_dict", "fingerprint", "identity_dict", "with_store"]
-
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class MemoryConfig:
 @dataclass(frozen=True)
 class AnalysisConfig:
     """What `tdos analyze`, `tdos compare`, the live view and the summary compute under
-    (analysis.io.settings.Settings checks the values); not part of the fingerprint (it decides
+    (sweep.format.settings.Settings checks the values); not part of the fingerprint (it decides
     no stored value). CLI flags of `tdos analyze` / `tdos compare` override each field."""
     window: typing.Any = (1e-4, 5e-2)   # [lo, hi] fit window in λ (YAML `1e-4` reads as a string: accepted)
     level: float = 0.9              # confidence level of every interval and verdict
@@ -305,10 +305,10 @@ def _section(cls, raw, where: str):
 
 
 def _check_analysis(a: AnalysisConfig, length: int) -> AnalysisConfig:
-    """The values as analysis.io.settings.Settings checks them (window numbers, level, n_boot,
+    """The values as sweep.format.settings.Settings checks them (window numbers, level, n_boot,
     modes, seed, skip_positions); Table I lengths within 1..inputs.length (the representative
     layer is checked by the plan). Returns the section with its window as two floats."""
-    from analysis.io.settings import Settings, SettingsError, parse_window
+    from sweep.format.settings import Settings, SettingsError, parse_window
     try:
         window = parse_window(a.window)
         Settings(window=window, level=a.level, n_boot=a.n_boot, modes=a.modes,
@@ -453,8 +453,9 @@ def layer_rows(layers, where: str, path: str, n: int, length: int) -> tuple[tupl
 
 def _check_model(m: ModelSpec) -> ModelSpec:
     """dtype and per-model layers checked; the store group name derived when not given."""
-    if m.dtype not in DTYPES:
-        raise ConfigError(f"{m.where}.dtype: {m.dtype!r} is not supported — use float32 or float64")
+    if m.dtype not in dtypes.DTYPES:
+        raise ConfigError(f"{m.where}.dtype: {m.dtype!r} is not supported — use "
+                          f"{' or '.join(dtypes.NAMES)}")
     own = _normalize_layers(m.layers, f"{m.where}.layers") if m.layers is not None else None
     return dataclasses.replace(m, layers=own, name=m.name or default_name(m))
 

@@ -24,11 +24,10 @@ from transformers.cache_utils import Cache, DynamicLayer, LinearAttentionCacheLa
 
 from sweep.generic import attention, prefix, ssm
 from sweep.plan import hf
+from sweep.numerics.dtypes import row_of
 from sweep.plan.layers import decoder_layers, layer_kinds
 
 JAC_CHUNK = 512          # cotangents per batched backward (bench: 512 ~8 % faster than 128 at d = 1024)
-# largest |copy - real| / max |real| of a layer output accepted as "the same call"
-MISMATCH = {torch.float32: 1e-4, torch.float64: 1e-9}
 
 
 @dataclass
@@ -233,7 +232,7 @@ class _Recorder:
             self.outputs.append(real.clone())
             scale = real.abs().max().clamp_min(torch.finfo(real.dtype).tiny)
             self.mismatch = max(self.mismatch, float((self._copy - real).abs().max() / scale))
-            limit = MISMATCH.get(real.dtype, 1e-3)
+            limit = row_of(real.dtype).held_prefix   # accepted as "the same call"
             if self.mismatch > limit:
                 raise RuntimeError(f"layer {self.owner.index}: the held-prefix copy of the call "
                                    f"differs from the model's own output by {self.mismatch:.1e} "

@@ -14,9 +14,10 @@ the route tdos' tests use as their oracle:
   relative to the layer's own share uᵀ(J_tt − I) (the residual identity is exact in both
   routes and would hide an error in the rest).
 
-Bounds are the dtype's, with room above the largest difference between the two correct
-routes measured on all tested families (docs/models.md): transformers rounds RMSNorm
-variances and A_log to float32 inside float64 models.
+Bounds are the dtype's (`Dtype.selfcheck` in sweep/format/dtypes.py), with room above the
+largest difference between the two correct routes measured on all tested families
+(docs/models.md): transformers rounds RMSNorm variances and A_log to float32 inside float64
+models.
 """
 from __future__ import annotations
 
@@ -24,11 +25,16 @@ from dataclasses import dataclass
 
 import torch
 
+from sweep.numerics.dtypes import row_of
 from sweep.plan.layers import decoder_layers
 
 PROBE_TOKENS = 4
 PROBE_DIRECTIONS = 4      # random directions: a wrong entry is missed with probability 0
-BOUND = {torch.float32: 1e-3, torch.float64: 1e-5}
+
+
+def bound(dtype: torch.dtype) -> float:
+    """The largest `diagonal_error` accepted for a model computing in `dtype`."""
+    return row_of(dtype).selfcheck
 
 
 class _Captured(Exception):

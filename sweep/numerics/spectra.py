@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from sweep.numerics import linalg
+from sweep.numerics.dtypes import complex_of
 
 
 def eigvals(J: torch.Tensor) -> torch.Tensor:
@@ -19,8 +20,7 @@ def eigvals(J: torch.Tensor) -> torch.Tensor:
     of NaN (the ledger flags it) instead of failing the whole block.
     """
     ok = all_finite(J)                                              # (T,)
-    cdtype = torch.complex128 if J.dtype == torch.float64 else torch.complex64
-    out = torch.full(J.shape[:2], complex("nan"), dtype=cdtype, device=J.device)  # (T, d)
+    out = torch.full(J.shape[:2], complex("nan"), dtype=complex_of(J.dtype), device=J.device)  # (T, d)
     if J.device.type == "cpu":
         # one matrix at a time, through the library sweep.numerics.linalg picks: LAPACK works on a
         # column-major copy, and a batched call copies the whole block (T x 4 MiB at

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from analysis.io.schema import SSM_KINDS
+from sweep.format.schema import SSM_KINDS
 
 if TYPE_CHECKING:
     import torch

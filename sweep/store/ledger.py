@@ -1,15 +1,14 @@
 """The sweep's view of what is done: counts over a store's groups, the rows of `tdos status`,
-walks and lag profiles. The ledger itself is read by one class, analysis.io.ledger.Ledger,
-which says what "done" means."""
+walks and lag profiles. The ledger itself is read by one class, sweep.format.ledger.Ledger,
+beside the predicates that say what "done" means."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import zarr
 
-from analysis.io import schema
-from analysis.io.ledger import Ledger
-from analysis.io.schema import PENDING
+from sweep.format import schema
+from sweep.format.ledger import Ledger, is_done
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ def status_rows(path: str) -> list[dict]:
         kinds = g.attrs.get("layer_kinds") or []
         for r, (layer, n) in enumerate(zip(led.layers, led.lengths)):
             done, flagged, total = led.row_counts(r)
-            stored = int((led.residual[r] != PENDING).sum())
+            stored = int(is_done(led.residual[r]).sum())
             rows.append({"model": name, "layer": int(layer), "done": done,
                          "flagged": flagged, "total": total, "tokens": int(n),
                          "residual": f"{stored}/{led.residual.shape[1]}",

@@ -19,9 +19,10 @@ import uuid
 
 import zarr
 
-from analysis.io import schema
 from sweep.config.validate import existing_store
 from sweep.errors import StoreMismatch
+from sweep.format import schema
+from sweep.format.ledger import PENDING
 from sweep.store.writer import _create_array, group_ready
 
 
@@ -78,4 +79,4 @@ def _upgrade_depth(g: zarr.Group, sizes: dict, dtype: str, B: int) -> None:
         _create_array(g, name, dtype, sizes, B, None)
     g["lyapunov_qr"][...] = g["lyapunov"][...]
     g["lyapunov"][...] = float("nan")
-    g["depth_ledger"][...] = schema.PENDING
+    g["depth_ledger"][...] = PENDING

@@ -1,4 +1,4 @@
-"""The zarr v3 store (docs/store.md; names and codes in analysis/io/schema.py): creation from the
+"""The zarr v3 store (docs/store.md; names and codes in sweep/format/schema.py): creation from the
 plan, the config/checkpoint check of an existing store, and the workers' writes.
 
 A block task writes its own chunks first and its ledger cell last (sweep/store/ledger.py reads
@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 import zarr
 
-from analysis.io import schema
-from analysis.io.schema import DONE, FLAGGED, SCALE_ARRAYS, SHIFT_ARRAYS
 from sweep.errors import StoreMismatch
+from sweep.format import schema
+from sweep.format.ledger import DONE, code_for
+from sweep.format.schema import SCALE_ARRAYS, SHIFT_ARRAYS
 from sweep.plan.make import ModelPlan, Plan
 from sweep.plan.provenance import software, verify_checkpoint
 
@@ -172,7 +173,7 @@ def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dic
                  layer_kinds: list[str], a_log_shapes: list | None = None,
                  delta_channels: list[int] | None = None, depth: dict | None = None,
                  null: dict | None = None) -> zarr.Group:
-    """One model's arrays, empty (NaN, ledger 0), in the layout analysis/io/schema.py declares;
+    """One model's arrays, empty (NaN, ledger 0), in the layout sweep/format/schema.py declares;
     `complete` is set last, so a group left half-made by a crash is removed and made again.
 
     `layer_kinds` has one kind per model layer; `a_log_shapes` A_log's shape per model layer
@@ -281,7 +282,7 @@ def write_block(g: zarr.Group | Mapping[str, zarr.Array], row: int, seq: int, bl
         finite = finite and bool(np.isfinite(values.delta).all())
     g["eig_backend"][row, seq, block] = schema.EIG_BACKENDS.index(values.eig_backend)
     g["jacobian_path"][row, seq, block] = schema.JACOBIAN_PATHS.index(values.jacobian_path)
-    status = DONE if finite else FLAGGED
+    status = code_for(finite)
     g["ledger"][row, seq, block] = status
     return status
 

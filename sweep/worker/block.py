@@ -13,6 +13,7 @@ import time
 import numpy as np
 import torch
 
+from sweep.format.ledger import is_flagged
 from sweep.numerics import linalg
 from sweep.store import writer as store
 from sweep.tasks import BlockTask
@@ -33,7 +34,7 @@ def run(state, task: BlockTask) -> dict:
     g = state.arrays(task.model)
     status = store.write_block(g, task.row, task.seq, task.block, task.t0, values)
     return {"model": task.model.group, "layer": task.layer, "seq": task.seq,
-            "block": task.block, "status": "done" if status == store.DONE else "flagged",
+            "block": task.block, "status": "flagged" if is_flagged(status) else "done",
             **state.fields(task.model, since), "linalg": lib,
             "eig_backend": values.eig_backend, "jacobian_path": values.jacobian_path,
             "seconds": {"load": t - t_start, **seconds, "write": clock() - t_eig}}

@@ -62,7 +62,7 @@ def _check(call, jacobian, layer: int, kind: str, dtype, ref: ModelRef) -> None:
         jac = jacobian()                                                          # (d, d)
     except DeltaUnseen as e:
         raise SelfCheckFailed(f"{ref.path}: layer {layer} ({kind}): {e} {versions}") from None
-    err, bound = selfcheck.diagonal_error(call, jac), selfcheck.BOUND[dtype]
+    err, bound = selfcheck.diagonal_error(call, jac), selfcheck.bound(dtype)
     if not err <= bound:
         raise SelfCheckFailed(f"{ref.path}: layer {layer} ({kind}): the {ref.engine} path's J_tt "
                               f"differs from autograd of transformers' unmodified layer by "

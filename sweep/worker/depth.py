@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import time
 
+from sweep.format.ledger import is_flagged
 from sweep.numerics import linalg
 from sweep.store import writer as store
 from sweep.tasks import BlockTask, DepthTask
@@ -34,7 +35,8 @@ def run(state, task: DepthTask) -> dict:
             values, jac, secs, lib = block.compute(state, model, one, libraries)
             seconds.update(secs)
             t = clock()
-            flagged += store.write_block(g, row, task.seq, task.block, task.t0, values) != store.DONE
+            flagged += int(is_flagged(store.write_block(g, row, task.seq, task.block, task.t0,
+                                                          values)))
             seconds["write"] += clock() - t
             t = clock()
             walk = walk or DepthWalk(task.spans, jac.shape[0], jac.shape[-1], dtype=jac.dtype,

@@ -17,14 +17,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 
 import torch
 
-from analysis.io.schema import DTYPES
 from sweep.blocks import FAST
 from sweep.blocks.base import BlockOps
 from sweep.generic import attention
+from sweep.numerics.dtypes import torch_dtype
 from sweep.plan.architecture import mamba_ssm_to_hf_config
 from sweep.plan.checkpoint import find_tokenizer, locate
 from sweep.plan.checkpoint import weight_files as _weight_files
@@ -32,7 +31,6 @@ from sweep.plan.layers import LayerKind, decoder_layers, layer_kinds
 from sweep.plan.hashes import sha256_files
 from sweep.plan.provenance import identity_files
 
-_DTYPES = MappingProxyType({name: getattr(torch, name) for name in DTYPES})
 # hand-written blocks kept per model: the swept layer and the one being advanced through
 # (MambaOps folds a copy of in_proj on first use)
 BLOCK_CACHE = 2
@@ -144,7 +142,7 @@ def load_local(local: Path, dtype="float32", device="cpu", trust_remote_code: bo
                name: str | None = None, revision=None) -> LoadedModel:
     """Load the checkpoint directory `local` (the plan's resolved location: a worker resolves
     no path of the config again); `name` is how messages call it (the config's model.path)."""
-    tdtype = _parse_dtype(dtype)
+    tdtype = torch_dtype(dtype)
     local = Path(local)
     cfg = json.loads((local / "config.json").read_text())
     if "model_type" in cfg:
@@ -212,14 +210,6 @@ def _wrap(hf, path: str, revision, local: Path, dtype: torch.dtype) -> LoadedMod
                        d_model=c.hidden_size, dtype=dtype, vocab_size=c.vocab_size,
                        identity=identity, hf=hf, local_dir=local, kinds=layer_kinds(hf),
                        fresh=module_state(hf))
-
-
-def _parse_dtype(dtype) -> torch.dtype:
-    if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
-        return dtype
-    if dtype in _DTYPES:
-        return _DTYPES[dtype]
-    raise ValueError(f"dtype {dtype!r} not supported; use one of {sorted(_DTYPES)}")
 
 
 # ---------------------------------------------------------------- mamba_ssm format

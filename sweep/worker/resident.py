@@ -26,8 +26,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from analysis.io.schema import DONE
 from sweep.errors import CheckpointChanged, NonCausal, SelfCheckFailed, UnsupportedTransformers
+from sweep.format.ledger import is_done
+from sweep.numerics.dtypes import torch_dtype
 from sweep.plan import provenance
 from sweep.store import writer as store
 from sweep.tasks import ModelRef, ResidualTask
@@ -103,11 +104,11 @@ class Resident:
 def _build(ref: ModelRef, device: str, key: tuple) -> _Cached:
     from sweep.generic.local import LocalModel
     from sweep.generic.null import Null
-    from sweep.worker.model import _parse_dtype, prepare, quiet_transformers
+    from sweep.worker.model import prepare, quiet_transformers
 
     quiet_transformers()
     local = Path(ref.location)         # the plan's resolved checkpoint directory
-    dtype = _parse_dtype(ref.dtype)
+    dtype = torch_dtype(ref.dtype)
     with step("building the layer-local model"):
         lm = LocalModel(local, dtype, ref.trust_remote_code, keep=ref.resident_layers, device=device,
                         null=Null(*ref.null) if ref.null else None)
@@ -199,7 +200,7 @@ def whole_stream(model, task: ResidualTask, arrays: dict) -> int:
 
 def stored(arrays: dict, row: int, seq: int, n: int, dtype: torch.dtype) -> torch.Tensor:
     """(n, d) h_l of `row`, `seq` as the residual task wrote it."""
-    if int(arrays["residual_ledger"][row, seq]) != DONE:
+    if not is_done(arrays["residual_ledger"][row, seq]):
         raise RuntimeError(f"h_l of layer row {row}, sequence {seq} is not in the store: its "
                            f"residual task has not run")
     return torch.from_numpy(np.asarray(arrays["residual"][row, seq, :n])).to(dtype)

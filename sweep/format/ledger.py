@@ -1,15 +1,16 @@
-"""What is done: the one reading of a store's ledger that every caller uses (the sweep's task
-list and `tdos status`, the analysis reader, the aggregate, the live view).
+"""What is done: the ledger codes, their one meaning, and the one reading of a store's ledger
+that every caller uses (the sweep's task list, its workers and `tdos status`, the analysis
+reader, the aggregate, the live view). Every cell test goes through the predicates below.
 
 The ledger array (layer row, seq, block) holds 0 (pending), 1 (done) or 2 (done, with a
-non-finite value: flagged). "Done" always means a cell that is not pending — flagged blocks
-included, since rerunning them would give the same values — and only planned cells count
-(a row's blocks beyond its layer_length do not exist). A_log layers are done once written
-(Mamba-style layers only). In a group swept with `depth:`, each (sequence, token block)'s walk
+non-finite value: flagged); the residual, depth and memory ledgers hold 0 or 1. "Done" always
+means a written cell, DONE or FLAGGED (`is_done`) — flagged blocks included, since rerunning
+them would give the same values — and only planned cells count (a row's blocks beyond its
+layer_length do not exist). A_log layers are done once written (Mamba-style layers only). In a group swept with `depth:`, each (sequence, token block)'s walk
 up the layers is done once its `depth_ledger` cell is set, which its task does last.
 
-"Usable" is narrower: a block is read as values only when DONE (all finite); a flagged block
-reads as NaN rows.
+"Usable" is narrower (`is_usable`): a block is read as values only when DONE (all finite); a
+flagged block reads as NaN rows.
 """
 from __future__ import annotations
 
@@ -19,8 +20,38 @@ from functools import cached_property
 import numpy as np
 import zarr
 
-from analysis.io import schema
-from analysis.io.schema import FLAGGED, PENDING
+from sweep.format import schema
+
+# ledger codes, int8: the single record of completion
+PENDING, DONE, FLAGGED = 0, 1, 2  # FLAGGED: done, but some value is non-finite
+LEDGER_CODES = {PENDING: "pending", DONE: "done", FLAGGED: "flagged"}
+
+
+def code_for(finite: bool) -> int:
+    """The code a writer sets once a block's chunks are written: DONE, or FLAGGED when some
+    value is non-finite."""
+    return DONE if finite else FLAGGED
+
+
+def is_pending(cells):
+    """Cells (a code or an array of them) not written yet: their task still has to run."""
+    return np.asarray(cells) == PENDING
+
+
+def is_done(cells):
+    """Cells written, flagged ones included: "done", the one meaning (a cell marked -1,
+    beyond its row's planned length, is not done)."""
+    return np.isin(cells, (DONE, FLAGGED))
+
+
+def is_flagged(cells):
+    """Cells done with some non-finite value."""
+    return np.asarray(cells) == FLAGGED
+
+
+def is_usable(cells):
+    """Cells whose values are read: done and all finite (DONE only)."""
+    return np.asarray(cells) == DONE
 
 
 @dataclass(frozen=True)
@@ -56,7 +87,7 @@ class Ledger:
 
     def pending(self):
         """(row, seq, block) of every planned cell still at 0, rows in store order."""
-        r, s, b = np.nonzero((self.cells == PENDING) & self.planned)
+        r, s, b = np.nonzero(is_pending(self.cells) & self.planned)
         return list(zip(r.tolist(), s.tolist(), b.tolist()))
 
     def pending_walks(self):
@@ -64,14 +95,14 @@ class Ledger:
         length there)."""
         if self.walks is None:
             return []
-        s, b = np.nonzero((self.walks == PENDING) & self.planned[0])
+        s, b = np.nonzero(is_pending(self.walks) & self.planned[0])
         return list(zip(s.tolist(), b.tolist()))
 
     def pending_memory(self):
         """(row, seq) of every lag profile not written (memory only)."""
         if self.memory is None:
             return []
-        r, s = np.nonzero(self.memory == PENDING)
+        r, s = np.nonzero(is_pending(self.memory))
         return list(zip(r.tolist(), s.tolist()))
 
     @property
@@ -80,16 +111,16 @@ class Ledger:
 
     @property
     def done(self) -> int:
-        return int(((self.cells != PENDING) & self.planned).sum())
+        return int((is_done(self.cells) & self.planned).sum())
 
     @property
     def flagged(self) -> int:
-        return int(((self.cells == FLAGGED) & self.planned).sum())
+        return int((is_flagged(self.cells) & self.planned).sum())
 
     def row_counts(self, row: int) -> tuple[int, int, int]:
         """(done, flagged, total) of one row."""
         cells = self.cells[row][self.planned[row]]
-        return int((cells != PENDING).sum()), int((cells == FLAGGED).sum()), int(cells.size)
+        return int(is_done(cells).sum()), int(is_flagged(cells).sum()), int(cells.size)
 
     @property
     def unplanned_marked(self) -> np.ndarray:

@@ -3,11 +3,14 @@
 sweep/store/writer.py creates and writes stores from these names, analysis/io/store.py and the
 live view read them, and tests/synthetic_store.py writes stores of known content with them.
 docs/store.md describes the layout for people. Any change of layout bumps FORMAT, and
-`check_format` is the one place an older store is told what to do.
+`check_format` is the one place an older store is told what to do. The ledger's codes and
+their meaning are in ledger.py, the compute dtypes in dtypes.py.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from sweep.format import dtypes
 
 # 1: the first layout (scale_*/shift_* arrays added later without a bump);
 # 2: every array always present, eig_backend per block, creation_id, checkpoint file stats;
@@ -28,10 +31,6 @@ from dataclasses import dataclass
 #    and its Rayleigh quotient and residual along 𝟙/√d (`stack_shift_rayleigh`/`_residual`)
 FORMAT = 5
 UPGRADABLE = (1, 2, 3, 4)         # formats `tdos upgrade STORE` rewrites to FORMAT in place
-
-# ledger codes, (layer, seq, block) int8: the single record of completion
-PENDING, DONE, FLAGGED = 0, 1, 2  # FLAGGED: done, but some value is non-finite
-LEDGER_CODES = {PENDING: "pending", DONE: "done", FLAGGED: "flagged"}
 
 # eig_backend codes, (layer, seq, block) int8: which eigensolver computed the block
 EIG_BACKENDS = ("unknown",        # not written yet, or a store upgraded from format 1
@@ -125,10 +124,6 @@ ARRAYS = {
 SCALE_ARRAYS = ("scale_rayleigh", "scale_residual")
 SHIFT_ARRAYS = ("shift_rayleigh", "shift_residual")
 STACK_ARRAYS_5 = ("lyapunov_qr", "stack_lyapunov", "stack_shift_rayleigh", "stack_shift_residual")
-# the compute dtypes a sweep runs in (model.dtype), declared once: the config checks them, the
-# worker maps them to torch, the budget sizes them, the arrays take their names from them
-DTYPES = ("float32", "float64")
-COMPLEX = {"float32": "complex64", "float64": "complex128"}
 
 # attributes: root group, then each model group
 ROOT_ATTRS = ("tdos_format", "creation_id", "fingerprint", "config", "models", "software",
@@ -150,7 +145,7 @@ def dtype_of(name: str, compute_dtype: str) -> str:
     if kind == "real":
         return compute_dtype
     if kind == "complex":
-        return COMPLEX[compute_dtype]
+        return dtypes.row(compute_dtype).complex
     return kind
 
 
