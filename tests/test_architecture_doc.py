@@ -59,7 +59,7 @@ def test_every_subpackage_is_on_the_map():
 
 def test_the_check_catches_a_stale_path():
     """A test of the test: a moved module and a bare file name are reported."""
-    text = "the reader `analysis/io/reader_that_moved.py`, `sweep.nowhere.module`, `rates.py`, "
-            "`cluster.py`"
+    text = ("the reader `analysis/io/reader_that_moved.py`, `sweep.nowhere.module`, `rates.py`, "
+            "`cluster.py`")
     assert missing(REPO, text) == ["analysis/io/reader_that_moved.py", "sweep/nowhere/module"]
     assert bare_modules(text) == ["cluster.py", "rates.py"]
