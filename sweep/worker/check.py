@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from sweep.errors import NonCausal, SelfCheckFailed
+from sweep.numerics.dtypes import row_of
 from sweep.tasks import ModelRef
 from sweep.worker import resident
 
@@ -66,4 +67,4 @@ def _check(call, jacobian, layer: int, kind: str, dtype, ref: ModelRef) -> None:
     if not err <= bound:
         raise SelfCheckFailed(f"{ref.path}: layer {layer} ({kind}): the {ref.engine} path's J_tt "
                               f"differs from autograd of transformers' unmodified layer by "
-                              f"{err:.1e} (bound {bound:g} in {str(dtype)[6:]}) {versions}")
+                              f"{err:.1e} (bound {bound:g} in {row_of(dtype).name}) {versions}")
