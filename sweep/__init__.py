@@ -4,9 +4,10 @@
     format/     the store format, the ground floor: arrays, ledger codes and what "done" means,
                 the compute dtypes, the `analysis:` section; imports nothing of sweep, analysis
                 or cluster, and no torch: analysis (the reader) imports it too
-    config/     YAML -> SweepConfig: every section's allowed values and checks (choices.py,
-                inputs.py, validate.py); imports only errors, format/ and the cluster's
-                own config (cluster/config.py: sweep imports cluster, never back)
+    config/     YAML -> SweepConfig: the sections (sections.py), read and checked (load.py,
+                choices.py, inputs.py, validate.py), the store's identity (identity.py);
+                imports only errors, format/ and the cluster's own config
+                (cluster/config.py: sweep imports cluster, never back)
     plan/       SweepConfig -> Plan: checkpoints inspected, model.path resolved once, token ids,
                 layers, kinds, file identity; imports config, loads no torch at import
     store/      Plan -> the zarr store: writer, the sweep's view of the ledger, upgrade, lock

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from sweep.config.load import SweepConfig, with_store
+from sweep.config.load import with_store
+from sweep.config.sections import SweepConfig
 from sweep.errors import (CheckpointChanged, ConfigError, NonCausal, RouteFailed, SelfCheckFailed,
                           UnsupportedTransformers)
 from sweep.failures import DaskLogs, Failures, log_path

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from sweep.cli import main
-from sweep.config.load import ConfigError, fingerprint, load_config
+from sweep.config.identity import fingerprint
+from sweep.config.load import ConfigError, load_config
 from sweep.format.schema import FORMAT
 from sweep.plan.make import load_plan
 

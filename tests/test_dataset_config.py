@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import yaml
 
-from sweep.config.load import config_from_dict, fingerprint
+from sweep.config.identity import fingerprint
+from sweep.config.load import config_from_dict
 from sweep.errors import ConfigError
 from sweep.plan.make import load_plan as load_config
 
@@ -51,7 +52,7 @@ def test_dataset_tokens_and_record_reach_the_config(tmp_path):
 
 
 def cfg_inputs(cfg) -> dict:
-    from sweep.config.load import identity_dict
+    from sweep.config.identity import identity_dict
 
     return identity_dict(cfg)["inputs"]
 

@@ -13,7 +13,7 @@ import dataset_helpers as dh
 import numpy as np
 import pytest
 
-from sweep.config.load import InputsConfig
+from sweep.config.sections import InputsConfig
 from sweep.errors import ConfigError
 from sweep.plan.documents import SHUFFLE_BUFFER
 from sweep.plan.windows import resolve_dataset

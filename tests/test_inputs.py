@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from sweep.config.load import ConfigError, fingerprint
+from sweep.config.identity import fingerprint
+from sweep.config.load import ConfigError
 from sweep.plan.inputs import DEFAULT_TEXT
 from sweep.plan.make import load_plan as load_config
 

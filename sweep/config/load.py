@@ -1,168 +1,32 @@
-"""The sweep config: one typed dataclass per YAML section, validated at load.
+"""The sweep config read from YAML and validated at load.
 
 `load_config` checks what the YAML itself says before anything else runs: syntax, field
-names, types and ranges, paths made absolute, the store path. What the config points at —
-checkpoints, tokenizers, texts — is read once by `sweep.plan.make.make_plan`, which turns a
-config into the immutable plan every later step reads. Every failure of either is a
-one-line `ConfigError`, `<field>: <what> — <fix>`.
+names, types and ranges, paths made absolute, the store path; the sections it builds are the
+dataclasses of sweep/config/sections.py. What the config points at — checkpoints, tokenizers,
+texts — is read once by `sweep.plan.make.make_plan`, which turns a config into the immutable
+plan every later step reads. Every failure of either is a one-line `ConfigError`,
+`<field>: <what> — <fix>`.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from cluster.config import ClusterConfig, ConfigError as ClusterConfigError
 from sweep.config.choices import CPU_LINALG, DEVICES, ENGINES
-from sweep.config.inputs import check_inputs, resolve_paths, text_identity
+from sweep.config.inputs import check_inputs, resolve_paths
+from sweep.config.sections import (TOP_KEYS, YAML_FIELDS, AnalysisConfig, ComputeConfig, DepthConfig,
+                                   InputsConfig, MemoryConfig, ModelSpec, NullsConfig, SweepConfig)
 from sweep.config.validate import check_store, check_type, reject_unknown, set_dotted
 from sweep.errors import ConfigError
 from sweep.format import dtypes
 
-__all__ = ["ConfigError", "ModelSpec", "NullsConfig", "InputsConfig", "ComputeConfig", "SweepConfig",
-           "load_config", "config_from_dict", "fingerprint", "identity_dict", "with_store"]
-
-
-@dataclass(frozen=True)
-class NullsConfig:
-    """Null models of one model (docs/nulls.md): the same architecture with weights that
-    learned nothing, each swept like a model into its own group `<model>.<kind>.<k>`."""
-    random_init: int = 0            # seeds 0..N-1: the model's own _init_weights
-    shuffled: int = 0               # seeds 0..N-1: each weight tensor's entries permuted
-    sequences: int | None = None    # the first n of inputs.sequences (default: all of them)
-
-    def seeds(self) -> list[tuple[str, int]]:
-        """(kind, seed) of every null, random_init first."""
-        return ([("random_init", k) for k in range(self.random_init)]
-                + [("shuffled", k) for k in range(self.shuffled)])
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """One checkpoint to sweep; each becomes its own group of the store."""
-
-    path: str                       # hub id or local dir (HF format or mamba_ssm format)
-    dtype: str = "float32"
-    revision: str | None = None
-    name: str | None = None         # store group name; derived from path/revision/dtype if null
-    layers: typing.Any = None       # per-model override of the top-level `layers`
-    trust_remote_code: bool = False  # run a checkpoint's own modelling code (auto_map)
-    nulls: NullsConfig | None = None    # null models swept beside it (docs/nulls.md)
-    where: str = field(default="model", compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class InputsConfig:
-    sequences: int
-    length: int                     # L_max: tokens per sequence
-    seed: int = 0                   # random token ids when no text is given
-    text: str | None = None         # file | directory | glob | stdlib:pydoc_data.topics
-    tokenizer: str | None = None    # hub id or directory; default: each checkpoint's own
-    # Hugging Face datasets (sweep/plan/documents.py, sweep/plan/windows.py); None: the default
-    dataset: str | None = None      # hub id | save_to_disk directory | data files (path or glob)
-    dataset_config: str | None = None
-    split: str | None = None        # default train
-    column: str | None = None       # default text
-    min_chars: int | None = None    # drop shorter documents; default 0
-    windows: str | None = None      # document (default for datasets) | packed (text: packed)
-    offset: str | None = None       # document windows: start (default) | random
-    bos: str | None = None          # auto (default for datasets) | always | never
-    base_dir: str = field(default=".", compare=False, repr=False)   # relative paths resolve here
-
-
-@dataclass(frozen=True)
-class ComputeConfig:
-    token_block: int = 32           # tokens per task: one chunk of the eigenvalue array
-    device: str = "auto"            # auto | cpu | cuda, on the workers
-    live_every: float = 10.0        # seconds between live TDOS renders; 0 disables
-    cpu_linalg: str = "auto"        # auto | torch | openblas: the CPU's GEMM and eig library
-    engine: str = "auto"            # auto | generic: J_tt by a hand-written fast path where one
-                                    # exists (sweep/blocks/__init__.py FAST), else transformers' own layer
-    resident_layers: int = 1        # decoder layers a worker holds at most (layer-local route)
-    stall_after: float = 30.0       # seconds a worker may stay paused for memory (or the cluster
-                                    # without workers) before the sweep names it (sweep/watch.py)
-
-
-@dataclass(frozen=True)
-class DepthConfig:
-    """Stacked blocks (sweep/numerics/depth.py): products of J_tt over `spans` consecutive swept layers
-    and the Lyapunov exponents of the whole run; None (no `depth:` section) computes neither."""
-    spans: typing.Any = (2, 4, 8)   # stack lengths s (integers >= 2), as a sorted list once checked
-
-
-@dataclass(frozen=True)
-class MemoryConfig:
-    """Token memory (sweep/numerics/memory.py): m_t(k) = ‖J_{t,t−k}‖_F² of every swept block for
-    k = 0..lags at the output tokens t = 0, every, 2·every, …; None (no `memory:` section)
-    computes none. Not part of the fingerprint: adding it to a finished sweep computes only the
-    memory arrays (the group records its settings, and other settings are refused)."""
-    lags: int = 64                  # K: lags k = 0..K
-    probes: int = 8                 # 0: exact (d cotangents); p: Hutchinson, p Rademacher cotangents
-    every: int = 8                  # n: output tokens t = 0, n, 2n, …
-
-    def record(self) -> dict:
-        """What the store keeps of it (group attribute `memory`)."""
-        return {"lags": self.lags, "probes": self.probes, "every": self.every,
-                "estimator": "exact" if self.probes == 0 else
-                f"hutchinson ({self.probes} Rademacher probes)"}
-
-
-@dataclass(frozen=True)
-class AnalysisConfig:
-    """What `tdos analyze`, `tdos compare`, the live view and the summary compute under
-    (sweep.format.settings.Settings checks the values); not part of the fingerprint (it decides
-    no stored value). CLI flags of `tdos analyze` / `tdos compare` override each field."""
-    window: typing.Any = (1e-4, 5e-2)   # [lo, hi] fit window in λ (YAML `1e-4` reads as a string: accepted)
-    level: float = 0.9              # confidence level of every interval and verdict
-    n_boot: int = 500               # bootstrap replicates per CI, Monte-Carlo sets per GOF p
-    modes: str = "all-stable"       # mode count the figures draw: all-stable | symmetry-removed
-    lengths: typing.Any = None      # Table I rows: prefix lengths L (default 8, 16, 32, ...)
-    layer: int | None = None        # representative layer (default 24 if swept, else the middle)
-    skip_positions: int = 0         # token positions t < k left out of every number
-    seed: int = 0                   # seed of every resampling and simulation
-    memory_window: typing.Any = None   # [k_lo, k_hi] lags of the memory fits (default conv width..lags)
-    primary: str | None = None      # "estimator:modes" of headlines and verdicts (default: the paper's
-                                    # for its own setting, else tdos'; docs/analysis.md)
-
-
-@dataclass(frozen=True)
-class SweepConfig:
-    models: list[ModelSpec]
-    inputs: InputsConfig
-    layers: typing.Any              # "all" | [l, ...] | {l: tokens}, normalized
-    store: str
-    compute: ComputeConfig = field(default_factory=ComputeConfig)
-    cluster: ClusterConfig = field(default_factory=ClusterConfig)
-    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
-    depth: DepthConfig | None = None
-    memory: MemoryConfig | None = None
-
-    @property
-    def token_block(self) -> int:
-        return self.compute.token_block
-
-
-_DATASET_FIELDS = ("dataset", "dataset_config", "split", "column", "min_chars", "windows",
-                   "offset", "bos")
-_TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster", "analysis",
-             "depth", "memory")
-_YAML_FIELDS = {
-    ModelSpec: ("path", "dtype", "revision", "name", "layers", "trust_remote_code", "nulls"),
-    NullsConfig: ("random_init", "shuffled", "sequences"),
-    InputsConfig: ("sequences", "length", "seed", "text", "tokenizer", *_DATASET_FIELDS),
-    ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg", "engine", "resident_layers",
-                    "stall_after"),
-    DepthConfig: ("spans",),
-    MemoryConfig: ("lags", "probes", "every"),
-    AnalysisConfig: ("window", "level", "n_boot", "modes", "lengths", "layer", "skip_positions",
-                     "seed", "memory_window", "primary"),
-}
+__all__ = ["ConfigError", "load_config", "config_from_dict", "with_store", "layer_rows",
+           "check_depth_rows", "check_nulls", "default_name", "null_names"]
 
 
 def load_config(path, overrides: dict | None = None) -> SweepConfig:
@@ -200,7 +64,7 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     if not isinstance(raw, dict):
         raise ConfigError(f"config: expected a mapping with model, inputs, layers, store, got "
                           f"{type(raw).__name__} — see configs/tiny.yaml")
-    reject_unknown(raw, _TOP_KEYS, "")
+    reject_unknown(raw, TOP_KEYS, "")
     models = _models(raw)
     inputs = _section(InputsConfig, raw.get("inputs"), "inputs")
     compute = _section(ComputeConfig, {} if raw.get("compute") is None else raw["compute"], "compute")
@@ -234,37 +98,6 @@ def _cluster(raw) -> ClusterConfig:
         raise ConfigError(str(e)) from None
 
 
-def identity_dict(cfg: SweepConfig) -> dict:
-    """The parts of the config that decide what is in the store (JSON-able)."""
-    models = [{"path": m.path, "dtype": m.dtype, "revision": m.revision, "name": m.name,
-               "layers": _jsonable_layers(m.layers)} for m in cfg.models]
-    inputs = {k: getattr(cfg.inputs, k) for k in _YAML_FIELDS[InputsConfig]}
-    if inputs["text"]:
-        inputs["text"] = text_identity(inputs["text"], cfg.inputs.base_dir)
-    for name in ("tokenizer", *_DATASET_FIELDS):   # absent when unset: older stores keep their fingerprint
-        if inputs[name] is None:
-            del inputs[name]
-    for m, spec in zip(models, cfg.models):
-        if spec.trust_remote_code:        # absent when false: fingerprints of older stores hold
-            m["trust_remote_code"] = True
-        if spec.nulls is not None:        # absent without nulls: fingerprints of older stores hold
-            m["nulls"] = dataclasses.asdict(spec.nulls)
-    ident = {"models": models, "inputs": inputs,
-             "layers": _jsonable_layers(cfg.layers), "token_block": cfg.token_block}
-    if cfg.compute.engine != "auto":      # the fast paths and the generic path differ in rounding
-        ident["engine"] = cfg.compute.engine
-    if cfg.depth is not None:             # absent without depth: older fingerprints hold
-        ident["depth"] = {"spans": list(cfg.depth.spans)}
-    return ident
-
-
-def fingerprint(cfg: SweepConfig) -> str:
-    """sha256 of the canonical JSON of identity_dict: models + inputs + layers + token_block
-    (+ engine when not auto, + depth.spans when given)."""
-    canon = json.dumps(identity_dict(cfg), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canon.encode()).hexdigest()
-
-
 # ---------------------------------------------------------------- sections
 
 def _models(raw: dict) -> list[ModelSpec]:
@@ -284,7 +117,7 @@ def _section(cls, raw, where: str):
         if raw is None:
             raise ConfigError(f"{where}: required section missing — see configs/tiny.yaml")
         raise ConfigError(f"{where}: expected a mapping of fields, got {type(raw).__name__} {raw!r}")
-    names = _YAML_FIELDS[cls]
+    names = YAML_FIELDS[cls]
     reject_unknown(raw, names, where)
     hints = typing.get_type_hints(cls)
     kwargs = {}
@@ -424,12 +257,6 @@ def _normalize_layers(raw, where: str):
         return dict(sorted(raw.items()))
     raise ConfigError(f"{where}: expected a list of layer indices, \"all\", or a mapping "
                       f"{{layer: tokens}}; got {raw!r}")
-
-
-def _jsonable_layers(layers):
-    if isinstance(layers, dict):
-        return {str(k): v for k, v in layers.items()}
-    return layers
 
 
 def layer_rows(layers, where: str, path: str, n: int, length: int) -> tuple[tuple[int, int], ...]:

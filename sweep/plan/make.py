@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sweep.config.load import (ConfigError, ModelSpec, SweepConfig, check_depth_rows, fingerprint,
-                               identity_dict, layer_rows)
+from sweep.config.identity import fingerprint, identity_dict
+from sweep.config.load import ConfigError, check_depth_rows, layer_rows
+from sweep.config.sections import ModelSpec, SweepConfig
 from sweep.plan import inputs as text_inputs
 from sweep.plan import windows
 from sweep.plan.architecture import FAST_ARCHS, ModelInfo
