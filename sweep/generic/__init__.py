@@ -17,6 +17,10 @@ extension points:
 - `ssm.py`: transformers marks the Mamba-style decode op `selective_state_update` as a
   replaceable kernel; tdos keeps transformers' implementation for the values and gives
   autograd a structured derivative, and reads Δ_t from its arguments.
-- `layers.py`: the decoder layers of a model and the kind of each (attention, mamba,
-  mamba2, recurrent, conv, … with or without MoE).
+- `sweep/plan/layers.py`: the decoder layers of a model and the kind of each (attention,
+  mamba, mamba2, recurrent, conv, … with or without MoE).
+
+A worker holds one decoder layer at a time (`local.py`): the model's skeleton on meta and
+its tensors read by name (`weights.py`), stand-ins for the layers before it (`standin.py`),
+null weights made instead of read (`null.py`).
 """

@@ -3,7 +3,8 @@
 `LocalModel(local, dtype)` builds the model skeleton from config.json with every parameter
 on the meta device (buffers such as rotary frequencies are built for real: they are computed,
 not stored) and reads weights from the checkpoint's files by tensor name, under the names
-`from_pretrained` gives them (sweep.plan.checkpoint.checkpoint_names):
+`from_pretrained` gives them (sweep.plan.checkpoint.checkpoint_names; the skeleton and the
+reading are sweep/generic/weights.py):
 
 - `resident(layer)` materialises decoder layer `layer` (the oldest held one goes back to
   meta beyond `keep`) plus, once, the small model-level modules the layers' call needs
@@ -35,13 +36,12 @@ checkpoint does not give, an RWKV that rescales its weights on its first forward
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
 import torch
 
 from sweep.generic import null as nulls
-from sweep.generic import prefix, standin
+from sweep.generic import prefix, standin, weights
 from sweep.generic.decode import _first, _hidden
 from sweep.plan import hf
 from sweep.plan.architecture import rescales_on_first_forward
@@ -52,110 +52,26 @@ class NotLocal(Exception):
     """The layer cannot be loaded alone (names differ from the checkpoint's, or a format)."""
 
 
-@contextlib.contextmanager
-def _parameters_on_meta():
-    """Every nn.Parameter registered inside goes to the meta device; buffers stay real."""
-    register = torch.nn.Module.register_parameter
-
-    def on_meta(module, name, param):
-        if param is not None and param.device.type != "meta":   # a tied one is already there
-            param = torch.nn.Parameter(param.to("meta"), requires_grad=False)
-        register(module, name, param)
-
-    torch.nn.Module.register_parameter = on_meta
-    try:
-        yield
-    finally:
-        torch.nn.Module.register_parameter = register
-
-
-class Checkpoint:
-    """The checkpoint's tensors read one by one, by the names `checkpoint_names` gives:
-    safetensors sharded or not, or a PyTorch .bin memory-mapped (only the pages read)."""
-
-    def __init__(self, local: Path, sources: dict):
-        self.local = Path(local)
-        self.sources = sources                     # {model key: checkpoint.Source}
-        self.read_bytes = 0
-        self.files_read: set[str] = set()
-        self._bins: dict[str, dict] = {}
-
-    def tensor(self, key: str, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """The model's tensor `key` as stored; with `rows`, only those rows (int64, 1-D)."""
-        src = self.sources[key]
-        return self.read(src.file, src.key, rows)
-
-    def read(self, file: str, key: str, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """Tensor `key` of weight file `file`; with `rows`, only those rows."""
-        path = self.local / file
-        self.files_read.add(file)
-        if path.suffix == ".safetensors":
-            from safetensors import safe_open
-
-            with safe_open(path, "pt") as f:
-                if rows is None:
-                    t = f.get_tensor(key)
-                else:
-                    part = f.get_slice(key)
-                    t = torch.stack([part[int(r):int(r) + 1][0] for r in rows])
-        else:
-            if file not in self._bins:
-                self._bins[file] = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-            whole = self._bins[file][key]
-            t = (whole if rows is None else whole[rows]).clone()
-        self.read_bytes += t.numel() * t.element_size()
-        return t
-
-
 class LocalModel:
     """The model of checkpoint `local` with at most `keep` decoder layers materialised (see
     the module doc)."""
 
     def __init__(self, local: Path, dtype: torch.dtype, trust_remote_code: bool = False, keep: int = 1,
                  device: str | torch.device = "cpu", null=None):
-        from transformers import AutoModelForCausalLM
-
-        from sweep.plan.architecture import hf_config
         from sweep.plan.checkpoint import checkpoint_names
 
         local = Path(local)
-        config, rename = hf_config(json.loads((local / "config.json").read_text()), local,
-                                   "model.path", trust_remote_code)
         self.dtype, self.keep, self.device = dtype, max(1, keep), torch.device(device)
         self.null = null                # sweep.generic.null.Null: weights made, not read (None: read)
-        with _parameters_on_meta():
-            model = AutoModelForCausalLM.from_config(config, dtype=dtype, trust_remote_code=trust_remote_code)
-        # computed buffers (rotary tables, embedding scales) as from_pretrained leaves them:
-        # built in the compute dtype, then set again by the model's own _init_weights (the
-        # weights it also visits are on meta: no work)
-        self.model = model.eval()
-        with torch.no_grad():
-            for m in self.model.modules():
-                hf.init_module(self.model, m)
-                for k, b in list(m.named_buffers(recurse=False, remove_duplicate=False)):
-                    if b.device != self.device:
-                        setattr(m, k, b.to(self.device))
+        model, rename = weights.skeleton(local, dtype, trust_remote_code, self.device)
+        self.model = model
         self.fresh = prefix.module_state(model)     # module-held decode state, as built
         self.layers = decoder_layers(model)
         self.n_layers = len(self.layers)
         sources = checkpoint_names(model, local, rename)
-        self.ckpt = Checkpoint(local, sources)
-        # the output embedding is never called (the decoding stops at layer l): it stays on
-        # meta, whatever the checkpoint names it
-        out = model.get_output_embeddings()
-        unused = {id(p) for p in out.parameters()} if out is not None else set()
-        unused -= {id(p) for p in model.get_input_embeddings().parameters()}
-        # (module, attribute) -> the model's key of that parameter held by the checkpoint (a
-        # tied parameter has several keys, and the checkpoint holds one of them)
-        keys: dict[int, list] = {}
-        for path, m in model.named_modules(remove_duplicate=False):
-            for k, p in nulls.slots(m):
-                keys.setdefault(id(p), []).append(((id(m), k), f"{path}.{k}" if path else k))
-        self._names, missing = {}, []
-        for pid, entries in keys.items():
-            held = [n for _, n in entries if n in sources]
-            missing += [] if held or pid in unused else [entries[0][1]]
-            self._names.update({slot: (held or [entries[0][1]])[0] for slot, _ in entries})
+        self.ckpt = weights.Checkpoint(local, sources)
+        # (module, attribute) -> the checkpoint's key of that parameter
+        self._names, missing = weights.slot_names(model, sources)
         if missing:
             raise NotLocal(f"{sorted(missing)[0]} is not a tensor of the checkpoint (transformers "
                            f"renames or fuses {len(missing)} tensor(s) on load)")

@@ -1,0 +1,115 @@
+"""Where a layer-local model's weights come from (sweep/generic/local.py): the model built
+from config.json with every parameter on the meta device, the checkpoint's own name for each
+parameter slot, and the checkpoint's tensors read one by one by those names."""
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import torch
+
+from sweep.generic import null as nulls
+from sweep.plan import hf
+
+
+@contextlib.contextmanager
+def parameters_on_meta():
+    """Every nn.Parameter registered inside goes to the meta device; buffers stay real."""
+    register = torch.nn.Module.register_parameter
+
+    def on_meta(module, name, param):
+        if param is not None and param.device.type != "meta":   # a tied one is already there
+            param = torch.nn.Parameter(param.to("meta"), requires_grad=False)
+        register(module, name, param)
+
+    torch.nn.Module.register_parameter = on_meta
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = register
+
+
+class Checkpoint:
+    """The checkpoint's tensors read one by one, by the names `checkpoint_names` gives:
+    safetensors sharded or not, or a PyTorch .bin memory-mapped (only the pages read)."""
+
+    def __init__(self, local: Path, sources: dict):
+        self.local = Path(local)
+        self.sources = sources                     # {model key: checkpoint.Source}
+        self.read_bytes = 0
+        self.files_read: set[str] = set()
+        self._bins: dict[str, dict] = {}
+
+    def tensor(self, key: str, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The model's tensor `key` as stored; with `rows`, only those rows (int64, 1-D)."""
+        src = self.sources[key]
+        return self.read(src.file, src.key, rows)
+
+    def read(self, file: str, key: str, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Tensor `key` of weight file `file`; with `rows`, only those rows."""
+        path = self.local / file
+        self.files_read.add(file)
+        if path.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(path, "pt") as f:
+                if rows is None:
+                    t = f.get_tensor(key)
+                else:
+                    part = f.get_slice(key)
+                    t = torch.stack([part[int(r):int(r) + 1][0] for r in rows])
+        else:
+            if file not in self._bins:
+                self._bins[file] = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+            whole = self._bins[file][key]
+            t = (whole if rows is None else whole[rows]).clone()
+        self.read_bytes += t.numel() * t.element_size()
+        return t
+
+
+def skeleton(local: Path, dtype: torch.dtype, trust_remote_code: bool, device: torch.device):
+    """(model, rename): the model of checkpoint `local` in eval mode, every parameter on meta,
+    its buffers built for real on `device`; `rename` as `hf_config` gives it (the checkpoint's
+    names of the model's tensors)."""
+    from transformers import AutoModelForCausalLM
+
+    from sweep.plan.architecture import hf_config
+
+    config, rename = hf_config(json.loads((local / "config.json").read_text()), local,
+                               "model.path", trust_remote_code)
+    with parameters_on_meta():
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, trust_remote_code=trust_remote_code)
+    # computed buffers (rotary tables, embedding scales) as from_pretrained leaves them:
+    # built in the compute dtype, then set again by the model's own _init_weights (the
+    # weights it also visits are on meta: no work)
+    model.eval()
+    with torch.no_grad():
+        for m in model.modules():
+            hf.init_module(model, m)
+            for k, b in list(m.named_buffers(recurse=False, remove_duplicate=False)):
+                if b.device != device:
+                    setattr(m, k, b.to(device))
+    return model, rename
+
+
+def slot_names(model, sources: dict) -> tuple[dict, list[str]]:
+    """(names, missing): names maps (id(module), attribute) of every parameter slot to the
+    model's key of that parameter the checkpoint holds (`sources`: checkpoint_names); missing
+    lists the parameters it holds under no key."""
+    # the output embedding is never called (the decoding stops at layer l): it stays on
+    # meta, whatever the checkpoint names it
+    out = model.get_output_embeddings()
+    unused = {id(p) for p in out.parameters()} if out is not None else set()
+    unused -= {id(p) for p in model.get_input_embeddings().parameters()}
+    # a tied parameter has several keys, and the checkpoint holds one of them
+    keys: dict[int, list] = {}
+    for path, m in model.named_modules(remove_duplicate=False):
+        for k, p in nulls.slots(m):
+            keys.setdefault(id(p), []).append(((id(m), k), f"{path}.{k}" if path else k))
+    names, missing = {}, []
+    for pid, entries in keys.items():
+        held = [n for _, n in entries if n in sources]
+        missing += [] if held or pid in unused else [entries[0][1]]
+        names.update({slot: (held or [entries[0][1]])[0] for slot, _ in entries})
+    return names, missing
