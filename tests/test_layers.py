@@ -253,6 +253,28 @@ def test_every_public_name_of_the_contract_imports():
                           fit_ir_exponent, fit_memory, memory_profile, open_store, power_law_gof)
 
 
+def private_imports(root: Path = REPO) -> list[str]:
+    """`from <repo module> import _name` across modules: a name used by two modules is public in
+    its home, or the importer reaches past what the module offers."""
+    bad = []
+    for name, path in _modules(root).items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.ImportFrom) and not node.level and node.module
+                    and node.module.split(".")[0] in PACKAGES):
+                bad += [f"{name} imports {node.module}.{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    return bad
+
+
+def test_no_module_imports_another_ones_private_name(tmp_path):
+    assert private_imports() == []
+    for top in PACKAGES:
+        shutil.copytree(REPO / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
+    planted = tmp_path / "sweep" / "store" / "ledger.py"
+    planted.write_text(planted.read_text() + "\nfrom sweep.store.writer import _planted\n")
+    assert private_imports(tmp_path) == ["sweep.store.ledger imports sweep.store.writer._planted"]
+
+
 # ---------------------------------------------------------------- the one door
 # Outside sweep/plan/hf.py no module imports a leading-underscore transformers/datasets name
 # or one the door lists, and none reads or calls an attribute on the door's list.

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analysis._plot import axes_or_new
-from analysis.fit.fits import WINDOW, IRFit, _clean, fit_ir_exponent, fit_ir_from_hist
+from analysis.fit.fits import WINDOW, IRFit, positive_sorted, fit_ir_exponent, fit_ir_from_hist
 from analysis.fit.resampling import (Resampling, group_by_sequence, log_slope_influence,
                                      resampling_for)
 from analysis.spectrum.rates import EDGES, grid_indices
@@ -84,7 +84,7 @@ def bootstrap_ir_exponent(rates_by_token, window=WINDOW, n_boot=1000, level=0.9,
     each entry (None: one sequence). unit: "auto" (see resampling.py), "sequences",
     "blocks" or "tokens" (the i.i.d. comparison); block_length forces k."""
     order, s = group_by_sequence(seq, len(rates_by_token))
-    tokens = [_clean(rates_by_token[i]) for i in order]
+    tokens = [positive_sorted(rates_by_token[i]) for i in order]
     x = EDGES[grid_indices(window)]
     cum = np.stack([np.searchsorted(r, x, "left") for r in tokens])   # (N, n_pts) N(<x_j) per token
     fit = fit_ir_exponent(np.concatenate(tokens) if tokens else np.zeros(0), window)

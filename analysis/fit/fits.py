@@ -63,14 +63,14 @@ def _regress(logx, logy):
     return float(s), float(a), float(r2), float(se)
 
 
-def _clean(rates):
+def positive_sorted(rates):
     r = np.asarray(rates, np.float64).ravel()
     return np.sort(r[np.isfinite(r) & (r > 0)])
 
 
 def fit_ir_exponent(rates, window=WINDOW, points="grid") -> IRFit:
     """β of the cumulative count of positive `rates` over `window` (see module docstring)."""
-    r = _clean(rates)
+    r = positive_sorted(rates)
     lo, hi = window
     n_modes = int(np.searchsorted(r, hi, "right") - np.searchsorted(r, lo, "left"))
     if points == "grid":
@@ -208,7 +208,7 @@ def _log_pdf(lam, beta, lo, hi):
 
 def in_window(rates, window) -> np.ndarray:
     """The positive finite rates with lo <= λ <= hi, sorted."""
-    r = _clean(rates)
+    r = positive_sorted(rates)
     return r[np.searchsorted(r, window[0], "left"):np.searchsorted(r, window[1], "right")]
 
 

@@ -40,10 +40,10 @@ class GPTNeoXOps(AttentionBlockOps):
         self.ln1 = (blk.input_layernorm.weight.detach(), blk.input_layernorm.bias.detach())  # (d,) x2
         self.ln2 = (blk.post_attention_layernorm.weight.detach(), blk.post_attention_layernorm.bias.detach())
         att, mlp = blk.attention, blk.mlp
-        self.qkv_lin = _linear(att.query_key_value)  # (3d, d), (3d,) | None
-        self.out_lin = _linear(att.dense)  # (d, d)
-        self.fc_in = _linear(mlp.dense_h_to_4h)  # (d_ff, d)
-        self.fc_out = _linear(mlp.dense_4h_to_h)  # (d, d_ff)
+        self.qkv_lin = linear_params(att.query_key_value)  # (3d, d), (3d,) | None
+        self.out_lin = linear_params(att.dense)  # (d, d)
+        self.fc_in = linear_params(mlp.dense_h_to_4h)  # (d_ff, d)
+        self.fc_out = linear_params(mlp.dense_4h_to_h)  # (d, d_ff)
         self.act = ACT2FN[cfg.hidden_act]
 
     def norm1(self, h):  # (..., d) -> (..., d)
@@ -72,6 +72,6 @@ class GPTNeoXOps(AttentionBlockOps):
         return mlp_jac_gelu(x, self.fc_in, self.fc_out, self.act, scratch)
 
 
-def _linear(lin) -> tuple:
+def linear_params(lin) -> tuple:
     """nn.Linear -> (weight (out, in), bias (out,) or None), detached."""
     return lin.weight.detach(), None if lin.bias is None else lin.bias.detach()

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from transformers.activations import ACT2FN
 
 from sweep.blocks.attention import AttentionBlockOps, mlp_jac_glu
-from sweep.blocks.gpt_neox import _linear, rotary_params
+from sweep.blocks.gpt_neox import linear_params, rotary_params
 
 
 class LlamaOps(AttentionBlockOps):
@@ -36,9 +36,9 @@ class LlamaOps(AttentionBlockOps):
         self.eps2 = blk.post_attention_layernorm.variance_epsilon
         self.w1 = blk.input_layernorm.weight.detach()  # (d,)
         self.w2 = blk.post_attention_layernorm.weight.detach()
-        self.q_lin, self.k_lin, self.v_lin = _linear(att.q_proj), _linear(att.k_proj), _linear(att.v_proj)
-        self.o_lin = _linear(att.o_proj)  # (d, H*hd)
-        self.gate, self.up, self.down = _linear(mlp.gate_proj), _linear(mlp.up_proj), _linear(mlp.down_proj)
+        self.q_lin, self.k_lin, self.v_lin = linear_params(att.q_proj), linear_params(att.k_proj), linear_params(att.v_proj)
+        self.o_lin = linear_params(att.o_proj)  # (d, H*hd)
+        self.gate, self.up, self.down = linear_params(mlp.gate_proj), linear_params(mlp.up_proj), linear_params(mlp.down_proj)
         self.act = ACT2FN[cfg.hidden_act]
 
     def norm1(self, h):  # (..., d) -> (..., d)

@@ -164,17 +164,17 @@ class LayerJacobians:
             # state objects the model made inside the forward (RWKV's state list) are
             # carried to the next step as generate would carry them from the outputs
             for k, v in stop.kwargs.items():
-                if k in self._carried and (isinstance(v, Cache) or _tensor_list(v)):
+                if k in self._carried and (isinstance(v, Cache) or tensor_list(v)):
                     kw[k] = v
             return
         raise RuntimeError(f"layer {self.index} was not called by {type(self.model).__name__}")
 
 
-def _tensor_list(v) -> bool:
+def tensor_list(v) -> bool:
     return isinstance(v, (list, tuple)) and bool(v) and all(isinstance(t, torch.Tensor) for t in v)
 
 
-def _hidden(args, kwargs):
+def split_hidden(args, kwargs):
     """The layer's hidden-state input and the rest of its arguments."""
     if args:
         return args[0], args[1:], kwargs
@@ -182,7 +182,7 @@ def _hidden(args, kwargs):
     return kwargs.pop("hidden_states"), (), kwargs
 
 
-def _first(out):
+def first_output(out):
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
@@ -214,7 +214,7 @@ class _Recorder:
     def _pre(self, module, args, kwargs):
         if self.busy or not self.differentiate:
             return None
-        x, rest, kw = _hidden(args, kwargs)
+        x, rest, kw = split_hidden(args, kwargs)
         self.inputs.append(x[0, -1].detach().clone())
         self.busy = True
         try:
@@ -228,7 +228,7 @@ class _Recorder:
         if self.busy:
             return None
         if self.differentiate:
-            real = _first(output)[0, -1].detach()
+            real = first_output(output)[0, -1].detach()
             self.outputs.append(real.clone())
             scale = real.abs().max().clamp_min(torch.finfo(real.dtype).tiny)
             self.mismatch = max(self.mismatch, float((self._copy - real).abs().max() / scale))
@@ -254,7 +254,7 @@ class _Recorder:
         calls = attention.calls[0]
         with prefix.held_fixed(owner.layer, rest, kw, split) as (a, k, views), torch.enable_grad():
             h = x.detach().clone().requires_grad_(True)
-            y = _first(owner.layer(h, *a, **k))[0, -1]                      # (d,)
+            y = first_output(owner.layer(h, *a, **k))[0, -1]                      # (d,)
             self._rows(y, h)
         updates = sum(v.kv_updates for v in views)
         if owner.split is None and updates and any(l.get_seq_length() > 0 for v in views
@@ -285,7 +285,7 @@ class _Recorder:
 
 
 def _is_state(v) -> bool:
-    return isinstance(v, Cache) or _tensor_list(v)
+    return isinstance(v, Cache) or tensor_list(v)
 
 
 def _kv_layers(view):

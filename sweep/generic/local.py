@@ -42,7 +42,7 @@ import torch
 
 from sweep.generic import null as nulls
 from sweep.generic import prefix, standin, weights
-from sweep.generic.decode import _first, _hidden
+from sweep.generic.decode import first_output, split_hidden
 from sweep.plan import hf
 from sweep.plan.architecture import rescales_on_first_forward
 from sweep.plan.layers import decoder_layers
@@ -235,11 +235,11 @@ class LocalModel:
         got = []
 
         def take_input(m, args, kwargs):
-            got.append(_hidden(args, kwargs)[0][0].detach().clone())
+            got.append(split_hidden(args, kwargs)[0][0].detach().clone())
             raise _Reached
 
         def take_output(m, args, kwargs, out):
-            got.append(_first(out)[0].detach().clone())
+            got.append(first_output(out)[0].detach().clone())
             raise _Reached
 
         hook = (module.register_forward_hook(take_output, with_kwargs=True) if output
@@ -294,7 +294,7 @@ class LocalModel:
             start, n = self._window
             # as many positions as reached the layer, ending at the forward's last one (a
             # model without a cache object gets the whole sequence again at every step)
-            x = _hidden(args, kwargs)[0]
+            x = split_hidden(args, kwargs)[0]
             if x.dim() != 3 or x.shape[-1] != self.residual.shape[-1] or x.shape[-2] > start + n:
                 raise NotLocal(f"the injection: layer {self.layer} was handed a {tuple(x.shape)} "
                                f"hidden state, not (1, <= {start + n}, {self.residual.shape[-1]}) "

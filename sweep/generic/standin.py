@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sweep.generic.decode import _hidden, _tensor_list
+from sweep.generic.decode import split_hidden, tensor_list
 
 HIDDEN = "hidden"          # an output entry that is the layer's hidden state
 
@@ -136,7 +136,7 @@ def states(args: tuple, kwargs: dict) -> dict:
 
     named = {("arg", i): v for i, v in enumerate(args)} | {("kwarg", k): v for k, v in kwargs.items()}
     return {k: v for k, v in named.items()
-            if isinstance(v, Cache) or (isinstance(v, list) and _tensor_list(v))}
+            if isinstance(v, Cache) or (isinstance(v, list) and tensor_list(v))}
 
 
 class _Reached(Exception):
@@ -151,11 +151,11 @@ def probe(model: torch.nn.Module, layers, real: torch.nn.Module, layer: int, ids
     first = {}
 
     def take_first(module, args, kwargs):
-        x, rest, kw = _hidden(args, kwargs)
+        x, rest, kw = split_hidden(args, kwargs)
         first.update(x=x.detach().clone(), states=states(rest, kw))
 
     def check(module, args, kwargs):
-        x, rest, kw = _hidden(args, kwargs)
+        x, rest, kw = split_hidden(args, kwargs)
         got = first["x"]
         if x.shape != got.shape or x.dtype != got.dtype or not torch.equal(x, got):
             raise WrongStandIn(f"the stand-ins hand layer {layer} a {tuple(x.shape)} {x.dtype} "
@@ -166,7 +166,7 @@ def probe(model: torch.nn.Module, layers, real: torch.nn.Module, layer: int, ids
                                f"{lost[0][1]!r} the first layer got")
 
     def reached(module, args, kwargs, out):
-        x, rest, kw = _hidden(args, kwargs)
+        x, rest, kw = split_hidden(args, kwargs)
         raise _Reached(form_of(out, x, rest, kw, layer))
 
     def run(form: Form) -> Form:

@@ -23,7 +23,7 @@ from sweep.config.validate import existing_store
 from sweep.errors import StoreMismatch
 from sweep.format import schema
 from sweep.format.ledger import PENDING
-from sweep.store.writer import _create_array, group_ready
+from sweep.store.writer import add_array, group_ready
 
 
 def upgrade(path) -> int:
@@ -55,7 +55,7 @@ def _upgrade_group(g: zarr.Group) -> None:
     B = g.attrs["inputs"]["token_block"]
     for name in schema.group_arrays(mamba):
         if name not in g:
-            _create_array(g, name, dtype, sizes, B, None)
+            add_array(g, name, dtype, sizes, B, None)
     if g.attrs.get("depth") and "lyapunov_qr" not in g:
         _upgrade_depth(g, sizes, dtype, B)
     model = dict(g.attrs["model"])
@@ -76,7 +76,7 @@ def _upgrade_depth(g: zarr.Group, sizes: dict, dtype: str, B: int) -> None:
     """Format 4 -> 5 of a group swept with `depth:` (module docstring)."""
     sizes = {**sizes, "span": g["stack_gain"].shape[0]}
     for name in schema.STACK_ARRAYS_5:
-        _create_array(g, name, dtype, sizes, B, None)
+        add_array(g, name, dtype, sizes, B, None)
     g["lyapunov_qr"][...] = g["lyapunov"][...]
     g["lyapunov"][...] = float("nan")
     g["depth_ledger"][...] = PENDING

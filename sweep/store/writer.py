@@ -78,7 +78,7 @@ def add_memory(g: zarr.Group, record: dict, store: str, conv_widths: list | None
     sizes = {"layer": R, "seq": S, "token": L, "lag": record["lags"] + 1}
     for name in schema.group_arrays(ssm=True, depth=True, memory=True):
         if schema.ARRAYS[name].memory and name not in g:
-            _create_array(g, name, g.attrs["model"]["dtype"], sizes, 1, None)
+            add_array(g, name, g.attrs["model"]["dtype"], sizes, 1, None)
     g.attrs["memory"] = record
 
 
@@ -200,7 +200,7 @@ def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dic
             "layer_length": np.array([n for _, n in layer_lengths], dtype=np.int64),
             "tokens": tokens.astype(np.int64)}
     for array in schema.group_arrays(ssm=bool(shapes), depth=depth is not None):
-        _create_array(g, array, dtype, sizes, token_block, data.get(array))
+        add_array(g, array, dtype, sizes, token_block, data.get(array))
     if depth is not None:
         g.attrs["depth"] = {"spans": [int(s) for s in depth["spans"]],
                             "layers": [int(x) for x in depth["layers"]]}
@@ -214,7 +214,7 @@ def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dic
     return g
 
 
-def _create_array(g: zarr.Group, name: str, dtype: str, sizes: dict, token_block: int,
+def add_array(g: zarr.Group, name: str, dtype: str, sizes: dict, token_block: int,
                   data: np.ndarray | None) -> None:
     spec = schema.ARRAYS[name]
     shape = tuple(sizes[d] for d in spec.dims)
