@@ -41,6 +41,16 @@ def render_live(store_path, out_png, settings=None) -> Path:
     agg = aggregate(store_path)
     st = open_store(store_path)
     settings = settings or Settings.from_store(st.root.attrs)
+    out = Path(save(live_figure(st, agg, settings), Path(out_png), dpi=90))
+    betas = {name: live_betas(agg.model(name), settings) for name in null_families(st.root)}
+    _write_json(out.with_suffix(".json"), {"fingerprint": st.fingerprint, "window": list(settings.window),
+                                           "betas": betas, "method": beta_method(settings)})
+    return out
+
+
+def live_figure(st, agg, settings):
+    """One row of two panels per trained model (ρ per layer; β per layer over its nulls' band);
+    `st` a Store of the store, `agg` its aggregate (analysis.io.aggregate)."""
     families = null_families(st.root)
     fig = new_figure(12, 4.2 * len(families))
     axes = np.atleast_2d(fig.subplots(len(families), 2, squeeze=False))
@@ -50,12 +60,8 @@ def render_live(store_path, out_png, settings=None) -> Path:
         if nulls:
             _null_band(ax_beta, st.model(name),
                        [(st.model(n), agg.model(n).skipping(skip)) for n in nulls], settings.window)
-    fig.suptitle(f"{Path(store_path).name} — live at {time.strftime('%H:%M:%S')}")
-    out = Path(save(fig, Path(out_png), dpi=90))
-    betas = {name: live_betas(agg.model(name), settings) for name in families}
-    _write_json(out.with_suffix(".json"), {"fingerprint": st.fingerprint, "window": list(settings.window),
-                                           "betas": betas, "method": beta_method(settings)})
-    return out
+    fig.suptitle(f"{Path(st.path).name} — live at {time.strftime('%H:%M:%S')}")
+    return fig
 
 
 def beta_method(settings) -> str:
