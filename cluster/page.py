@@ -95,7 +95,18 @@ def _model_table(m: dict, s: dict) -> str:
     c = m["counts"]
     return (f"<h3>{e(m['name'])}: {c['done']}/{c['total']} blocks done, {c['flagged']} flagged</h3>"
             f"<table><tr><th>layer</th><th>done</th><th>flagged</th><th>total</th>{head}</tr>"
-            f"{''.join(rows)}</table>")
+            f"{''.join(rows)}</table>{_nulls_line(m.get('nulls'))}")
+
+
+def _nulls_line(n: dict | None) -> str:
+    """A trained model's null models in one line under its table: their blocks, every layer."""
+    if not n or not n.get("models"):
+        return ""
+    kinds = "; ".join(f"{k} {', '.join(map(str, seeds))}" for k, seeds in n["kinds"].items())
+    c, count = n["counts"], len(n["models"])
+    return (f"<p class='nulls'>+ nulls: {count} model{'s' * (count > 1)} ({html.escape(kinds)}): "
+            f"{c['done']}/{c['total']} blocks done, {c['flagged']} flagged (summed over them and "
+            f"their layers)</p>")
 
 
 def _beta_cell(b: dict | None) -> str:
@@ -109,4 +120,5 @@ def _beta_cell(b: dict | None) -> str:
 _CSS = ("body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;"
         "margin:.5em 0}td,th{border:1px solid #bbb;padding:.2em .6em;text-align:right}"
         "th{background:#eee}img{max-width:100%;border:1px solid #ddd}.running{color:#0a6}"
-        ".ended{color:#555}.note,.nav{color:#666;font-size:90%}section{margin-bottom:2em}")
+        ".ended{color:#555}.note,.nav{color:#666;font-size:90%}section{margin-bottom:2em}"
+        ".nulls{margin:.2em 0 1em 1em;color:#444}")

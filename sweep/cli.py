@@ -161,18 +161,22 @@ def _print_summary(store: str) -> None:
 
 def _status(args) -> int:
     from sweep.config.validate import existing_store
-    from sweep.store.ledger import memory_rows, status_rows, walk_rows
+    from sweep.store.ledger import memory_rows, null_rows, status_rows, walk_rows
 
     existing_store(args.store)
-    rows = status_rows(args.store)
+    rows, nulls = status_rows(args.store), null_rows(args.store)
     print(f"{'model':<28} {'layer':>5} {'done':>6} {'flagged':>7} {'total':>6} {'tokens':>6} "
           f"{'h_l':>5}  {'dtype':<8} kind")
-    for r in rows:
+    for i, r in enumerate(rows):
         print(f"{r['model']:<28} {_s(r['layer']):>5} {r['done']:>6} {r['flagged']:>7} "
               f"{_s(r['total']):>6} {_s(r['tokens']):>6} {_s(r['residual']):>5}  {_s(r['dtype']):<8} "
               f"{_s(r['kind'])}")
+        if r["model"] in nulls and (i + 1 == len(rows) or rows[i + 1]["model"] != r["model"]):
+            print(null_line(nulls[r["model"]]))          # under the model's last layer
     print("done counts flagged blocks (done, with a non-finite value) too; h_l: sequences whose "
-          "residual stream entering the layer is stored")
+          "residual stream entering the layer is stored" + ("; nulls: a model's null models "
+                                                             "(docs/nulls.md), blocks summed over "
+                                                             "them, every layer" if nulls else ""))
     for w in walk_rows(args.store):
         l0, l1 = w["layers"]
         print(f"{w['model']}: {w['done']}/{w['total']} walks up layers {l0}..{l1} done (stacks of "
@@ -184,6 +188,21 @@ def _status(args) -> int:
     if args.spectra:
         _print_summary(args.store)
     return 0
+
+
+def null_line(n: dict) -> str:
+    """One line for a model's nulls (sweep.store.ledger.null_rows)."""
+    kinds = "; ".join(f"{k} {', '.join(map(str, seeds))}" for k, seeds in n["kinds"].items())
+    count = len(n["models"])
+    parts = [f"{n['done']}/{n['total']} blocks done", f"{n['flagged']} flagged",
+             f"{n['complete']} of {count} complete"]
+    if n["walks"]:
+        parts.append(f"{n['walks'][0]}/{n['walks'][1]} walks")
+    if n["profiles"]:
+        parts.append(f"{n['profiles'][0]}/{n['profiles'][1]} token-memory profiles")
+    used, of = n["sequences"]
+    on = f", on the first {used} of {of} sequences" if used < of else ""
+    return f"  + nulls: {count} model{'s' * (count > 1)} ({kinds}){on}: {', '.join(parts)}"
 
 
 def _s(v) -> str:

@@ -177,3 +177,20 @@ def test_compare_carries_the_nulls_and_counts_its_family(store_with_nulls):
     assert d.p_adjusted >= d.p_raw and c.family.m == 1 + sum(len(n.comparisons) for n in c.nulls.values())
     doc = c.to_dict()
     assert doc["family"]["tests"][0]["p_raw"] == d.p_raw and "pairs" in doc
+
+
+def test_analyze_makes_each_null_study_once_and_the_comparison_reads_it(store_with_nulls, tmp_path):
+    """`tdos analyze` of two models: the comparison's null studies are the ones of each
+    model's own section (the same numbers, the same Holm family), not a second reading."""
+    from analysis.studies.compare import compare_models
+    s = Settings(n_boot=20, lengths=(32,))
+    results = analyze(store_with_nulls, tmp_path, s, progress=False)
+    doc = json.loads((tmp_path / "fits.json").read_text())
+    for name in ("a", "b"):
+        assert doc["comparison"]["nulls"][name] == doc["models"][name]["nulls"]
+        assert all(np.isfinite(c["p_adjusted"]) for c in doc["models"][name]["nulls"]["comparisons"])
+    assert doc["comparison"]["family"] == doc["family"]          # one family, counted once
+    assert doc["family"]["label"] == "tdos analyze of 2 models"
+    given = {n: r.nulls for n, r in results.items()}
+    c = compare_models([f"{store_with_nulls}:a", f"{store_with_nulls}:b"], s, given)
+    assert all(c.nulls[n] is given[n] for n in given)             # taken, not made again

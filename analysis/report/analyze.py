@@ -32,7 +32,7 @@ from analysis.spectrum.observables import (a_log_distribution, a_log_shift, comp
                                            tdos_vs_length, token_rate_rows)
 from analysis.spectrum.rates import EDGES
 from analysis.fit.multiplicity import Family
-from analysis.studies.compare import compare_models, comparison_family
+from analysis.studies.compare import compare_models
 from analysis.studies.nulls import NullStudy, null_study
 from analysis.report.nulls import FIGURE as NULL_FIGURE
 from analysis.report.nulls import figure as null_figure
@@ -143,9 +143,11 @@ def analyze(store_path, out=None, settings=None, model=None, progress=True) -> d
     comparison = None
     nulls = {n: r.nulls for n, r in results.items() if r.nulls is not None}
     if len(names) > 1:
-        comparison = compare_models([f"{store_path}:{n}" for n in names], settings)
+        # the null studies made above are the comparison's: each made once, counted once
+        comparison = compare_models([f"{store_path}:{n}" for n in names], settings, nulls,
+                                    f"tdos analyze of {len(names)} models")
         extra_files += write_comparison(comparison, out, markdown=False)
-        family = comparison_family(comparison, f"tdos analyze of {len(names)} models", nulls)
+        family = comparison.family
     else:
         family = Family(f"tdos analyze of {names[0]}", {"models": 1, "observables against nulls":
                         len(nulls[names[0]].comparisons) if nulls else 0}, settings.level)

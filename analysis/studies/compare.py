@@ -237,8 +237,15 @@ class Comparison:
                    if self.memory else {})}
 
 
-def compare_models(sources, settings: Settings | None = None) -> Comparison:
-    """The comparison of the models in `sources` ("STORE" or "STORE:MODEL" each)."""
+def compare_models(sources, settings: Settings | None = None, nulls: dict | None = None,
+                   label: str | None = None) -> Comparison:
+    """The comparison of the models in `sources` ("STORE" or "STORE:MODEL" each).
+
+    `nulls`: {name: NullStudy} the caller already made for the models with nulls (`tdos
+    analyze` makes each at the model's own representative layer, L and primary β); they are
+    the comparison's, entered once in its family. None: each side's study is made here, at its
+    representative layer, the shared L and the comparison's primary. `label` names the family
+    (default "tdos compare of N models")."""
     settings = settings or Settings()
     resolved = resolve(sources)
     if len(resolved) < 2:
@@ -259,10 +266,15 @@ def compare_models(sources, settings: Settings | None = None) -> Comparison:
         c.memory_deltas = compare_memory(c.memory, c.memory_layers, settings.level)
     c.primary = settings.primary_for(False)
     c.primary_deltas = primary_deltas(sides, stores, settings, c.primary)
-    c.nulls = {s.name: ns for s, st in zip(sides, stores)
-               if (ns := null_study(st, s.layer, s.L, settings, c.primary)) is not None}
-    c.family = comparison_family(c, f"tdos compare of {len(sides)} models")
+    c.nulls = _null_studies(sides, stores, settings, c.primary) if nulls is None else dict(nulls)
+    c.family = comparison_family(c, label or f"tdos compare of {len(sides)} models")
     return c
+
+
+def _null_studies(sides, stores, settings, primary) -> dict:
+    """{name: NullStudy} of each side with nulls, at its representative layer and the shared L."""
+    return {s.name: ns for s, st in zip(sides, stores)
+            if (ns := null_study(st, s.layer, s.L, settings, primary)) is not None}
 
 
 @dataclass
@@ -312,11 +324,11 @@ def primary_deltas(sides, stores, settings, primary) -> list:
             for L in a.by_length[MODES[0]] if betas[i][L] is not None and betas[j][L] is not None]
 
 
-def comparison_family(c: Comparison, label, nulls=None) -> Family:
+def comparison_family(c: Comparison, label) -> Family:
     """The family of a comparison: the primary Δβ of every pair and L, the depth and memory
-    differences, each model's observables against its nulls (`nulls`: {name: NullStudy},
-    default the comparison's own); Holm-corrected, the adjusted p written back."""
-    nulls = c.nulls if nulls is None else nulls
+    differences, each model's observables against its nulls (c.nulls); Holm-corrected, the
+    adjusted p written back."""
+    nulls = c.nulls
     obs = {o.observable for ns in nulls.values() for o in ns.comparisons}
     fam = Family(label, {"model pairs": len(c.sides) * (len(c.sides) - 1) // 2,
                          "lengths": len({d.L for d in c.primary_deltas}),

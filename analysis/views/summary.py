@@ -4,7 +4,9 @@ Printed when a sweep completes and by `tdos status --spectra`, so a researcher s
 glance what landed: how many modes are stable (0 < |ζ| < 1), how deep the infrared goes,
 how many modes the symmetry-removed count drops (the norm's scale/shift modes, |ζ| = 1 to
 rounding), and β of both mode counts with their CIs and difference, over every done token
-of the layer. Figures and Table I are `tdos analyze`'s job; this is the sanity check.
+of the layer. A model's null models (docs/nulls.md) are folded under it: one line per layer
+with the lowest and highest β among them. Figures and Table I are `tdos analyze`'s job; this
+is the sanity check.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from analysis.io.aggregate import aggregate
 from analysis.io.store import open_store
 from analysis.spectrum.rates import mode_key
 from analysis.studies.tables import bootstrap_from_agg
+from sweep.format.schema import null_families
 from sweep.format.settings import MODES, Settings
 
 N_BOOT = 200                 # replicates per CI: a quick look, not the report's 500
@@ -44,14 +47,33 @@ def layer_row(agg, name, layer, d_model, settings=None, n_boot=N_BOOT) -> dict:
     return row
 
 
+def null_row(aggs, of, layer, settings=None) -> dict | None:
+    """A model's nulls at `layer` in one row: their done tokens summed, and the lowest and
+    highest β (grid fit, no CI) of each mode count among the nulls with done tokens there;
+    None when none has any."""
+    s = settings or Settings()
+    aggs = [a.skipping(s.skip_positions) for a in aggs]
+    seen = [a for a in aggs if a.token_done(layer).any()]
+    if not seen:
+        return None
+    row = {"model": of, "layer": int(layer), "nulls": len(aggs), "fitted": len(seen),
+           "tokens": sum(int(a.token_done(layer).sum()) for a in seen)}
+    for m in MODES:
+        betas = [fit_ir_from_hist(a.hist(layer, modes=m), s.window).beta for a in seen]
+        finite = [b for b in betas if np.isfinite(b)]
+        row[f"beta_range_{mode_key(m)}"] = (min(finite), max(finite)) if finite else None
+    return row
+
+
 def summary_rows(path, settings=None, n_boot=N_BOOT) -> list[dict]:
-    """One row per (model, layer) with done tokens; brings `<store>.agg` up to date first.
+    """One row per (trained model, layer) with done tokens, each model's followed by its
+    nulls' rows (null_row, marked by the key "nulls"); brings `<store>.agg` up to date first.
     `settings` default: the store's recorded `analysis:` section."""
     agg = aggregate(path)
     st = open_store(path)
     settings = settings or Settings.from_store(st.root.attrs)
     rows = []
-    for name in st.models:
+    for name, nulls in null_families(st.root).items():
         s, a = st.model(name), agg.model(name)
         for layer in s.layers:
             if not a.token_done(layer).any():
@@ -61,6 +83,9 @@ def summary_rows(path, settings=None, n_boot=N_BOOT) -> list[dict]:
                 lam_a = s.intrinsic_rates(layer)
                 row["lam_A"] = (float(lam_a.min()), float(lam_a.max()))
             rows.append(row)
+        if nulls:
+            rows += [r for layer in s.layers if (r := null_row([agg.model(n) for n in nulls],
+                                                             name, layer, settings))]
     return rows
 
 
@@ -88,6 +113,9 @@ def format_summary(rows: list[dict], settings=None) -> str:
             f"  λ_A range")
     lines = [head]
     for r in rows:
+        if "nulls" in r:
+            lines.append(_null_line(r))
+            continue
         lam_a = "" if "lam_A" not in r else f"{r['lam_A'][0]:.2g} … {r['lam_A'][1]:.2g}"
         share = r["stable_all_stable"] / r["modes"] if r["modes"] else 0.0
         lines.append(f"{r['model']:<20} {r['layer']:>5} {r['tokens']:>7} {share:>7.1%} "
@@ -99,5 +127,16 @@ def format_summary(rows: list[dict], settings=None) -> str:
     lines.append(f"stable: share of modes with 0 < |ζ| < 1 (all-stable); sym.rm: modes the "
                  f"symmetry-removed count drops (norm scale/shift, |ζ| = 1 to rounding); β on "
                  f"[{s.window[0]:g}, {s.window[1]:g}] over every done token{skip}, {s.level:.0%} "
-                 f"bootstrap CI; Δβ = all-stable − symmetry-removed")
+                 f"bootstrap CI; Δβ = all-stable − symmetry-removed"
+                 + ("; + nulls: a model's null models at that layer, tokens summed, β lowest … "
+                    "highest among them (grid fit, no CI)" if any("nulls" in r for r in rows) else ""))
     return "\n".join(lines)
+
+
+def _null_line(r) -> str:
+    def rng(k):
+        b = r[f"beta_range_{k}"]
+        return "no modes in window" if b is None else f"{b[0]:+.3f} … {b[1]:+.3f}"
+    who = f"+ {r['fitted']} of {r['nulls']} nulls" if r["fitted"] < r["nulls"] else f"+ {r['nulls']} nulls"
+    return (f"  {who:<18} {r['layer']:>5} {r['tokens']:>7}  β all-stable {rng('all_stable')}, "
+            f"symmetry-removed {rng('symmetry_removed')}")

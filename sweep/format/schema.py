@@ -161,6 +161,23 @@ def is_ssm(kind: str) -> bool:
     return any(part in SSM_KINDS for part in kind.split("+"))
 
 
+def null_families(root) -> dict[str, list[str]]:
+    """{trained model: names of its null models} over the root's `models`, both in store order.
+    A null is a group whose attribute `null` = {"of", ...} names a model of the store
+    (docs/nulls.md). The views (`tdos status`, the live figure, the /tdos page) list the keys
+    and fold each one's nulls under it. A group still being made has no attributes yet and is
+    listed on its own."""
+    names = list(root.attrs.get("models", []))
+    out: dict[str, list[str]] = {}
+    for name in names:
+        of = (root[name].attrs.get("null") or {}).get("of") if name in root else None
+        if of in out:
+            out[of].append(name)
+        else:
+            out[name] = []
+    return out
+
+
 class StoreError(Exception):
     """A one-line, user-facing reason why a path cannot be used as a tdos store."""
 

@@ -39,9 +39,10 @@ def counts(root: zarr.Group, names) -> LedgerCounts:
 
 
 def _groups_with(path: str, array: str):
-    """(model name, group, its Ledger) of every group of the store at `path` holding `array`."""
+    """(model name, group, its Ledger) of every trained model of the store at `path` holding
+    `array` (its nulls are counted in null_rows)."""
     root = zarr.open_group(str(path), mode="r")
-    for name in root.attrs.get("models", []):
+    for name in schema.null_families(root):
         if name in root and array in root[name]:
             yield name, root[name], Ledger.read(root[name])
 
@@ -64,9 +65,40 @@ def memory_rows(path: str) -> list[dict]:
             for name, g, led in _groups_with(path, "memory_ledger")]
 
 
+def null_rows(path: str) -> dict[str, dict]:
+    """Per trained model with nulls, its nulls together: their names and seeds per kind, blocks
+    done (flagged included) / flagged / planned summed over them, how many are complete (every
+    block, A_log, walk and profile), walks and lag profiles done / planned when swept (else
+    None), and the sequences they rest on beside the model's."""
+    root = zarr.open_group(str(path), mode="r")
+    out = {}
+    for model, nulls in schema.null_families(root).items():
+        if not nulls:
+            continue
+        leds = [Ledger.read(root[n]) for n in nulls]
+        kinds: dict[str, list[int]] = {}
+        for n in nulls:
+            kinds.setdefault(root[n].attrs["null"]["kind"], []).append(int(root[n].attrs["null"]["seed"]))
+        walks = [(int(x.planned[0].sum()) - len(x.pending_walks()), int(x.planned[0].sum()))
+                 for x in leds if x.walks is not None]
+        profiles = [(x.memory.size - len(x.pending_memory()), x.memory.size)
+                    for x in leds if x.memory is not None]
+        out[model] = {"models": nulls, "kinds": kinds, "done": sum(x.done for x in leds),
+                      "flagged": sum(x.flagged for x in leds), "total": sum(x.total for x in leds),
+                      "complete": sum(counts(root, [n]).complete for n in nulls),
+                      "walks": _sum_pairs(walks), "profiles": _sum_pairs(profiles),
+                      "sequences": (min(x.residual.shape[1] for x in leds),
+                                    int(root[model].attrs["inputs"]["sequences"]))}
+    return out
+
+
+def _sum_pairs(pairs) -> tuple[int, int] | None:
+    return (sum(a for a, _ in pairs), sum(b for _, b in pairs)) if pairs else None
+
+
 def status_rows(path: str) -> list[dict]:
-    """Per model and layer: blocks done / flagged / total, tokens planned, sequences whose
-    h_l is stored (of how many), dtype, kind."""
+    """Per trained model and layer: blocks done / flagged / total, tokens planned, sequences
+    whose h_l is stored (of how many), dtype, kind. Null models are summed in null_rows."""
     from sweep.store.writer import group_ready
 
     root = zarr.open_group(str(path), mode="r")
@@ -77,7 +109,7 @@ def status_rows(path: str) -> list[dict]:
 
         raise StoreMismatch(f"store: {e}") from None
     rows = []
-    for name in root.attrs.get("models", []):
+    for name in schema.null_families(root):
         if not group_ready(root, name):
             rows.append({"model": name, "layer": None, "done": 0, "flagged": 0, "total": None,
                          "tokens": None, "residual": None, "dtype": None, "kind": None})
