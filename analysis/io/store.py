@@ -73,7 +73,7 @@ class Store:
     @cached_property
     def nulls(self) -> list[str]:
         """Names of this model's null models in the store, in store order."""
-        return [m for m in self.models if (self.root[m].attrs.get("null") or {}).get("of") == self.name]
+        return schema.null_families(self.root).get(self.name, [])
 
     @property
     def arch(self) -> str:
