@@ -3,7 +3,8 @@
 The statistic is the grid fit of `fits.py` (slope of log N(<λ) at the global edges in the
 window). N(<λ_j) is a sum over tokens of each token's count below λ_j, so a replicate is a
 weighted sum of per-token count vectors and only the resampling plan (`resampling.py`:
-whole sequences, circular blocks of k tokens, or single tokens) decides the weights. The
+a jackknife over sequences, circular blocks of k tokens within a single one, or single
+tokens) decides the weights. The
 raw-rate path and the aggregate path (per-token histograms, as `tdos analyze` uses) build
 the same per-token count vectors and so give the same interval, bit for bit.
 """
@@ -27,9 +28,10 @@ class BootstrapIR:
     lo: float
     hi: float
     level: float               # e.g. 0.9 for a 90 % interval
-    n_boot: int                # replicates
+    n_boot: int                # replicates (the jackknife's: S)
     window: tuple              # fit window (lo, hi) in λ
-    unit: str                  # "sequences" | "circular blocks of k tokens" | "single tokens (i.i.d.)"
+    unit: str                  # "jackknife over S sequences, t(S−1)" | "sequences" |
+                               # "circular blocks of k tokens" | "single tokens (i.i.d.)"
     block_length: int          # tokens per block (1: single tokens, 0: whole sequences)
     n_units: float             # independent units the spread is learned from
     n_tokens: int
@@ -44,7 +46,8 @@ class BootstrapIR:
 
     @property
     def se(self):
-        return float(np.nanstd(self.betas))
+        return self.resampling.se(self.betas) if self.resampling is not None \
+            else float(np.nanstd(self.betas))
 
     @property
     def dof(self) -> float:
@@ -58,6 +61,10 @@ class BootstrapIR:
     @property
     def method(self) -> str:
         """The interval's recipe in words (report, fits.json)."""
+        if self.resampling is not None and self.resampling.jackknife:
+            return (f"{self.level:.0%} CI of β, β ± t({self.n_seqs - 1})·se from a jackknife over "
+                    f"{self.n_seqs} sequences ({self.n_tokens} tokens), each left out once; "
+                    f"window [{self.window[0]:g}, {self.window[1]:g}]")
         return (f"{self.level:.0%} percentile bootstrap CI of β, {self.n_boot} replicates "
                 f"resampling {self.unit} of {self.n_tokens} tokens in {self.n_seqs} sequence(s) "
                 f"({self.rule}); stretched ×{self.stretch:.3f} for the replicates' variance "
@@ -111,7 +118,7 @@ def _bootstrap(cum, x, seq, fit, window, n_boot, level, seed, unit, block_length
     plan = resampling_for(log_slope_influence(cum, logx), seq, unit, block_length)
     betas = _slopes(logx, plan.replicate_sums(cum, n_boot, seed)) - 1   # (n_boot,)
     lo, hi = plan.interval(fit.beta, betas, level)
-    return BootstrapIR(fit=fit, lo=lo, hi=hi, level=level, n_boot=n_boot, window=tuple(window),
+    return BootstrapIR(fit=fit, lo=lo, hi=hi, level=level, n_boot=len(betas), window=tuple(window),
                        unit=plan.unit, block_length=plan.block_length, n_units=plan.n_units,
                        n_tokens=plan.n_tokens, n_seqs=plan.n_seqs, rule=plan.rule, betas=betas,
                        resampling=plan)

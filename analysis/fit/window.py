@@ -13,8 +13,8 @@ Two estimators of β answer two questions:
 A pure power law from λ = 0 up gives both the same β; they part when the spectrum below the
 window is not the continuation of the one inside it.
 
-CIs of the MLE resample tokens exactly as β's bootstrap does (`resampling.py`: whole
-sequences, or circular blocks of k tokens, k from the data). The MLE depends on the data
+CIs of the MLE resample exactly as β's do (`resampling.py`: a jackknife over sequences, or
+circular blocks of k tokens within a single one, k from the data). The MLE depends on the data
 only through each token's count of in-window modes c_t and their sum of ln(λ/lo) S_t, so a
 replicate is (Σ S*)/(Σ c*) solved for β (`fits.solve_s`).
 
@@ -77,7 +77,8 @@ def _mle_replicates(stats, seq, windows, n_boot, seed, unit="auto"):
         ubar = np.nan_to_num(mean)
         influence = (stats[:, :, 1] - stats[:, :, 0] * ubar).sum(1)      # (N,) linearised
     plan = resampling_for(influence, seq, unit)
-    reps = plan.replicate_sums(stats.reshape(len(stats), -1), n_boot, seed).reshape(n_boot, -1, 2)
+    reps = plan.replicate_sums(stats.reshape(len(stats), -1), n_boot, seed)
+    reps = reps.reshape(len(reps), -1, 2)                                # (B, n_w, 2)
     with np.errstate(invalid="ignore", divide="ignore"):
         rmean = np.where(reps[..., 0] > 0, reps[..., 1] / reps[..., 0], np.nan)
     betas = np.stack([solve_s(rmean[:, j], w[j]) for j in range(len(w))], 1) - 1

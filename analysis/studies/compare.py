@@ -65,8 +65,8 @@ class DeltaBeta:
 
 def delta_beta_interval(boot_a, boot_b, level=0.9) -> tuple:
     """(Δβ, lo, hi) from two BootstrapIR results (module docstring)."""
-    return difference_interval(boot_a.beta, boot_a.betas, boot_a.stretch,
-                               boot_b.beta, boot_b.betas, boot_b.stretch, level)
+    return difference_interval(boot_a.beta, boot_a.betas, boot_a.resampling,
+                               boot_b.beta, boot_b.betas, boot_b.resampling, level)
 
 
 def compare_boots(boot_a, boot_b, level=0.9, **where) -> DeltaBeta:

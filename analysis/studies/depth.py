@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analysis.fit.bootstrap import bootstrap_ir_exponent
-from analysis.fit.resampling import difference_interval, resampling_for, verdict
+from analysis.fit.resampling import Resampling, difference_interval, resampling_for, verdict
 from analysis.spectrum.rates import classify_rows, marginal_threshold, scale_mask
 from analysis.studies.tables import ModeRow, mode_row
 from sweep.format.settings import MODES, Settings
@@ -57,7 +57,7 @@ class MeanCI:
     hi: float
     unit: str
     reps: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
-    stretch: float = 1.0
+    resampling: Resampling | None = field(repr=False, default=None)
 
     def to_dict(self) -> dict:
         return {"value": self.value, "ci": [self.lo, self.hi], "unit": self.unit}
@@ -65,7 +65,7 @@ class MeanCI:
     def exp(self) -> "MeanCI":
         """The geometric mean exp⟨x⟩ of a mean ⟨x⟩ of logs, its CI mapped the same way."""
         return MeanCI(float(np.exp(self.value)), float(np.exp(self.lo)), float(np.exp(self.hi)),
-                      self.unit, np.exp(self.reps), self.stretch)
+                      self.unit, np.exp(self.reps), self.resampling)
 
 
 # the kernel's quantities, in the order KernelPoint holds them (module docstring)
@@ -282,9 +282,8 @@ def _means(x, seq, settings) -> list:
     ones = np.ones((len(x), 1))
     sums = plan.replicate_sums(np.concatenate([x, ones], 1), settings.n_boot, settings.seed)
     reps = sums[:, :-1] / sums[:, -1:]
-    c = plan.stretch(settings.level)
     return [MeanCI(float(mean[j]), *plan.interval(mean[j], reps[:, j], settings.level), plan.unit,
-                   reps[:, j], c) for j in range(x.shape[1])]
+                   reps[:, j], plan) for j in range(x.shape[1])]
 
 
 @dataclass
@@ -322,8 +321,8 @@ def compare_depth(studies: dict, level: float) -> list:
                 for m in MODES:
                     x, y = da.boots[m][s], db.boots[m][s]
                     out.append(DepthDelta(a, b, "beta", s, m, *difference_interval(
-                        x.beta, x.betas, x.stretch, y.beta, y.betas, y.stretch, level), level))
+                        x.beta, x.betas, x.resampling, y.beta, y.betas, y.resampling, level), level))
             x, y = da.top, db.top
             out.append(DepthDelta(a, b, "top_lyapunov", None, None, *difference_interval(
-                x.value, x.reps, x.stretch, y.value, y.reps, y.stretch, level), level))
+                x.value, x.reps, x.resampling, y.value, y.reps, y.resampling, level), level))
     return out

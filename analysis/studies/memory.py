@@ -364,7 +364,7 @@ def compare_memory(studies: dict, layers: dict, level: float) -> list:
                                        level, laws, reason))
                 continue
             la, lb = fa.laws[laws[0]], fb.laws[laws[1]]
-            d = difference_interval(la.params[what], la.reps[what], fa.stretch,
-                                    lb.params[what], lb.reps[what], fb.stretch, level)
+            d = difference_interval(la.params[what], la.reps[what], fa.profile.resampling,
+                                    lb.params[what], lb.reps[what], fb.profile.resampling, level)
             out.append(MemoryDelta(a, b, layers[a], layers[b], what, *d, level, laws))
     return out
