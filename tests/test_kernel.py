@@ -40,7 +40,7 @@ def test_kernel_exponent_recovers_one_plus_beta_of_the_closed_form():
     assert ker.lo <= exact <= ker.hi, ker.describe()
     assert ker.hi - ker.lo < 0.1 and ker.lo <= 1 + BETA <= ker.hi
     assert "not a check" in ker.describe() and "consistent" not in ker.to_dict()
-    assert ker.unit.startswith("circular blocks of") and ker.n_modes == lam.size
+    assert ker.unit == "jackknife over 2 sequences, t(1)" and ker.n_modes == lam.size
 
 
 def test_kernel_matches_the_observables_path_exactly():

@@ -105,7 +105,7 @@ def test_primary_is_a_typed_field_with_a_one_line_error():
 @pytest.fixture(scope="module")
 def store_with_nulls(tmp_path_factory):
     """A model of β −0.2 with two nulls of β −0.5, and a second model whose two nulls share its β."""
-    kw = dict(rows=1, nseq=2, lmax=32, d=48, n_ir=24)
+    kw = dict(rows=1, nseq=4, lmax=32, d=48, n_ir=24)
     a = synthetic_model("a", "attention", -0.2, **kw)
     b = synthetic_model("b", "attention", -0.2, seed=9, **kw)
     kw.pop("rows")
@@ -143,7 +143,7 @@ def test_every_observable_the_store_holds_is_read_and_absent_ones_are_skipped(tm
     assert set(got) == {"β (mle:symmetry-removed)", "log ‖J_tt‖_F² (token mean of the log)"}
     f = got["log ‖J_tt‖_F² (token mean of the log)"]
     assert f.trained.value == pytest.approx(2.0, abs=0.15) and f.delta == pytest.approx(1.0, abs=0.2)
-    assert f.lo > 0 and f.rank == 3 and "circular blocks" in f.trained.unit
+    assert f.lo > 0 and f.rank == 3 and f.trained.unit == "jackknife over 2 sequences, t(1)"
     assert got["β (mle:symmetry-removed)"].verdict.startswith("not distinguishable")
 
 

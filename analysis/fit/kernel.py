@@ -65,8 +65,8 @@ class KernelExponent:
     @property
     def method(self) -> str:
         return (f"least-squares slope of ln K on ln t at {len(self.t)} log-spaced t in "
-                f"[{self.t_range[0]:g}, {self.t_range[1]:g}] blocks; {self.level:.0%} percentile "
-                f"bootstrap CI, {self.n_boot} replicates resampling {self.unit} ({self.rule})")
+                f"[{self.t_range[0]:g}, {self.t_range[1]:g}] blocks; {self.level:.0%} CI, "
+                f"{self.n_boot} replicates, {self.unit} ({self.rule})")
 
     def describe(self) -> str:
         return (f"K(t) ~ t^-{self.exponent:.3f} [{self.lo:.3f}, {self.hi:.3f}] "
@@ -114,7 +114,7 @@ def kernel_exponent_from_hists(token_hists, seq=None, beta=np.nan, beta_ci=None,
         exps = -_slope(logt, np.log(reps[:, :-1] / reps[:, -1:]))
     lo, hi = plan.interval(point, exps, level)
     elo, ehi = sorted(1 + np.asarray(beta_ci)) if beta_ci is not None else (1 + beta, 1 + beta)
-    return KernelExponent(float(point), lo, hi, level, n_boot, plan.unit, plan.rule, float(1 + beta),
+    return KernelExponent(float(point), lo, hi, level, len(reps), plan.unit, plan.rule, float(1 + beta),
                           float(elo), float(ehi), tuple(t_range), int(tot[-1]), t, K, exps, plan)
 
 
