@@ -8,7 +8,7 @@ import numpy as np
 from analysis._plot import interval_bars, new_figure, panel_label, sweep_colors
 from analysis.fit.lag_laws import LAWS, P_REJECT
 from analysis.report.text import FIGURE_CAPTIONS
-from analysis.studies.memory import NEITHER, MemoryStudy
+from analysis.studies.memory import NEITHER, SHARE_MIN, SPLIT, MemoryStudy
 
 FIGURE = "memory.png"
 CAPTION = FIGURE_CAPTIONS[FIGURE]
@@ -29,12 +29,13 @@ def figure(m: MemoryStudy, title: str):
                                    for end in ("", "_lo", "_hi")), fmt="o-")
         for ly in layers:
             f, v = m.fits[ly], getattr(m.fits[ly], what)
-            if f.preferred == law and np.isfinite(v):
+            if f.law == law and np.isfinite(v):
                 a.plot([ly], [v], "s", mfc="none", ms=11, color="C3")
             if law in f.laws and f.laws[law].rejected and np.isfinite(v):
                 a.plot([ly], [v], "x", ms=9, color="k")
         a.set_xticks(layers)
-        a.set_xlabel(f"layer (□: BIC prefers the law; ×: rejected, p < {P_REJECT:g})")
+        a.set_xlabel(f"layer (□: the law, BIC, ≥ {SHARE_MIN:.0%} of replicates; "
+                     f"×: rejected, p < {P_REJECT:g})")
         a.set_ylabel(label)
     for a, letter in zip(ax, "abcd"):
         panel_label(a, letter)
@@ -47,11 +48,17 @@ def _ci(lo, hi) -> str:
 
 
 def _param(f, law, name) -> str:
-    """"α = 1.9 [1.7, 2.2]", marked † where the law is rejected (a window slope)."""
+    """"α = 1.9 [1.7, 2.2]", marked † where the law is rejected (a window slope); "–" where
+    the replicates split (no law is read)."""
     lf = f.laws.get(law)
-    if lf is None:
+    if lf is None or f.verdict == SPLIT:
         return "–"
     return f"{lf.params[name]:.3g} {_ci(*lf.ci[name])}{' †' if lf.rejected else ''}"
+
+
+def _preferred(f) -> str:
+    """The law BIC prefers, or "–" where the replicates split (no law verdict)."""
+    return "–" if f.verdict == SPLIT else f.preferred
 
 
 def markdown(m: MemoryStudy) -> list:
@@ -62,9 +69,11 @@ def markdown(m: MemoryStudy) -> list:
           f"m(k) = ⟨‖J_{{t,t−k}}‖_F² / ‖J_tt‖_F²⟩ over the sampled tokens t ≥ k. Each layer's "
           f"window starts past its causal convolution (lags ≥ its width; from 1 without one); "
           f"fits by {first.method}. The law of smallest BIC (χ² + parameters·ln lags) is "
-          f"preferred; **{NEITHER}** when its χ² p < {P_REJECT:g}. p-values are indicative: "
-          f"the same tokens enter every lag, so the lags' errors are correlated, and the weights "
-          f"are estimated. † a rejected law's parameter: a slope of the window, not an exponent. "
+          f"preferred; **{NEITHER}** when its χ² p < {P_REJECT:g}; **{SPLIT}** when fewer than "
+          f"{SHARE_MIN:.0%} of the replicates pick it: then no law and no parameter is printed, "
+          f"only m(k) with its CIs. χ² = rᵀC⁻¹r with the lags' covariance C (the same tokens "
+          f"enter every lag); C is estimated, so p is approximate. † a rejected law's parameter: "
+          f"a slope of the window, not an exponent. "
           f"{first.level:.0%} CIs resampling each layer's units (below); m(k)'s CIs on the log "
           f"scale (never below 0).", "",
           "| layer | kind | window | m(k_lo) | m(K) | preferred (BIC) | verdict | replicates "
@@ -75,11 +84,11 @@ def markdown(m: MemoryStudy) -> list:
         broken = " / ".join(_param(f, "broken power law", n) for n in ("alpha_1", "alpha_2", "k_break"))
         md.append(f"| {ly} | {p.kind} | {f.window[0]}..{f.window[1]} | {p.value[f.window[0]]:.3g} "
                   f"{_ci(p.lo[f.window[0]], p.hi[f.window[0]])} | {p.value[-1]:.3g} "
-                  f"{_ci(p.lo[-1], p.hi[-1])} | {f.preferred} | {f.verdict} | {f.share:.0%} | "
+                  f"{_ci(p.lo[-1], p.hi[-1])} | {_preferred(f)} | {f.verdict} | {f.share:.0%} | "
                   f"{_param(f, 'exponential', 'xi')} | {_param(f, 'power law', 'alpha')} | {broken} |")
     md += ["", "Windows and resampling units: " + "; ".join(
         f"layer {ly}: {f.window_rule}, {f.unit}" for ly, f in m.fits.items()) + ".", "",
-           "Goodness of fit of every law (χ² of the weighted fit of ln m(k), its "
+           "Goodness of fit of every law (χ² of the generalised least squares fit of ln m(k), its "
            "degrees of freedom = lags − parameters, p = P(χ²_dof > χ²); ΔBIC against the preferred "
            "law):", "", "| layer | law | χ² | dof | p | ΔBIC |", "|---|---|---|---|---|---|"]
     for ly, f in m.fits.items():
@@ -113,11 +122,12 @@ def comparison_markdown(studies: dict, layers: dict, deltas: list, heading: str 
           "|---|---|---|---|---|---|---|"]
     for n, s in studies.items():
         f = s.fits[layers[n]]
-        md.append(f"| {n} | {layers[n]} | {f.window[0]}..{f.window[1]} | {f.preferred} "
+        md.append(f"| {n} | {layers[n]} | {f.window[0]}..{f.window[1]} | {_preferred(f)} "
                   f"({f.share:.0%}) | {f.verdict} | {_param(f, 'exponential', 'xi')} | "
                   f"{_param(f, 'power law', 'alpha')} |")
     md += ["", "A difference is taken of the parameter of the law both models prefer (ξ, α, or "
-           "the broken law's α₂ past its break), only where neither model's law is rejected.", "",
+           "the broken law's α₂ past its break), only where each model's law fits and its "
+           f"replicates agree (≥ {SHARE_MIN:.0%}).", "",
            "| pair | layers | laws | Δ | value | CI | verdict |", "|---|---|---|---|---|---|---|"]
     for x in deltas:
         what = f"Δ{SYMBOL[x.what]}" if x.what else "–"

@@ -11,11 +11,21 @@ memory decays by, if any (docs/memory.md).
 - **The window** of lags starts past the layer's causal convolution (k ≥ its width, recorded
   by the sweep): below it token t reaches back through the convolution's local taps, not
   through the layer's memory. `analysis.memory_window` overrides it.
+- **The lags' covariance** C(k, k′) = √Var ln m(k) · ρ(k, k′) · √Var ln m(k′): the variances
+  are the plan's (above), the correlation ρ that of the tokens' linearised contributions to
+  ln m(k) and ln m(k′) (the same tokens enter every lag, and neighbouring lags move together),
+  shrunk toward the identity by n_lags/(n_lags + N) so that it stays invertible. Per-token
+  rather than per-unit: a jackknife over S sequences gives a covariance of rank S − 1, too
+  few for ~30 lags. From the data alone: no seed.
 - **The fits** (analysis/fit/lag_laws.py): exponential, power law and broken power law by
-  weighted least squares of ln m(k), weights 1/Var ln m(k) from the data, so point estimates
-  do not depend on the seed. BIC picks the law; each law's χ² p is printed; "neither law
-  fits" when the picked law's p < 0.01. CIs refit every replicate with the same weights,
-  stretched as every interval is; the replicates' seed derives from the model (`named_seed`).
+  generalised least squares of ln m(k) with that covariance (χ² = rᵀ C⁻¹ r, the Mahalanobis
+  norm), so point estimates do not depend on the seed. BIC picks the law; each law's χ² p
+  is printed; "neither law fits" when the picked law's p < 0.01. CIs refit every replicate
+  with the same covariance; the replicates' seed (blocks) derives from the model
+  (`named_seed`).
+- **The verdict needs the replicates' agreement**: the share of replicates whose BIC picks the
+  same law is reported, and below `SHARE_MIN` (80 %) no law is named ("no law: the
+  replicates split"): only m(k) with its CIs is printed, and no parameter is compared.
 - **The intrinsic kernel** of a layer with a learned decay (Mamba-style, gated delta rule) squared, as m(k) is: K_A²(k) =
   ⟨e^{−2Δ_t·λ_A·k}⟩ over its tokens and modes (stored Δ and exp(A_log)), 1 at k = 0 as m(0).
 """
@@ -33,6 +43,8 @@ from analysis.spectrum.observables import memory_kernel
 from sweep.format.settings import Settings
 
 NEITHER = "neither law fits"
+SPLIT = "no law: the replicates split"
+SHARE_MIN = 0.8       # replicates that must pick the preferred law for a law verdict
 
 
 @dataclass
@@ -44,7 +56,8 @@ class MemoryProfile:
     value: np.ndarray                 # (K+1,) m(k), m(0) = 1
     lo: np.ndarray                    # (K+1,) CI, from the replicates' ln m(k): >= 0
     hi: np.ndarray
-    log_var: np.ndarray               # (K+1,) Var ln m(k) from the data (the fits' weights)
+    log_var: np.ndarray               # (K+1,) Var ln m(k) from the data
+    log_cov: np.ndarray               # (K+1, K+1) Cov(ln m(k), ln m(k′)), the fits' χ² (docstring)
     n_tokens: np.ndarray              # (K+1,) sampled tokens with t >= k
     estimator: str                    # "exact" | "hutchinson (p Rademacher probes)"
     every: int
@@ -86,7 +99,7 @@ class LawFit:
     ci: dict                          # {name: (lo, hi)}
     chi2: float
     dof: int                          # lags − parameters
-    p: float                          # P(χ²_dof > χ²), indicative (lags correlated)
+    p: float                          # P(χ²_dof > χ²), χ² with the lags' covariance
     bic: float                        # χ² + parameters · ln(lags)
     intercept: float
     reps: dict = field(repr=False, default_factory=dict)    # {name: (n_boot,) replicates}
@@ -109,15 +122,20 @@ class MemoryFit:
     n_lags: int
     laws: dict                        # {law: LawFit}
     preferred: str                    # the law of smallest BIC
-    verdict: str                      # "fits" | NEITHER (the preferred law's p < P_REJECT)
+    verdict: str                      # "fits" | NEITHER (p < P_REJECT) | SPLIT (share < SHARE_MIN)
     share: float                      # replicates whose BIC picks the same law
     unit: str
     level: float
-    stretch: float = 1.0
     profile: MemoryProfile | None = field(repr=False, default=None)
-    method: str = ("weighted least squares of ln m(k), weights 1/Var ln m(k) from the data "
-                   "(across tokens, pooled into the resampling units); law chosen by BIC; "
-                   "CIs by refitting every replicate with the same weights")
+    method: str = ("generalised least squares of ln m(k) with the lags' covariance (variances "
+                   "from the resampling units, correlation across tokens; χ² = rᵀC⁻¹r); law "
+                   "chosen by BIC, named only when ≥ 80 % of replicates choose it; CIs by "
+                   "refitting every replicate with the same covariance")
+
+    @property
+    def law(self) -> str | None:
+        """The law the data support: the preferred one when it fits and the replicates agree."""
+        return self.preferred if self.verdict == "fits" else None
 
     def _param(self, law, name, end=""):
         f = self.laws.get(law)
@@ -144,7 +162,8 @@ class MemoryFit:
         return {"layer": self.layer, "window": list(self.window), "window_rule": self.window_rule,
                 "n_lags": self.n_lags, "laws": {law: f.to_dict() for law, f in self.laws.items()},
                 "preferred": self.preferred, "criterion": "BIC", "verdict": self.verdict,
-                "preferred_share": self.share, "p_reject": P_REJECT, "unit": self.unit,
+                "preferred_share": self.share, "share_min": SHARE_MIN, "law": self.law,
+                "p_reject": P_REJECT, "unit": self.unit,
                 "level": self.level, "method": self.method}
 
     def plot(self, ax=None):
@@ -185,15 +204,30 @@ def memory_profile(st, layer, settings: Settings | None = None, seed: int | None
     plan = resampling_for((infl / np.maximum(value, 1e-300)).sum(1), seq)
     with np.errstate(invalid="ignore", divide="ignore"):
         log_var = plan.sum_variance(infl) / (np.maximum(n, 1) * value) ** 2
+        log_cov = _lag_covariance(infl / (np.maximum(n, 1) * value), log_var)
     sums = plan.replicate_sums(np.concatenate([x, have.astype(float)], 1), settings.n_boot,
                                model_seed(st, settings) if seed is None else seed)
     with np.errstate(invalid="ignore", divide="ignore"):
         reps = sums[:, : K + 1] / sums[:, K + 1:]
     lo, hi = _log_interval(plan, value, reps, settings.level)
-    return MemoryProfile(st.name, int(layer), st.layer_kind(layer), value, lo, hi, log_var, n,
+    return MemoryProfile(st.name, int(layer), st.layer_kind(layer), value, lo, hi, log_var, log_cov, n,
                          meta["estimator"], meta["every"], plan.unit, settings.level,
                          st.conv_width(layer), reps, plan,
                          _intrinsic(st, layer, K, settings.skip_positions))
+
+
+def _lag_covariance(z, log_var) -> np.ndarray:
+    """(K+1, K+1) the lags' covariance from the tokens' contributions z (N, K+1) to ln m(k):
+    their correlation, shrunk toward the identity by (K+1)/(K+1 + N), scaled to log_var."""
+    N, n = z.shape
+    z = np.nan_to_num(z, nan=0.0, posinf=0.0, neginf=0.0)
+    live = z.std(0) > 0
+    corr = np.eye(n)
+    if N > 1 and live.sum() > 1:
+        corr[np.ix_(live, live)] = np.corrcoef(z[:, live].T)
+    eps = n / (n + N)
+    sd = np.sqrt(np.where(np.isfinite(log_var) & (log_var > 0), log_var, 0.0))
+    return ((1 - eps) * corr + eps * np.eye(n)) * np.outer(sd, sd)
 
 
 def model_seed(st, settings: Settings) -> int:
@@ -236,11 +270,11 @@ def default_window(profile: MemoryProfile, settings: Settings) -> tuple:
 
 
 def _window(profile, window):
-    """(k, ln m(k), weights) of the lags inside the window with m > 0 and a positive variance."""
+    """(k, ln m(k), covariance) of the lags inside the window with m > 0 and a positive variance."""
     lags, value, var = profile.lags, profile.value, profile.log_var
     sel = (lags >= window[0]) & (lags <= window[1]) & (value > 0) & np.isfinite(value) \
         & np.isfinite(var) & (var > 0)
-    return lags[sel].astype(float), np.log(value[sel]), 1.0 / var[sel]
+    return lags[sel].astype(float), np.log(value[sel]), profile.log_cov[np.ix_(sel, sel)]
 
 
 def fit_memory(profile: MemoryProfile, window=None, settings: Settings | None = None) -> MemoryFit:
@@ -249,23 +283,24 @@ def fit_memory(profile: MemoryProfile, window=None, settings: Settings | None = 
     K = len(profile.value) - 1
     window, rule = (tuple(window), "asked for") if window else default_window(profile, settings)
     window = (max(1, int(window[0])), min(K, int(window[1])))
-    ks, y, w = _window(profile, window)
+    ks, y, cov = _window(profile, window)
     n = len(ks)
-    point = fit_laws(ks, y[None], w)
+    point = fit_laws(ks, y[None], cov)
     with np.errstate(invalid="ignore", divide="ignore"):
-        rep_y = np.log(profile.reps[:, ks.astype(int)])                     # (n_boot, n)
-    reps = fit_laws(ks, rep_y, w)
+        rep_y = np.log(profile.reps[:, ks.astype(int)])                     # (B, n)
+    reps = fit_laws(ks, rep_y, cov)
     plan, level = profile.resampling, profile.level
     laws = {law: _law_fit(point[law], reps[law], ks, plan, level) for law in LAWS if law in point}
     scores = {law: f.bic for law, f in laws.items() if np.isfinite(f.bic)}
     preferred = min(scores, key=scores.get) if scores else "none"
-    verdict = NEITHER if preferred == "none" or laws[preferred].rejected else "fits"
     rep_bic = np.stack([bic(reps[law].chi2, law, n) for law in laws]) if laws else np.zeros((0, 0))
     ok = np.isfinite(rep_bic).all(0) if laws else np.zeros(0, bool)
     picks = np.array(list(laws))[np.argmin(rep_bic[:, ok], 0)] if ok.any() else np.array([])
     share = float((picks == preferred).mean()) if len(picks) else np.nan
+    verdict = NEITHER if preferred == "none" or laws[preferred].rejected \
+        else "fits" if share >= SHARE_MIN else SPLIT
     return MemoryFit(profile.layer, window, rule, n, laws, preferred, verdict, share,
-                     profile.unit, level, plan.stretch(level), profile)
+                     profile.unit, level, profile)
 
 
 def _law_fit(point, reps, ks, plan, level) -> LawFit:
@@ -348,16 +383,17 @@ class MemoryDelta:
 
 def compare_memory(studies: dict, layers: dict, level: float) -> list:
     """One difference per pair at their representative layers ({name: layer}): of the
-    parameter of the law both prefer (COMPARED), each side's replicates drawn independently;
-    none when their laws differ or a side's law is rejected."""
+    parameter of the law both prefer (COMPARED), from each side's replicates
+    (`difference_interval`); none when their laws differ, a side's law is rejected, or a
+    side's replicates split."""
     names, out = list(studies), []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             fa, fb = studies[a].fits[layers[a]], studies[b].fits[layers[b]]
             laws = (fa.preferred, fb.preferred)
-            failed = [n for n, f in ((a, fa), (b, fb)) if f.verdict == NEITHER]
             reason = "; ".join((["laws differ"] if laws[0] != laws[1] else [])
-                               + ([f"{NEITHER}: {', '.join(failed)}"] if failed else []))
+                               + [f"{v}: {', '.join(n for n, f in ((a, fa), (b, fb)) if f.verdict == v)}"
+                                  for v in (NEITHER, SPLIT) if v in (fa.verdict, fb.verdict)])
             what = None if reason else COMPARED[laws[0]]
             if what is None:
                 out.append(MemoryDelta(a, b, layers[a], layers[b], None, np.nan, np.nan, np.nan,

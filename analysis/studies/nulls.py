@@ -43,7 +43,7 @@ from analysis.fit.window import bootstrap_mle
 from analysis.io.aggregate import aggregate
 from analysis.spectrum.observables import token_rate_rows
 from analysis.studies.depth import kernel_points
-from analysis.studies.memory import COMPARED, NEITHER, fit_memory, memory_profile
+from analysis.studies.memory import COMPARED, fit_memory, memory_profile
 from analysis.studies.tables import bootstrap_from_agg
 from sweep.format.settings import Primary
 
@@ -189,7 +189,7 @@ def _memory(st, layer, settings, law, out) -> str | None:
         return None
     fit = fit_memory(memory_profile(st, layer, settings), settings=settings)
     if law is None:
-        if fit.verdict == NEITHER:
+        if fit.law is None:             # rejected, or the replicates split
             return None
         law = fit.preferred
     name = COMPARED[law]
