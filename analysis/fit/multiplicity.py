@@ -99,6 +99,21 @@ def p_from_replicates(d, replicates) -> float:
     return float(min(1.0, 2 * (1 + far) / (1 + len(r))))
 
 
+def difference_replicates(a, reps_a, stretch_a, b, reps_b, stretch_b) -> np.ndarray:
+    """Replicates of a − b whose percentile interval is resampling.difference_interval's:
+    (a − b) + c_a (a* − a) − c_b (b* − b), the finite ones."""
+    r = (a - b) + stretch_a * (np.asarray(reps_a, np.float64) - a) \
+        - stretch_b * (np.asarray(reps_b, np.float64) - b)
+    return r[np.isfinite(r)]
+
+
+def welch_dof(se_a, dof_a, se_b, dof_b) -> float:
+    """Welch–Satterthwaite degrees of freedom of se_a² + se_b² (inf when both are normal)."""
+    va, vb = se_a ** 2, se_b ** 2
+    den = (va ** 2 / dof_a if np.isfinite(dof_a) else 0.0) + (vb ** 2 / dof_b if np.isfinite(dof_b) else 0.0)
+    return float((va + vb) ** 2 / den) if den > 0 else np.inf
+
+
 def p_floor(p_method) -> float:
     """The smallest p a method can give: 2/(1+B) for a bootstrap, 0 otherwise."""
     if p_method.startswith("bootstrap B="):
