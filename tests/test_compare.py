@@ -64,9 +64,17 @@ def test_tdos_compare_writes_the_report_of_two_stores(tmp_path, capsys):
     for p in pairs:
         lo, hi = p["ci"]
         assert lo <= p["delta_beta"] <= hi
-        assert p["verdict"] == ("agree at 90 %" if lo <= 0 <= hi else "differ")
+        # alone, a CI is uncorrected: it never says "differ" (only a Holm-corrected p does)
+        assert p["verdict"] == ("no difference shown at 90 %" if lo <= 0 <= hi
+                                else "CI excludes 0 (uncorrected)")
+    fam = doc["family"]
+    assert fam["tests"] and all(t["p_method"].startswith("t(") or t["p_method"] == "normal"
+                                for t in fam["tests"])
+    for t in fam["tests"]:                   # the family p agrees with its interval
+        lo, hi = t["ci"]
+        assert (t["p_raw"] < 0.1) == (not lo <= 0 <= hi), t
     md = (out / "compare.md").read_text()
-    assert "Δβ" in md and "agree at 90 %" in md or "differ" in md
+    assert "Δβ" in md and "| p from |" in md and "(the paper's estimator)" not in md
     printed = capsys.readouterr().out
     assert "mamba-syn (layer 2) − neox-syn (layer 2)" in printed and "comparison:" in printed
 

@@ -246,7 +246,7 @@ def test_report_pieces_and_a_comparison_of_two_models(tmp_path):
             assert f"| {layer} | {law} | " in text
     figure(a, "synthetic")
     d, = compare_memory({"a": a, "b": b}, {"a": 1, "b": 1}, 0.9)
-    assert d.what == "alpha" and d.hi < 0 and d.verdict == "differ"   # 1.5 − 2.5
+    assert d.what == "alpha" and d.hi < 0 and d.verdict == "CI excludes 0 (uncorrected)"   # 1.5 − 2.5
     assert d.lo <= -1.0 <= d.hi
     d, = compare_memory({"a": a, "b": b}, {"a": 0, "b": 1}, 0.9)     # exponential vs power law
     assert d.what is None and d.verdict == "laws differ"

@@ -34,7 +34,10 @@ def test_a_family_of_one_gives_the_interval_verdict():
         f.add("x", d, lo, hi)
         t = f.correct().tests[0]
         assert t.p_raw == t.p_adjusted == pytest.approx(interval_p(d, lo, hi, 0.9))
-        assert t.verdict(0.9) == verdict(lo, hi, 0.9), (d, lo, hi)
+        excludes = not lo <= 0 <= hi
+        assert verdict(lo, hi, 0.9) == ("CI excludes 0 (uncorrected)" if excludes
+                                        else "no difference shown at 90 %")
+        assert t.verdict(0.9) == ("differ" if excludes else "no difference shown at 90 %"), (d, lo, hi)
 
 
 def _betas(rng, betas, n):
@@ -122,7 +125,7 @@ def test_a_shifted_null_is_told_apart_and_an_equal_one_is_not(store_with_nulls):
     same = null_study(st.model("b"), 0, 32, s, primary).comparisons[0]
     assert far.observable == "β (mle:symmetry-removed)" and far.rank == 2 and far.z > 3
     assert far.lo > 0 and far.verdict.startswith("distinguishable"), far.to_dict()
-    assert same.lo < 0 < same.hi and same.verdict.startswith("not distinguishable"), same.to_dict()
+    assert same.lo < 0 < same.hi and same.verdict.startswith("no difference from its"), same.to_dict()
     # the interval carries both sides: wider than the trained value's own
     assert far.hi - far.lo > far.trained.hi - far.trained.lo
 
@@ -144,7 +147,7 @@ def test_every_observable_the_store_holds_is_read_and_absent_ones_are_skipped(tm
     f = got["log ‖J_tt‖_F² (token mean of the log)"]
     assert f.trained.value == pytest.approx(2.0, abs=0.15) and f.delta == pytest.approx(1.0, abs=0.2)
     assert f.lo > 0 and f.rank == 3 and f.trained.unit == "jackknife over 2 sequences, t(1)"
-    assert got["β (mle:symmetry-removed)"].verdict.startswith("not distinguishable")
+    assert got["β (mle:symmetry-removed)"].verdict.startswith("no difference from its")
 
 
 def test_analyze_reads_nulls_under_their_model(tmp_path):

@@ -1,20 +1,30 @@
-"""Counted tests: the p-value of a difference read from its interval, and Holm's step-down
-over a stated family (docs/analysis.md, "Multiplicity").
+"""Counted tests: the p-value of a difference read from its interval's own distribution, and
+Holm's step-down over a stated family (docs/analysis.md, "Multiplicity").
 
-Every verdict tdos prints ("differ", "agree at 90 %", "distinguishable from its null") is a
-test of "difference = 0". A report prints dozens of them (pairs × layers × lengths × spans ×
-observables); at 90 % each, some "differ" by chance alone. A `Family` names what it counts and
-adjusts every member's p by Holm (1979): sort the m raw p ascending, p_(i) ↦ max_{j ≤ i}
-min(1, (m − j + 1) p_(j)). Rejecting where the adjusted p < 1 − level holds the family-wise
-error (any false "differ") at 1 − level under any dependence between the tests, which
-matters here: nested lengths and neighbouring layers share their tokens. Holm rejects
-everything Bonferroni does and more; Benjamini–Hochberg would control the false-discovery
-rate instead, a weaker promise than "no false differ", which is what a verdict reads as.
+Every verdict tdos prints ("differ", "no difference shown at 90 %", "distinguishable from its
+null") is a test of "difference = 0". A report prints dozens of them (pairs × layers ×
+lengths × spans × observables); at 90 % each, some "differ" by chance alone. A `Family` names
+what it counts and adjusts every member's p by Holm (1979): sort the m raw p ascending,
+p_(i) ↦ max_{j ≤ i} min(1, (m − j + 1) p_(j)). Rejecting where the adjusted p < 1 − level
+holds the family-wise error (any false "differ") at 1 − level under any dependence between
+the tests, which matters here: nested lengths and neighbouring layers share their tokens.
+Holm rejects everything Bonferroni does and more; Benjamini–Hochberg would control the
+false-discovery rate instead, a weaker promise than "no false differ".
 
-The raw p comes from the interval itself, so a family of one reproduces the interval's
-verdict exactly: with z = Φ⁻¹((1 + level)/2) and w the half-width on the side facing 0,
-p = 2 Φ(−z |d| / w) (the normal approximation of the replicates on that side). It needs no
-replicates, so intervals made anywhere (Δβ, depth, memory, nulls) enter one family.
+The raw p comes from the distribution the interval itself used, so a family of one reproduces
+the interval's verdict exactly (p < 1 − level ⟺ the interval excludes 0), and each test
+records that distribution as `p_method`:
+
+- "t(ν)": an interval d ± t_{ν,q} se gives p = 2 F_ν(−|d| / se) (`p_from_t`); the normal
+  limit ν = ∞ is "normal". From an interval alone, se = w / t_{ν,q} with w the half-width on
+  the side facing 0 (`p_from_interval`).
+- "bootstrap B=… (unit)": a percentile interval of B replicates d* gives the two-sided
+  p = min(1, 2 (1 + #{d* on the far side of 0}) / (1 + B)) (`p_from_replicates`; Davison &
+  Hinkley 1997, §4.4). It never falls below 2 / (1 + B): B replicates cannot resolve less.
+
+A printed p never claims more resolution than its method has (`format_p`): a bootstrap p at its
+floor prints "≤ 2/(1+B)"; a t or normal p below 1e-4 prints "< 1e-4", since nothing in a
+handful of sequences pins the distribution's far tail.
 """
 from __future__ import annotations
 
@@ -25,17 +35,102 @@ from scipy import stats
 
 from analysis.fit.resampling import verdict
 
+NORMAL = "normal"
+P_TAIL = 1e-4               # below this a parametric p prints as "< 1e-4" (module docstring)
 
-def interval_p(d, lo, hi, level) -> float:
-    """Two-sided p of "difference = 0" from the estimate d and its interval [lo, hi] at
-    `level` (module docstring); NaN when there is no interval."""
+
+def _dof(dof) -> float:
+    return np.inf if dof is None or not np.isfinite(dof) else float(dof)
+
+
+def t_method(dof=None) -> str:
+    """The p_method of an interval from Student's t with `dof` (None/inf: the normal)."""
+    d = _dof(dof)
+    return NORMAL if d == np.inf else f"t({d:g})"
+
+
+def bootstrap_method(n_boot, unit) -> str:
+    """The p_method of a percentile interval of `n_boot` replicates resampling `unit`."""
+    return f"bootstrap B={int(n_boot)} ({unit})"
+
+
+def quantile(level, dof=None) -> float:
+    """The two-sided quantile of `level` for t with `dof` (None/inf: the normal)."""
+    d = _dof(dof)
+    q = (1 + level) / 2
+    return float(stats.norm.ppf(q) if d == np.inf else stats.t.ppf(q, d))
+
+
+def p_from_t(d, se, dof=None) -> float:
+    """Two-sided p of "difference = 0" for d with standard error se under t_dof (None/inf:
+    normal); NaN when either is not finite."""
+    if not (np.isfinite(d) and np.isfinite(se)):
+        return np.nan
+    if se <= 0:
+        return 0.0 if d != 0 else 1.0
+    dist = stats.norm if _dof(dof) == np.inf else stats.t(_dof(dof))
+    return float(2 * dist.sf(abs(d) / se))
+
+
+def p_from_interval(d, lo, hi, level, dof=None) -> float:
+    """Two-sided p from the estimate d and its interval [lo, hi] at `level`, built as
+    d ± t_{dof,q} se (module docstring); NaN when there is no interval."""
     if not (np.isfinite(d) and np.isfinite(lo) and np.isfinite(hi)):
         return np.nan
     w = (d - lo) if d >= 0 else (hi - d)                  # half-width on the side facing 0
-    if w <= 0:
-        return 0.0 if d != 0 else 1.0
-    z = stats.norm.ppf((1 + level) / 2)
-    return float(2 * stats.norm.sf(z * abs(d) / w))
+    return p_from_t(d, w / quantile(level, dof), dof)
+
+
+def interval_p(d, lo, hi, level) -> float:
+    """The normal-theory p of an interval (`p_from_interval` with ν = ∞)."""
+    return p_from_interval(d, lo, hi, level)
+
+
+def p_from_replicates(d, replicates) -> float:
+    """Two-sided bootstrap p of "difference = 0": min(1, 2 (1 + n_far) / (1 + B)), n_far the
+    replicates on the far side of 0 from d (0 itself counts as far); NaN without replicates."""
+    r = np.asarray(replicates, np.float64)
+    r = r[np.isfinite(r)]
+    if not np.isfinite(d) or len(r) < 2:
+        return np.nan
+    if d == 0:
+        return 1.0
+    far = int((r <= 0).sum() if d > 0 else (r >= 0).sum())
+    return float(min(1.0, 2 * (1 + far) / (1 + len(r))))
+
+
+def difference_replicates(a, reps_a, stretch_a, b, reps_b, stretch_b) -> np.ndarray:
+    """Replicates of a − b whose percentile interval is resampling.difference_interval's:
+    (a − b) + c_a (a* − a) − c_b (b* − b), the finite ones."""
+    r = (a - b) + stretch_a * (np.asarray(reps_a, np.float64) - a) \
+        - stretch_b * (np.asarray(reps_b, np.float64) - b)
+    return r[np.isfinite(r)]
+
+
+def welch_dof(se_a, dof_a, se_b, dof_b) -> float:
+    """Welch–Satterthwaite degrees of freedom of se_a² + se_b² (inf when both are normal)."""
+    va, vb = se_a ** 2, se_b ** 2
+    den = (va ** 2 / dof_a if np.isfinite(dof_a) else 0.0) + (vb ** 2 / dof_b if np.isfinite(dof_b) else 0.0)
+    return float((va + vb) ** 2 / den) if den > 0 else np.inf
+
+
+def p_floor(p_method) -> float:
+    """The smallest p a method can give: 2/(1+B) for a bootstrap, 0 otherwise."""
+    if p_method.startswith("bootstrap B="):
+        return 2 / (1 + int(p_method.split("=")[1].split()[0]))
+    return 0.0
+
+
+def format_p(p, p_method=NORMAL) -> str:
+    """p printed to the resolution its method has (module docstring)."""
+    if not np.isfinite(p):
+        return "–"
+    floor = p_floor(p_method)
+    if floor and p <= floor * (1 + 1e-9):
+        return f"≤ {floor:.2g}"
+    if not floor and p < P_TAIL:
+        return f"< {P_TAIL:g}"
+    return f"{p:.2g}"
 
 
 def holm(p) -> np.ndarray:
@@ -54,22 +149,32 @@ def holm(p) -> np.ndarray:
     return out
 
 
+def test_p(d, lo, hi, level, dof=None, replicates=None, unit="") -> tuple[float, str]:
+    """(p, p_method) of a difference from the distribution its interval used: the bootstrap
+    replicates when given (`unit`: what they resampled), else t with `dof` (None: normal)."""
+    if replicates is not None and len(replicates):
+        return p_from_replicates(d, replicates), bootstrap_method(len(replicates), unit or "?")
+    return p_from_interval(d, lo, hi, level, dof), t_method(dof)
+
+
 @dataclass
 class Test:
-    """One member of a family: a difference, its interval, raw and adjusted p."""
-    name: str                  # what is compared, in words
+    """One member of a family: a difference, its interval, raw and adjusted p, and the
+    distribution the p was read from (`p_method`, module docstring)."""
+    name: str                  # what is compared, in words: estimator, mode count, L, …
     delta: float
     lo: float
     hi: float
     p_raw: float
     p_adjusted: float = np.nan
+    p_method: str = NORMAL
 
     def verdict(self, level) -> str:
         return verdict(self.lo, self.hi, level, self.p_adjusted)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "delta": self.delta, "ci": [self.lo, self.hi],
-                "p_raw": self.p_raw, "p_adjusted": self.p_adjusted}
+                "p_raw": self.p_raw, "p_adjusted": self.p_adjusted, "p_method": self.p_method}
 
 
 @dataclass
@@ -84,8 +189,10 @@ class Family:
     def m(self) -> int:
         return sum(np.isfinite(t.p_raw) for t in self.tests)
 
-    def add(self, name, d, lo, hi) -> Test:
-        t = Test(name, float(d), float(lo), float(hi), interval_p(d, lo, hi, self.level))
+    def add(self, name, d, lo, hi, *, dof=None, replicates=None, unit="") -> Test:
+        """Enter one difference; its p from its interval's distribution (`test_p`)."""
+        p, method = test_p(d, lo, hi, self.level, dof, replicates, unit)
+        t = Test(name, float(d), float(lo), float(hi), p, p_method=method)
         self.tests.append(t)
         return t
 
@@ -100,15 +207,18 @@ class Family:
         dims = ", ".join(f"{k}: {v}" for k, v in self.dims.items())
         return (f"Family of tests ({self.label}; {dims}): {self.m} tests with an interval; "
                 f"verdicts use Holm's step-down adjusted p (family-wise error ≤ "
-                f"{1 - self.level:.0%}), raw and adjusted p side by side.")
+                f"{1 - self.level:.0%}), raw and adjusted p side by side; each p is read from "
+                f"its interval's own distribution (column \"p from\").")
 
     def table(self) -> list:
-        """Markdown rows: test, Δ, CI, raw p, adjusted p, corrected verdict."""
-        lines = ["| test | Δ | CI | p raw | p Holm | verdict (corrected) |", "|---|---|---|---|---|---|"]
+        """Markdown rows: test, Δ, CI, raw p, adjusted p, p method, corrected verdict."""
+        lines = ["| test | Δ | CI | p raw | p Holm | p from | verdict (corrected) |",
+                 "|---|---|---|---|---|---|---|"]
         for t in self.tests:
             ci = f"[{t.lo:+.3g}, {t.hi:+.3g}]" if np.isfinite(t.lo) else "–"
-            lines.append(f"| {t.name} | {t.delta:+.3g} | {ci} | {_p(t.p_raw)} | "
-                         f"{_p(t.p_adjusted)} | {t.verdict(self.level)} |")
+            lines.append(f"| {t.name} | {t.delta:+.3g} | {ci} | {format_p(t.p_raw, t.p_method)} | "
+                         f"{format_p(t.p_adjusted, t.p_method)} | {t.p_method} | "
+                         f"{t.verdict(self.level)} |")
         return lines
 
     def to_dict(self) -> dict:
@@ -116,6 +226,3 @@ class Family:
                 "correction": "Holm step-down",
                 "tests": [{**t.to_dict(), "verdict": t.verdict(self.level)} for t in self.tests]}
 
-
-def _p(p) -> str:
-    return "–" if not np.isfinite(p) else (f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}")

@@ -270,15 +270,16 @@ def _difference(a, reps_a, plan_a, b, reps_b, plan_b, level):
 
 
 def verdict(lo, hi, level, p_adjusted=None) -> str:
-    """What a difference says: "agree at 90 %", "differ", or "not fitted". Alone (p_adjusted
-    None) from its CI: "differ" when the CI excludes 0. Within a family of tests
-    (multiplicity.py), from its Holm-adjusted p: "differ" when p_adjusted < 1 − level; a
-    family of one gives the CI's verdict (multiplicity.interval_p)."""
+    """What a difference says: "differ", "no difference shown at 90 %", or "not fitted".
+    Within a family of tests (multiplicity.py, p_adjusted given), from its Holm-adjusted p:
+    "differ" when p_adjusted < 1 − level. Alone, from its CI, which is uncorrected: "CI
+    excludes 0 (uncorrected)", never "differ", which only a corrected p says."""
     if not np.isfinite(lo):
         return "not fitted"
+    shown = f"no difference shown at {level * 100:g} %"
     if p_adjusted is not None and np.isfinite(p_adjusted):
-        return "differ" if p_adjusted < 1 - level else f"agree at {level * 100:g} %"
-    return f"agree at {level * 100:g} %" if lo <= 0 <= hi else "differ"
+        return "differ" if p_adjusted < 1 - level else shown
+    return shown if lo <= 0 <= hi else "CI excludes 0 (uncorrected)"
 
 
 def group_by_sequence(seq, n):

@@ -46,13 +46,14 @@ class MLEInterval:
     window: tuple
     level: float
     n_boot: int
-    unit: str                  # what the bootstrap resampled
+    unit: str                  # what the interval resampled
     betas: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    dof: float = np.inf        # the interval's t degrees of freedom (the plan's)
 
     def to_dict(self) -> dict:
         return {"beta": self.beta, "ci": [self.lo, self.hi], "n_modes": self.n_modes,
                 "n_below": self.n_below, "window": list(self.window), "level": self.level,
-                "n_boot": self.n_boot, "unit": self.unit}
+                "n_boot": self.n_boot, "unit": self.unit, "dof": self.dof}
 
 
 def window_stats(rates_2d, windows) -> np.ndarray:
@@ -96,7 +97,7 @@ def bootstrap_mle(rates_2d, seq=None, window=WINDOW, n_boot=500, level=0.9, seed
     mle = mle_ir_exponent(flat, window)
     lo, hi = plan.interval(mle.beta, betas[:, 0], level) if np.isfinite(point[0]) else (np.nan, np.nan)
     return MLEInterval(mle.beta, lo, hi, mle.n_modes, int((flat[flat > 0] < window[0]).sum()),
-                       tuple(window), level, n_boot, plan.unit, betas[:, 0])
+                       tuple(window), level, len(betas), plan.unit, betas[:, 0], float(plan.dof))
 
 
 @dataclass

@@ -154,7 +154,7 @@ def analyze(store_path, out=None, settings=None, model=None, progress=True) -> d
         tests = {n: ns.add_to(family) for n, ns in nulls.items()}
         family.correct()
         for n, ns in nulls.items():
-            ns.take(tests[n])
+            ns.take(tests[n], family.m)
     write_json(results, out / "fits.json", store_path, settings, comparison, family)
     write_report(results, out / "report.md", store_path, settings, extra_files,
                  None if comparison is None else comparison_markdown(comparison, heading_level=3),
@@ -170,9 +170,11 @@ def _against_nulls(st, agg_all, res, out) -> None:
         return
     def agg_of(name):
         return agg_all.model(name).skipping(s.skip_positions)
+    tokens = ", ".join(f"{k}: {v['sequences']} seq × t < {v['L']}" for k, v in res.nulls.kinds.items())
     save(null_figure(agg_of, st, res.layer, res.L, res.primary.modes, s.window,
-                     f"{st.name}, layer {res.layer}, L = {res.L}: trained TDOS over its nulls' band "
-                     f"[{res.primary.modes} modes]"), out / NULL_FIGURE)
+                     f"{st.name}, layer {res.layer}: trained TDOS over each null kind's band, on "
+                     f"the nulls' tokens ({tokens}) [{res.primary.modes} modes]", res.nulls.kinds),
+         out / NULL_FIGURE)
     res.files.append(NULL_FIGURE)
 
 

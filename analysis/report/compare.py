@@ -7,6 +7,7 @@ import numpy as np
 
 from analysis._plot import save
 from analysis.io.aggregate import aggregate
+from analysis.fit.multiplicity import format_p, t_method
 from analysis.report import figures as F
 from analysis.report.depth import comparison_figure as depth_figure
 from analysis.report.depth import comparison_markdown as depth_markdown
@@ -15,7 +16,7 @@ from analysis.report.memory import comparison_figure as memory_figure
 from analysis.report.memory import comparison_markdown as memory_markdown
 from analysis.report.text import FIGURE_CAPTIONS
 from analysis.spectrum.observables import memory_kernel_from_hist, tdos
-from analysis.studies.compare import Comparison, matched_layers
+from analysis.studies.compare import Comparison, estimator_words, matched_layers
 from sweep.format.settings import MODES
 
 FIGURES = ("compare_beta.png", "compare_delta.png", "compare_tdos.png", "compare_kernel.png")
@@ -32,13 +33,16 @@ def verdict_lines(c: Comparison) -> list:
     for d in c.primary_deltas:
         if d.L != c.sides[0].L:
             continue
-        out.append(f"- {d.a} (layer {d.layer_a}) − {d.b} (layer {d.layer_b}), L = {d.L}: Δβ = {d.delta:+.3f} {_ci(*d.ci)}, p raw "
-                   f"{d.p_raw:.2g}, p Holm {d.p_adjusted:.2g} → **{d.verdict}**")
+        m = t_method(d.dof)
+        out.append(f"- {d.a} (layer {d.layer_a}) − {d.b} (layer {d.layer_b}), L = {d.L}: Δβ = "
+                   f"{d.delta:+.3f} {_ci(*d.ci)}, p raw {format_p(d.p_raw, m)}, p Holm "
+                   f"{format_p(d.p_adjusted, m)} ({m}) → **{d.verdict}**")
     for name, ns in c.nulls.items():
         for x in ns.comparisons:
             if x.observable.startswith("β"):
-                out.append(f"- {name} − its {len(x.nulls)} nulls: Δβ = {x.delta:+.3f} "
-                           f"{_ci(x.lo, x.hi)}, p Holm {x.p_adjusted:.2g} → **{x.verdict}**")
+                out.append(f"- {name} − its {len(x.nulls)} {x.kind} nulls ({x.sequences} seq, "
+                           f"{x.trained.positions}): Δβ = {x.delta:+.3f} {_ci(x.lo, x.hi)}, p Holm "
+                           f"{format_p(x.p_adjusted, x.p_method)} ({x.p_method}) → **{x.verdict}**")
     return out
 
 
@@ -74,11 +78,16 @@ def comparison_markdown(c: Comparison, heading_level=2, rel="") -> list:
           "Models: " + "; ".join(f"{x.label} ({x.arch}, {x.n_layers} layers, representative "
                                    f"layer {x.layer})" for x in c.sides) + ".",
           f"Settings: {s.describe()}.", "",
-          f"Δβ = β_a − β_b of the cumulative fit (the paper's estimator), its {s.level:.0%} CI "
-          f"from each model's own bootstrap replicates, drawn independently (units: "
-          f"{', '.join(units)}); \"agree at {s.level * 100:g} %\" when the CI holds 0. Models fed the "
-          f"same text are correlated through it, which independent draws ignore: the interval "
-          f"is then conservative.", "",
+          f"The verdicts: Δβ = β_a − β_b of the primary estimator"
+          f"{f' ({estimator_words(c.primary)})' if c.primary else ''}, each side's {s.level:.0%} "
+          f"interval read as a standard error with its own degrees of freedom (Welch); \"differ\" "
+          f"only where the Holm-corrected p is below {1 - s.level:.2g}, \"no difference shown\" "
+          f"otherwise. The diagnostic Δβ tables below use the cumulative fit under both counts, "
+          f"each CI from the models' own bootstrap replicates drawn independently (units: "
+          f"{', '.join(units)}). Models fed the same text are correlated through it, which "
+          f"independent draws ignore: the intervals are then conservative. Two checkpoints that "
+          f"differ in training data or size as well as architecture are compared as checkpoints: "
+          f"their Δ is not an architecture contrast.", "",
           *verdict_lines(c), "",
           *([c.family.describe(), "", *c.family.table(), ""] if c.family else []),
           "The tables below are **diagnostics** (the cumulative fit under both counts, each "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from analysis.fit.multiplicity import format_p
 from analysis.laws.uncertainty import laws_markdown, table_note
 from analysis.report.depth import markdown as depth_markdown
 from analysis.report.inputs import inputs_lines
@@ -121,9 +122,10 @@ def headline_lines(r) -> list:
     else:
         cell = (f"β = {h['beta']:+.3f} [{h['ci'][0]:+.3f}, {h['ci'][1]:+.3f}] (power law not "
                 f"rejected, p = {h['gof_p']:.3g})")
-    null = next((c for c in (r.nulls.comparisons if r.nulls else []) if c.observable.startswith("β")), None)
-    against = (f"{null.verdict}: Δ = {null.delta:+.3f} [{null.lo:+.3f}, {null.hi:+.3f}], z = "
-               f"{null.z:+.2f}, p Holm {null.p_adjusted:.2g}" if null else "no nulls in the store")
+    nulls = [c for c in (r.nulls.comparisons if r.nulls else []) if c.observable.startswith("β")]
+    against = "; ".join(f"{c.verdict}: Δ = {c.delta:+.3f} [{c.lo:+.3f}, {c.hi:+.3f}], z = "
+                        f"{c.z:+.2f}, p Holm {format_p(c.p_adjusted, c.p_method)} ({c.p_method}; "
+                        f"{c.sequences} seq, {c.trained.positions})" for c in nulls) or "no nulls in the store"
     return ["| primary estimator | layer, L | primary β [CI] | against its nulls |", "|---|---|---|---|",
             f"| {p.describe()} | {r.layer}, {r.L} | {cell} | {against} |", "",
             f"CI: {r.settings.level:.0%}, resampling {h['unit']}. Every other estimator and mode "

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from analysis._plot import axes_or_new, window_lines
+from analysis.fit.multiplicity import format_p
 from analysis.spectrum.observables import tdos
 
 FIGURE = "tdos_vs_nulls.png"
@@ -18,46 +19,70 @@ def _est(e) -> str:
 
 
 def null_markdown(study, heading="###") -> list:
-    """The model's observables beside its nulls: values, z, rank, Δ with CI, p raw / Holm,
-    verdict; then the nulls themselves, listed under their parent."""
+    """The model's observables beside its nulls, one block of rows per null kind: values, z,
+    rank, Δ with CI, p raw / Holm with the distribution they came from, verdict; then what
+    each design (k nulls of one kind) can show in the family it was counted in."""
     if study is None:
         return []
-    kinds = ", ".join(f"`{n}` ({v['kind']}, seed {v['seed']})" for n, v in study.nulls.items())
-    md = [f"{heading} Against its nulls (layer {study.layer}, L = {study.L})", "",
+    kinds = "; ".join(f"{kind}: " + ", ".join(f"`{n}`" for n in v["nulls"])
+                      for kind, v in study.kinds.items())
+    tokens = "; ".join(f"{kind}: {v['sequences']} of the model's {v['of_sequences']} sequences, "
+                       f"L = {v['L']}" + ("" if v["same_tokens"] else " (**tokens differ**)")
+                       for kind, v in study.kinds.items())
+    md = [f"{heading} Against its nulls, one kind at a time (layer {study.layer})", "",
           f"Nulls of this model (the same architecture with weights that learned nothing): "
-          f"{kinds}. They are read here, not as models of their own.", "",
-          "| observable | trained [CI] | nulls (each) | z | rank | Δ = trained − mean null [CI] "
-          "| p raw | p Holm | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+          f"{kinds}. They are read here, not as models of their own, and the kinds are never "
+          f"pooled. The trained value of each row is computed on exactly its nulls' tokens "
+          f"({tokens}); the column \"tokens\" says which positions each row read.", "",
+          "| observable | kind | tokens | trained [CI] | nulls (each) | z | rank (p) | "
+          "Δ = trained − mean null [CI] | p raw | p Holm | p from | verdict |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in study.comparisons:
         nulls = "; ".join(_num(v.value) for v in c.nulls.values())
-        md.append(f"| {c.observable} | {_est(c.trained)} | {nulls} | {_num(c.z, '+.2f')} | "
-                  f"above {c.rank} of {len(c.nulls)} | {_num(c.delta)} [{_num(c.lo)}, {_num(c.hi)}] | "
-                  f"{_num(c.p_raw, '.2g')} | {_num(c.p_adjusted, '.2g')} | **{c.verdict}** |")
+        md.append(f"| {c.observable} | {c.kind} | {c.sequences} seq, {c.trained.positions} | "
+                  f"{_est(c.trained)} | {nulls} | {_num(c.z, '+.2f')} | above {c.rank} of "
+                  f"{len(c.nulls)} ({_num(c.p_rank, '.2g')}) | {_num(c.delta)} [{_num(c.lo)}, "
+                  f"{_num(c.hi)}] | {format_p(c.p_raw, c.p_method)} | "
+                  f"{format_p(c.p_adjusted, c.p_method)} | {c.p_method} | **{c.verdict}** |")
     units = sorted({c.trained.unit for c in study.comparisons})
-    md += ["", f"Δ's interval carries both sides: the trained value's own bootstrap interval "
-           f"(resampling {', '.join(units)}) and the spread of a fresh null draw (the nulls' "
-           f"variance across seeds, at least their own sampling variance), Student's t with "
-           f"k − 1 degrees of freedom for k nulls (docs/analysis.md, \"Reading a result against "
-           f"its null\"). z = (trained − mean) / sd of the nulls; the p are read from the "
-           f"interval and adjusted over the report's family (Holm).", ""]
+    md += ["", f"Δ's interval carries both sides: the trained value's own interval "
+           f"(resampling {', '.join(units)}) and the spread of a fresh null draw of that kind "
+           f"(the nulls' variance across seeds, at least their own sampling variance), Student's "
+           f"t with k − 1 degrees of freedom for k nulls; its p is read from the same t (column "
+           f"\"p from\"), so p < 1 − level exactly when the interval excludes 0 "
+           f"(docs/analysis.md, \"Reading a result against its null\"). z = (trained − mean) / "
+           f"sd of the nulls; rank (p): the two-sided rank test's p. p adjusted over the "
+           f"report's family (Holm). \"No difference shown\" is not \"the same\": it is "
+           f"what k nulls could not tell apart.", ""]
+    if study.comparisons:
+        level = study.comparisons[0].level
+        md += [f"What each design can show, in the family of {study.family_m} tests:", "",
+               *(f"- {kind}: {line}" for kind, line in study.designs(level).items()), ""]
     return md
 
 
-def figure(agg_of, st, layer, L, modes, window, title):
-    """The trained TDOS over the band (min … max per bin) of its nulls' TDOS."""
+def figure(agg_of, st, layer, L, modes, window, title, kinds=None):
+    """The trained TDOS over the band (min … max per bin) of each kind's nulls' TDOS, the
+    trained curve on exactly the nulls' sequences (`kinds`: {kind: {nulls, sequences, L}},
+    studies/nulls.NullStudy.kinds)."""
     ax = axes_or_new()
-    dens = []
-    for n in st.nulls:
-        sp = tdos(agg_of(n), layer, L, modes=modes)
-        dens.append(sp.density)
-        centers = sp.centers
-    if dens:
-        d = np.array(dens)                                              # (k, N_BINS)
-        lo, hi = d.min(0), d.max(0)
+    kinds = kinds or {"nulls": {"nulls": list(st.nulls), "sequences": None, "L": L}}
+    for i, (kind, v) in enumerate(kinds.items()):
+        seqs = None if v["sequences"] is None else range(v["sequences"])
+        dens = [tdos(agg_of(n), layer, v["L"], seqs, modes=modes) for n in v["nulls"]]
+        if not dens:
+            continue
+        d = np.array([sp.density for sp in dens])                        # (k, N_BINS)
+        lo, hi, centers = d.min(0), d.max(0), dens[0].centers
         ok = hi > 0
-        ax.fill_between(centers[ok], np.maximum(lo[ok], hi[ok] * 1e-3), hi[ok], color="0.75",
-                        label=f"nulls' band ({len(dens)} nulls, min … max per bin)")
-    tdos(agg_of(st.name), layer, L, modes=modes).plot(ax, color="C0", label=f"{st.name} (trained)")
+        ax.fill_between(centers[ok], np.maximum(lo[ok], hi[ok] * 1e-3), hi[ok], color=f"C{i + 1}",
+                        alpha=0.3, label=f"{kind}: band of {len(dens)} nulls (min … max per bin)")
+    shared = {(v["sequences"], v["L"]) for v in kinds.values()}
+    for j, (S, Ls) in enumerate(sorted(shared, key=str)):
+        seqs = None if S is None else range(S)
+        what = "" if S is None else f", {S} seq × t < {Ls}"
+        tdos(agg_of(st.name), layer, Ls, seqs, modes=modes).plot(
+            ax, color=("C0", "k", "C9")[j % 3], label=f"{st.name} (trained{what})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     window_lines(ax, window)

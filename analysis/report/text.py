@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 FIGURE_CAPTIONS = {
-    "tdos_vs_nulls.png": "the trained model's ρ_block (primary count) over the band of its null "
-                         "models' (min … max per bin): what the architecture gives with weights "
-                         "that learned nothing",
+    "tdos_vs_nulls.png": "the trained model's ρ_block (primary count) on its nulls' sequences and "
+                         "L, over one band per null kind (min … max per bin): the same "
+                         "architecture and tokens with weights that learned nothing",
     "fig1_collective_spectrum.png": "Fig 1: eigenvalues ζ of J_tt (plane, near ζ=1, |ζ|, θ, λ–θ), "
                                     "ρ_block linear/log, memory kernel K(t)",
     "fig2_intrinsic.png": "Fig 2: A_log distribution beside its S4D-real init, ρ_int(λ_A), K_A(t) with t⁻¹ reference",

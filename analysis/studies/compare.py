@@ -1,8 +1,10 @@
 """Do two models' β agree? β of several models on shared axes, and Δβ of every pair with a
 CI (`tdos compare`, and the "Across models" section of `tdos analyze`).
 
-A model is one group of one store ("STORE:MODEL"). For each model: β (the cumulative fit,
-the paper's estimator) with its bootstrap CI (bootstrap.py) against L at its representative
+A model is one group of one store ("STORE:MODEL"). The verdicts are those of the primary
+estimator (`PrimaryDelta`, Holm-corrected in the comparison's family, p from t with Welch's
+degrees of freedom). As diagnostics, for each model: β of the cumulative fit with its
+bootstrap CI (bootstrap.py) against L at its representative
 layer, and against relative depth (layer / (layers − 1)) at the shared L, under both mode
 counts. For each pair, at every L both models have and at every relative depth they share
 (each layer of the model with fewer layers against the other's nearest one):
@@ -13,8 +15,9 @@ counts. For each pair, at every L both models have and at every relative depth t
 circular blocks of its own k), drawn independently (model i uses seed + i), and c is each
 model's stretch of its percentile interval (variance bias and Student's t, resampling.py),
 so a single model's interval is reproduced when the other has no spread. The CI is the
-percentile interval of Δβ*; the verdict is "agree at 90 %" when it holds 0, "differ"
-otherwise. Two models fed the same text are positively correlated through it, which
+percentile interval of Δβ*, read alone (uncorrected): "no difference shown at 90 %" when it
+holds 0, "CI excludes 0 (uncorrected)" otherwise; depth and memory differences enter the
+family with the bootstrap p of these same replicates (multiplicity.p_from_replicates). Two models fed the same text are positively correlated through it, which
 independent draws ignore: their Δβ interval is then conservative (too wide).
 """
 from __future__ import annotations
@@ -23,10 +26,10 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-from scipy import stats
+import numpy as np
 
-from analysis.fit.multiplicity import Family
-from analysis.fit.resampling import difference_interval, verdict
+from analysis.fit.multiplicity import Family, quantile, t_method, welch_dof
+from analysis.fit.resampling import difference_interval, difference_law, verdict
 from analysis.io.aggregate import aggregate
 from analysis.io.store import StoreError, open_store
 from analysis.studies.depth import compare_depth, depth_study
@@ -297,10 +300,16 @@ class PrimaryDelta:
         return self.beta_a.value - self.beta_b.value
 
     @property
+    def dof(self) -> float:
+        """Welch–Satterthwaite from each side's own degrees of freedom (inf: normal)."""
+        a, b = self.beta_a, self.beta_b
+        return welch_dof(a.se(self.level), a.dof, b.se(self.level), b.dof)
+
+    @property
     def ci(self) -> tuple:
         se = (self.beta_a.se(self.level) ** 2 + self.beta_b.se(self.level) ** 2) ** 0.5
-        z = stats.norm.ppf((1 + self.level) / 2)
-        return self.delta - z * se, self.delta + z * se
+        q = quantile(self.level, self.dof)
+        return self.delta - q * se, self.delta + q * se
 
     @property
     def verdict(self) -> str:
@@ -310,8 +319,8 @@ class PrimaryDelta:
         return {"a": self.a, "b": self.b, "L": self.L, "layer_a": self.layer_a,
                 "layer_b": self.layer_b, "beta_a": vars(self.beta_a),
                 "beta_b": vars(self.beta_b), "delta_beta": self.delta, "ci": list(self.ci),
-                "p_raw": self.p_raw, "p_adjusted": self.p_adjusted, "level": self.level,
-                "verdict": self.verdict}
+                "p_raw": self.p_raw, "p_method": t_method(self.dof), "p_adjusted": self.p_adjusted,
+                "level": self.level, "verdict": self.verdict}
 
 
 def primary_deltas(sides, stores, settings, primary) -> list:
@@ -335,11 +344,13 @@ def comparison_family(c: Comparison, label) -> Family:
                          "depth and memory differences": len(c.depth_deltas) + len(c.memory_deltas),
                          "models with nulls": len(nulls), "observables against nulls": len(obs)},
                  c.settings.level)
-    tests = [fam.add(f"Δβ {d.a} − {d.b}, L = {d.L} ({c.primary.name})", d.delta, *d.ci)
+    tests = [fam.add(f"Δβ {d.a} − {d.b}, layers {d.layer_a}/{d.layer_b}, L = {d.L} "
+                     f"({estimator_words(c.primary)})", d.delta, *d.ci, dof=d.dof)
              for d in c.primary_deltas]
-    differences = [*c.depth_deltas, *c.memory_deltas]
-    others = [fam.add(f"{d.a} − {d.b}: {d.what or ''} {getattr(d, 'span', '') or ''}".strip(),
-                      d.delta, d.lo, d.hi) for d in differences]
+    # a difference not taken (laws differ, a law rejected) has no test: no empty row
+    differences = [d for d in (*c.depth_deltas, *c.memory_deltas) if np.isfinite(d.delta)]
+    others = [fam.add(difference_name(d), d.delta, d.lo, d.hi, **difference_replicates_of(c, d))
+              for d in differences]
     null_tests = {n: ns.add_to(fam) for n, ns in nulls.items()}
     fam.correct()
     for d, t in zip(c.primary_deltas, tests):
@@ -347,5 +358,46 @@ def comparison_family(c: Comparison, label) -> Family:
     for d, t in zip(differences, others):       # their own sections print the corrected verdict
         d.p_adjusted = t.p_adjusted
     for n, ns in nulls.items():
-        ns.take(null_tests[n])
+        ns.take(null_tests[n], fam.m)
     return fam
+
+
+def estimator_words(primary) -> str:
+    """"in-window MLE, symmetry-removed modes": a primary β's estimator and mode count."""
+    what = "cumulative fit" if primary.estimator == "cumulative" else "in-window MLE"
+    return f"{what}, {primary.modes} modes"
+
+
+def difference_name(d) -> str:
+    """A depth or memory difference as a family row: what, estimator, mode count, where."""
+    if getattr(d, "what", None) == "beta":
+        return (f"Δβ {d.a} − {d.b}: stack of s = {d.span} blocks (cumulative fit, {d.modes} "
+                f"modes, every walked token)")
+    if getattr(d, "what", None) == "top_lyapunov":
+        return f"Δγ₁ {d.a} − {d.b}: top Lyapunov exponent (token mean, every walked token)"
+    law = getattr(d, "preferred", ("?",))[0]
+    return (f"Δ{d.what} {d.a} − {d.b}: memory {law} law parameter (layers {d.layer_a}/"
+            f"{d.layer_b}, replicate fit)")
+
+
+def difference_replicates_of(c: Comparison, d) -> dict:
+    """Family.add's keywords for a depth or memory difference: the distribution its interval
+    was read from (resampling.difference_law): {dof} for a t interval (a jackknife over
+    sequences), {replicates, unit} for a percentile one, for its p."""
+    if getattr(d, "what", None) == "beta":
+        x, y = c.depth[d.a].boots[d.modes][d.span], c.depth[d.b].boots[d.modes][d.span]
+        pa, pb = (x.beta, x.betas, x.resampling), (y.beta, y.betas, y.resampling)
+    elif getattr(d, "what", None) == "top_lyapunov":
+        x, y = c.depth[d.a].top, c.depth[d.b].top
+        pa, pb = (x.value, x.reps, x.resampling), (y.value, y.reps, y.resampling)
+    else:
+        fa, fb = c.memory[d.a].fits[d.layer_a], c.memory[d.b].fits[d.layer_b]
+        la, lb = fa.laws[d.preferred[0]], fb.laws[d.preferred[1]]
+        pa = (la.params[d.what], la.reps[d.what], fa.profile.resampling)
+        pb = (lb.params[d.what], lb.reps[d.what], fb.profile.resampling)
+        x, y = fa, fb
+    law = difference_law(*pa, *pb, c.settings.level)
+    if law["method"] == "t":
+        return {"dof": law["dof"]}
+    units = sorted({getattr(x, "unit", "?"), getattr(y, "unit", "?")})
+    return {"replicates": law["replicates"], "unit": " / ".join(units)}

@@ -133,6 +133,12 @@ class MemoryFit:
                    "refitting every replicate with the same covariance")
 
     @property
+    def dof(self) -> float:
+        """The t degrees of freedom of the parameters' intervals (the resampling plan's)."""
+        plan = self.profile.resampling if self.profile is not None else None
+        return float(plan.dof) if plan is not None else np.inf
+
+    @property
     def law(self) -> str | None:
         """The law the data support: the preferred one when it fits and the replicates agree."""
         return self.preferred if self.verdict == "fits" else None

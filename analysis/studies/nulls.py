@@ -1,43 +1,50 @@
-"""Each observable of a trained model against its null models (docs/analysis.md, "Reading a
-result against its null").
+"""Each observable of a trained model against its null models, one null kind at a time, on the
+trained model's own tokens (docs/analysis.md, "Reading a result against its null").
 
 A null is a model group of the same store whose attribute `null` = {"of", "kind", "seed"}
 names the trained model (Store.null, Store.nulls): the same architecture with fresh-init or
-entry-permuted weights, swept on the same tokens. For every observable the store holds, the
-trained value t (with its own interval) is set beside the nulls' values n_1 … n_k:
+entry-permuted weights, swept on the first `nulls.sequences` of its sequences. The kinds are
+never pooled: random_init and shuffled weights give different values (e.g. log ‖J‖²), so
+pooled they would make one "null distribution" with a spread neither kind has. For every
+kind and every observable the store holds, the trained value t is computed on exactly the
+nulls' tokens (their sequences, the same positions: `FirstSequences`) and set beside the k
+nulls' values n_1 … n_k of that kind:
 
 - z = (t − mean n) / sd n (sd with k − 1 degrees of freedom; NaN for k < 2) and the rank of
-  t among the nulls ("above 3 of 4");
+  t among the nulls ("above 3 of 4"), with its two-sided rank p, 2 min(1 + below, 1 +
+  above) / (k + 1), which can never fall below 2/(k + 1);
 - Δ = t − mean n with an interval that carries both sides: the trained value's sampling
-  error (its own bootstrap interval, read as se_t = half-width / z_q) and the spread of a
+  error (its own interval, read as se_t = half-width / its quantile) and the spread of a
   fresh null draw, s_n² = max(var of the nulls' values, mean of their own se²) — the seeds'
   spread, never less than what one null's sampling error alone would give. se_Δ² = se_t² +
   s_n² (1 + 1/k) (a new null seed, and the mean of k), and the interval is Δ ± t_{k−1,q} se_Δ
   (Student's t with the k − 1 degrees of freedom the spread was learned from; normal for
-  k = 1, where only the null's own sampling error is known). What each side resampled is
-  the observable's `unit`.
-- the verdict "distinguishable from its null at 90 %" when the family-adjusted p (Holm,
-  multiplicity.py) is below 1 − level.
+  k = 1, where only the null's own sampling error is known). Its p is read from the same
+  t_{k−1} (p_method "t(k−1)", multiplicity.py), so p < 1 − level exactly when the interval
+  excludes 0. What each side resampled is the observable's `unit`.
+- the verdict "distinguishable from its <kind> nulls" when the family-adjusted p (Holm,
+  multiplicity.py) is below 1 − level, else "no difference from its <kind> nulls shown":
+  never "the same", since k nulls can only show a difference larger than their design allows
+  (`design_line`: the smallest p of a rank test, and the |Δ|/se a t_{k−1} test needs).
 
 Observables, each skipped quietly when the store lacks it: the primary β (Settings.primary)
 at the representative (layer, L); log ‖J_tt‖_F² and Henrici's non-normality of J_tt
 averaged over tokens t < L at that layer; with `depth:`, the top finite-depth Lyapunov
-exponent averaged over tokens and the kernel's two ratios (ln of non-normality and of
-cross-layer alignment, geometric means over tokens) at the run's first layer and longest
-span; with `memory:`, the parameter of the law the trained model's profile prefers at the
-representative layer (ξ, α or α₂), fitted by that same law in every null, and only when the
-trained profile's law is not rejected. Per-token means get the resampling plan of
-resampling.py (sequences, or circular blocks of tokens); the memory parameters their
-replicate intervals (memory.py).
+exponent averaged over every walked token and the kernel's two ratios (ln of non-normality
+and of cross-layer alignment, geometric means over tokens) at the run's first layer and
+longest span; with `memory:`, the parameter of the law the trained model's profile prefers
+at the representative layer (ξ, α or α₂), fitted by that same law in every null, and only
+when the trained profile's law is not rejected. Each Estimate says which positions it read.
+Per-token means get the resampling plan of resampling.py (sequences, or circular blocks of
+tokens); the memory parameters their replicate intervals (memory.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
-from analysis.fit.multiplicity import Family, interval_p
+from analysis.fit.multiplicity import Family, p_from_t, quantile, t_method
 from analysis.fit.resampling import resampling_for
 from analysis.fit.window import bootstrap_mle
 from analysis.io.aggregate import aggregate
@@ -50,28 +57,62 @@ from sweep.format.settings import Primary
 
 @dataclass
 class Estimate:
-    """One model's value of one observable, with its interval and what it resampled."""
+    """One model's value of one observable, with its interval, what it resampled, the
+    degrees of freedom its interval's quantile had (inf: normal) and the positions read."""
     value: float
     lo: float
     hi: float
     unit: str
+    dof: float = np.inf
+    positions: str = ""
 
     def se(self, level) -> float:
-        z = stats.norm.ppf((1 + level) / 2)
-        return float((self.hi - self.lo) / (2 * z)) if np.isfinite(self.lo) else np.nan
+        if not np.isfinite(self.lo):
+            return np.nan
+        return float((self.hi - self.lo) / (2 * quantile(level, self.dof)))
+
+
+class FirstSequences:
+    """Store `st` read through its first `n` sequences: the tokens its nulls ran on
+    (`nulls.sequences`); every reader here iterates range(st.n_seqs)."""
+
+    def __init__(self, st, n):
+        self._st, self.n_seqs = st, int(n)
+
+    def __getattr__(self, name):
+        return getattr(self._st, name)
+
+
+def rank_p(rank, k) -> float:
+    """Two-sided p of a rank test: the trained value above `rank` of k nulls."""
+    return float(min(1.0, 2 * min(1 + rank, 1 + k - rank) / (k + 1))) if k else np.nan
+
+
+def design_line(k, level, m) -> str:
+    """What k nulls of one kind can show in a family of m tests (module docstring)."""
+    alpha = (1 - level) / max(m, 1)             # what the smallest p must reach under Holm
+    rank = f"a rank test cannot go below p = 2/(k + 1) = {rank_p(k, k):.2g}"
+    if k < 2:
+        return f"k = {k}: {rank}; no spread of the nulls is known, so Δ's interval is normal"
+    need = quantile(1 - alpha, k - 1)
+    return (f"k = {k}: {rank}; the t({k - 1}) test reaches the first Holm level "
+            f"(1 − {level:g})/{m} = {alpha:.2g} only when |Δ| > {need:.3g} se_Δ")
 
 
 @dataclass
 class NullComparison:
-    """One observable of one trained model against its nulls (module docstring)."""
+    """One observable of one trained model against its nulls of one kind (module docstring)."""
     model: str
     observable: str            # what was measured, in words
-    trained: Estimate
-    nulls: dict                # {null name: Estimate}
+    trained: Estimate          # on the nulls' sequences and positions
+    nulls: dict                # {null name: Estimate}, all of kind `kind`
     level: float
+    kind: str = ""
+    sequences: int = 0         # sequences both sides read
     delta: float = np.nan
     lo: float = np.nan
     hi: float = np.nan
+    dof: float = np.inf
     p_raw: float = np.nan
     p_adjusted: float = np.nan
 
@@ -82,10 +123,15 @@ class NullComparison:
         se_n = np.array([e.se(self.level) for e in self.nulls.values()])
         spread2 = max(n.var(ddof=1) if k > 1 else 0.0, float(np.nanmean(se_n ** 2)))
         se = np.sqrt(self.trained.se(self.level) ** 2 + spread2 * (1 + 1 / k))
-        q = stats.t.ppf((1 + self.level) / 2, k - 1) if k > 1 else stats.norm.ppf((1 + self.level) / 2)
+        self.dof = float(k - 1) if k > 1 else np.inf
+        q = quantile(self.level, self.dof)
         self.delta = float(self.trained.value - n.mean())
         self.lo, self.hi = float(self.delta - q * se), float(self.delta + q * se)
-        self.p_raw = interval_p(self.delta, self.lo, self.hi, self.level)
+        self.p_raw = p_from_t(self.delta, se, self.dof)
+
+    @property
+    def p_method(self) -> str:
+        return t_method(self.dof)
 
     @property
     def null_values(self) -> np.ndarray:
@@ -102,37 +148,58 @@ class NullComparison:
         return int((self.null_values < self.trained.value).sum())
 
     @property
+    def p_rank(self) -> float:
+        return rank_p(self.rank, len(self.nulls))
+
+    @property
     def verdict(self) -> str:
         if not np.isfinite(self.lo):
             return "not measured"
         p = self.p_adjusted if np.isfinite(self.p_adjusted) else self.p_raw
-        word = "distinguishable" if p < 1 - self.level else "not distinguishable"
-        return f"{word} from its null at {self.level * 100:g} %"
+        if p < 1 - self.level:
+            return f"distinguishable from its {self.kind} nulls at {self.level * 100:g} %"
+        return f"no difference from its {self.kind} nulls shown at {self.level * 100:g} %"
+
+    def test_name(self) -> str:
+        """The comparison as a family row: model, kind, k, tokens, observable."""
+        return (f"{self.model} − its {len(self.nulls)} {self.kind} nulls ({self.sequences} seq, "
+                f"{self.trained.positions}): {self.observable}")
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "observable": self.observable,
+        return {"model": self.model, "observable": self.observable, "kind": self.kind,
+                "sequences": self.sequences, "positions": self.trained.positions,
                 "trained": vars(self.trained), "nulls": {k: vars(v) for k, v in self.nulls.items()},
-                "z": self.z, "rank": self.rank, "n_nulls": len(self.nulls), "delta": self.delta,
-                "ci": [self.lo, self.hi], "p_raw": self.p_raw, "p_adjusted": self.p_adjusted,
+                "z": self.z, "rank": self.rank, "p_rank": self.p_rank, "n_nulls": len(self.nulls),
+                "delta": self.delta, "ci": [self.lo, self.hi], "dof": self.dof,
+                "p_raw": self.p_raw, "p_method": self.p_method, "p_adjusted": self.p_adjusted,
                 "level": self.level, "verdict": self.verdict}
 
 
+def _dof(interval) -> float:
+    """The degrees of freedom an interval's quantile used (its plan's; inf when it says none)."""
+    d = getattr(interval, "dof", None)
+    if d is None:
+        d = getattr(getattr(interval, "resampling", None), "dof", None)
+    return float(d) if d is not None else np.inf
+
+
 def primary_beta(st, layer, L, settings, primary: Primary) -> Estimate | None:
-    """The primary β of (layer, L): the in-window MLE or the cumulative fit, its interval
-    resampling tokens as Table I does."""
+    """The primary β of (layer, L) over st's sequences: the in-window MLE or the cumulative
+    fit, its interval resampling tokens as Table I does."""
+    where = f"t < {L}"
     if primary.estimator == "mle":
         rates, seq = token_rate_rows(st, layer, L, skip=settings.skip_positions)[primary.modes]
         if not len(rates):
             return None
         m = bootstrap_mle(rates, seq, settings.window, settings.n_boot, settings.level, settings.seed)
-        return Estimate(m.beta, m.lo, m.hi, m.unit)
+        return Estimate(m.beta, m.lo, m.hi, m.unit, _dof(m), where)
     agg = aggregate(st.path, progress=None).model(st.name).skipping(settings.skip_positions)
     b, _ = bootstrap_from_agg(agg, layer, L, primary.modes, settings.window, settings.n_boot,
-                              settings.level, settings.seed)
-    return Estimate(b.beta, b.lo, b.hi, b.unit)
+                              settings.level, settings.seed, n_seqs=st.n_seqs)
+    return Estimate(b.beta, b.lo, b.hi, b.unit, _dof(b), where)
 
 
-def token_mean(values, seq, settings, log=False) -> Estimate | None:
+def token_mean(values, seq, settings, log=False, positions="") -> Estimate | None:
     """Mean over tokens of a per-token observable (log scale when `log`), its interval from
     the resampling plan of resampling.py (whole sequences, or circular blocks)."""
     v = np.asarray(values, np.float64)
@@ -145,7 +212,7 @@ def token_mean(values, seq, settings, log=False) -> Estimate | None:
     plan = resampling_for(v - v.mean(), seq)
     sums = plan.replicate_sums(np.stack([v, np.ones_like(v)], 1), settings.n_boot, settings.seed)
     lo, hi = plan.interval(v.mean(), sums[:, 0] / sums[:, 1], settings.level)
-    return Estimate(float(v.mean()), lo, hi, plan.unit)
+    return Estimate(float(v.mean()), lo, hi, plan.unit, _dof(plan), positions)
 
 
 def _per_token(st, layer, L, reader, settings):
@@ -155,18 +222,20 @@ def _per_token(st, layer, L, reader, settings):
 
 
 def observables(st, layer, L, settings, primary: Primary, law=None) -> tuple[dict, str | None]:
-    """({observable: Estimate} of one model group: those its store holds; the memory law
-    compared). `law`: the memory law to read (a null reads its trained model's); None: the
-    law this group's own profile prefers, when it fits."""
+    """({observable: Estimate} of one model group over its sequences st.n_seqs: those its
+    store holds; the memory law compared). `law`: the memory law to read (a null reads its
+    trained model's); None: the law this group's own profile prefers, when it fits."""
     out = {f"β ({primary.name})": primary_beta(st, layer, L, settings, primary)}
     for name, reader, log in (("log ‖J_tt‖_F² (token mean of the log)", "frobenius2", True),
                               ("non-normality of J_tt (token mean)", "nonnormality", False)):
         if reader in st.group:
-            out[name] = token_mean(*_per_token(st, layer, L, reader, settings), settings, log)
+            out[name] = token_mean(*_per_token(st, layer, L, reader, settings), settings, log,
+                                   f"t < {L}")
     if st.depth and "lyapunov" in st.group:
-        g = [st.lyapunov(s)[:, 0] for s in range(st.n_seqs)]        # (L,) top exponent per token
+        g = [st.lyapunov(s)[:, 0] for s in range(st.n_seqs)]        # (L_max,) top exponent per token
         out["top Lyapunov exponent (token mean)"] = token_mean(
-            np.concatenate(g), np.repeat(np.arange(st.n_seqs), [len(x) for x in g]), settings)
+            np.concatenate(g), np.repeat(np.arange(st.n_seqs), [len(x) for x in g]), settings,
+            positions=f"every walked t < {st.max_length}")
         out.update(_kernel_ratios(st, settings))
     law = _memory(st, layer, settings, law, out) if "memory" in st.group else None
     return {k: v for k, v in out.items() if v is not None and np.isfinite(v.value)}, law
@@ -178,8 +247,9 @@ def _kernel_ratios(st, settings) -> dict:
     if not points:
         return {}
     k = max(points, key=lambda p: (p.span, -p.layer))
+    where = f"every walked t < {st.max_length}"
     return {f"ln {part} of the kernel (l = {k.layer}, s = {k.span})":
-            Estimate(*np.log([c.value, c.lo, c.hi]), c.unit)
+            Estimate(*np.log([c.value, c.lo, c.hi]), c.unit, _dof(c), where)
             for part in ("nonnormality", "alignment") if (c := getattr(k, part)).value > 0}
 
 
@@ -195,43 +265,81 @@ def _memory(st, layer, settings, law, out) -> str | None:
     name = COMPARED[law]
     f = fit.laws.get(law)
     if f is not None:
-        out[f"memory {name} ({law}, layer {layer})"] = Estimate(f.params[name], *f.ci[name], fit.unit)
+        every = st.memory_meta.get("every", 1)
+        out[f"memory {name} ({law}, layer {layer})"] = Estimate(
+            f.params[name], *f.ci[name], fit.unit, _dof(fit),
+            f"t = 0, {every}, … < {st.layer_length[layer]}")
     return law
 
 
 @dataclass
 class NullStudy:
-    """Every observable of one trained model against its nulls."""
+    """Every observable of one trained model against its nulls, one comparison per kind."""
     model: str
     layer: int
     L: int
     nulls: dict                # {null name: {"kind", "seed"}}
+    kinds: dict = field(default_factory=dict)           # {kind: {nulls, sequences, L, same_tokens}}
     comparisons: list = field(default_factory=list)     # [NullComparison]
+    family_m: int = 0          # tests in the family its comparisons were counted in (`take`)
 
     def add_to(self, family: Family) -> list:
-        """Enter every comparison into `family`; returns its tests (adjusted by family.correct())."""
-        return [family.add(f"{self.model} − its nulls: {c.observable}", c.delta, c.lo, c.hi)
-                for c in self.comparisons]
+        """Enter every comparison into `family`, each with its t(k − 1); returns its tests
+        (adjusted by family.correct())."""
+        return [family.add(c.test_name(), c.delta, c.lo, c.hi, dof=c.dof) for c in self.comparisons]
 
-    def take(self, tests) -> None:
-        """Each comparison's raw and family-adjusted p from its test (after family.correct())."""
+    def take(self, tests, m) -> None:
+        """Each comparison's raw and family-adjusted p from its test (after family.correct()
+        of a family of m tests)."""
+        self.family_m = int(m)
         for c, t in zip(self.comparisons, tests):
             c.p_raw, c.p_adjusted = t.p_raw, t.p_adjusted
 
+    def designs(self, level) -> dict:
+        """{kind: design_line} in the family the comparisons were counted in."""
+        return {kind: design_line(len(v["nulls"]), level, self.family_m or len(self.comparisons))
+                for kind, v in self.kinds.items()}
+
     def to_dict(self) -> dict:
         return {"model": self.model, "layer": self.layer, "L": self.L, "nulls": self.nulls,
-                "method": __doc__.split("\n\n")[1], "comparisons": [c.to_dict() for c in self.comparisons]}
+                "kinds": self.kinds, "family_m": self.family_m,
+                "designs": self.designs(self.comparisons[0].level) if self.comparisons else {},
+                "method": __doc__.split("\n\n")[1],
+                "comparisons": [c.to_dict() for c in self.comparisons]}
+
+
+def _by_kind(st) -> dict:
+    """{kind: [null names]} in the store's order."""
+    out = {}
+    for n in st.nulls:
+        out.setdefault(st.model(n).null["kind"], []).append(n)
+    return out
+
+
+def _same_tokens(st, nulls, n_seqs) -> bool:
+    return all(np.array_equal(st.tokens(s), st.model(n).tokens(s)) for n in nulls for s in range(n_seqs))
 
 
 def null_study(st, layer, L, settings, primary: Primary) -> NullStudy | None:
-    """Each observable of model `st` at (layer, L) against its nulls; None without nulls."""
+    """Each observable of model `st` at (layer, L) against its nulls, one kind at a time, the
+    trained value read on the nulls' sequences and positions; None without nulls."""
     if not st.nulls:
         return None
-    trained, law = observables(st, layer, L, settings, primary)
-    by_null = {n: observables(st.model(n), layer, L, settings, primary, law)[0] for n in st.nulls}
     study = NullStudy(st.name, layer, L, {n: st.model(n).null for n in st.nulls})
-    for name, est in trained.items():
-        nulls = {n: obs[name] for n, obs in by_null.items() if name in obs}
-        if nulls:
-            study.comparisons.append(NullComparison(st.name, name, est, nulls, settings.level))
+    trained_on = {}                 # (sequences, L): the trained observables there, read once
+    for kind, names in _by_kind(st).items():
+        S = min(st.n_seqs, *(st.model(n).n_seqs for n in names))
+        Lk = min(L, *(st.model(n).layer_length.get(layer, L) for n in names))
+        if (S, Lk) not in trained_on:
+            trained_on[S, Lk] = observables(FirstSequences(st, S), layer, Lk, settings, primary)
+        trained, law = trained_on[S, Lk]
+        study.kinds[kind] = {"nulls": names, "sequences": S, "of_sequences": st.n_seqs, "L": Lk,
+                             "same_tokens": _same_tokens(st, names, S)}
+        by_null = {n: observables(FirstSequences(st.model(n), S), layer, Lk, settings, primary,
+                                  law)[0] for n in names}
+        for name, est in trained.items():
+            nulls = {n: obs[name] for n, obs in by_null.items() if name in obs}
+            if nulls:
+                study.comparisons.append(NullComparison(st.name, name, est, nulls, settings.level,
+                                                        kind, S))
     return study

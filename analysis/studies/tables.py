@@ -268,13 +268,13 @@ def symmetry_modes(sr, window) -> dict:
             "sym_below": int((lam < lo).sum()), "sym_inside": int(((lam >= lo) & (lam <= hi)).sum())}
 
 
-def bootstrap_from_agg(agg, layer, L, modes, window, n_boot, level, seed):
+def bootstrap_from_agg(agg, layer, L, modes, window, n_boot, level, seed, n_seqs=None):
     """Percentile CI of β under `modes` from the per-token histograms of the done tokens
-    t < L (L None: all; positions the aggregate skips are not done), each tagged with its
-    sequence so the resampling unit can respect token correlation.
-    Returns (bootstrap result, (seq, L) done mask)."""
-    done = agg.token_done(layer)[:, :L]                                      # (seq, L)
-    units = agg.token_hist(layer, modes=modes)[:, :L][done].reshape(-1, N_COLS)
+    t < L (L None: all; positions the aggregate skips are not done) of the first `n_seqs`
+    sequences (None: all), each tagged with its sequence so the resampling unit can respect
+    token correlation. Returns (bootstrap result, (seq, L) done mask)."""
+    done = agg.token_done(layer)[:n_seqs, :L]                                # (seq, L)
+    units = agg.token_hist(layer, modes=modes)[:n_seqs, :L][done].reshape(-1, N_COLS)
     seq = np.nonzero(done)[0]                                                # (units,)
     return bootstrap_ir_from_hists(units, window, n_boot=n_boot, level=level, seed=seed,
                                    seq=seq), done
