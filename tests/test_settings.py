@@ -108,7 +108,7 @@ def test_bad_flag_is_one_line(store, capsys):
 
 
 def test_paper_values_only_where_model_layer_and_window_match(tmp_path):
-    from analysis.report.paper import NOTE, reference
+    from analysis.studies.paper import NOTE, reference
     s = Settings()
     assert reference({"path": "state-spaces/mamba-370m"}, 24, s)[128] == -0.165
     assert reference({"path": "state-spaces/mamba-370m"}, 2, s) == {}
