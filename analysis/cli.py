@@ -92,8 +92,9 @@ def _model_line(name, r) -> list:
                      f"{x.ks:.4f}, p = {x.gof_p:.3f}")
     delta = f"; Δβ = {row.delta_beta:+.3f}" if np.isfinite(row.delta_beta) else ""
     h = headline(r)
-    lines = [f"{name} (headline, {h.name}): layer {r.layer}, L = {row.L}: {h.value()}; "
-             f"{h.n_modes:,} modes, {h.level:.0%} CI over {h.unit}",
+    value = (f"{h.value()}; {h.n_modes:,} modes, {h.level:.0%} CI over {h.unit}" if h.fitted
+             else f"not fitted: {r.empty_window_line(h.modes)}")
+    lines = [f"{name} (headline, {h.name}): layer {r.layer}, L = {row.L}: {value}",
              f"  diagnostics, every estimator and count: " + "; ".join(parts) + delta]
     if r.laws is None:
         return lines
