@@ -39,6 +39,7 @@ _EXPORTS = {
     "sweep.format.settings": ["MODES", "Settings", "SettingsError"],   # the analysis section
     "io.store": ["Store", "StoreError", "open_store"],
     "studies.tables": ["IRTable", "beta_vs_depth", "beta_vs_length"],
+    "studies.primary": ["Headline", "primary_beta", "representative"],
     "fit.window": ["LocalExponent", "MLEInterval", "WindowSensitivity", "bootstrap_mle",
                    "local_exponent", "window_sensitivity"],
 }

@@ -12,7 +12,7 @@ from analysis.io.store import StoreError, open_store
 from analysis.laws.uncertainty import law_lines
 from analysis.report.analyze import analyze
 from analysis.report.compare import verdict_lines, write_comparison
-from analysis.report.markdown import headline_lines
+from analysis.report.fits_json import headline
 from analysis.studies.compare import compare_models, parse_source
 from sweep.format.settings import MODES, PRIMARIES, Settings, SettingsError
 
@@ -77,6 +77,8 @@ def compare_parser() -> argparse.ArgumentParser:
 
 
 def _model_line(name, r) -> list:
+    """The primary β first (the report's headline), then every estimator and count and the
+    measured laws, each line labelled as a diagnostic."""
     row = r.row()
     parts = []
     for m in MODES:
@@ -84,15 +86,20 @@ def _model_line(name, r) -> list:
             parts.append(f"{m}: {empty}")
             continue
         x = row.by_mode[m]
-        parts.append(f"{m} β = {x.beta:+.3f} [{x.ci_lo:+.3f}, {x.ci_hi:+.3f}] ({x.n_modes:,} modes; "
-                     f"CI resampled {x.ci_unit}); in-window MLE {x.mle_beta:+.3f} "
-                     f"[{x.mle_ci_lo:+.3f}, {x.mle_ci_hi:+.3f}]; power law KS {x.ks:.4f}, "
-                     f"p = {x.gof_p:.3f}")
+        parts.append(f"{m} cumulative β = {x.beta:+.3f} [{x.ci_lo:+.3f}, {x.ci_hi:+.3f}] "
+                     f"({x.n_modes:,} modes; CI resampled {x.ci_unit}); in-window MLE "
+                     f"{x.mle_beta:+.3f} [{x.mle_ci_lo:+.3f}, {x.mle_ci_hi:+.3f}]; power law KS "
+                     f"{x.ks:.4f}, p = {x.gof_p:.3f}")
     delta = f"; Δβ = {row.delta_beta:+.3f}" if np.isfinite(row.delta_beta) else ""
-    head = headline_lines(r)[2].strip("| ").replace(" | ", "; ")        # the primary β, first
-    lines = [f"{name}: layer {r.layer}, L = {row.L}: " + "; ".join(parts) + delta + " (diagnostics)",
-             f"{name} (headline): {head}"]
-    return lines + ["  " + x for x in (law_lines(r.laws.to_dict()) if r.laws is not None else [])]
+    h = headline(r)
+    value = (f"{h.value()}; {h.n_modes:,} modes, {h.level:.0%} CI over {h.unit}" if h.fitted
+             else f"not fitted: {r.empty_window_line(h.modes)}")
+    lines = [f"{name} (headline, {h.name}): layer {r.layer}, L = {row.L}: {value}",
+             f"  diagnostics, every estimator and count: " + "; ".join(parts) + delta]
+    if r.laws is None:
+        return lines
+    return lines + [f"  diagnostics, measured laws ({r.modes} modes, cumulative β):",
+                    *("    " + x for x in law_lines(r.laws.to_dict()))]
 
 
 def main(argv=None) -> int:

@@ -84,18 +84,18 @@ def _section(s: dict) -> str:
 
 
 def _model_table(m: dict, s: dict) -> str:
+    """One row per layer: blocks, and the store's primary β (one estimator, one mode count)."""
     e = html.escape
-    modes = s.get("modes", [])
-    head = "".join(f"<th>β, {e(mode)} modes</th>" for mode in modes)
+    primary = s.get("primary") or "primary"
     rows = []
     for r in m["layers"]:
-        cells = "".join(_beta_cell(r.get("beta", {}).get(mode)) for mode in modes)
         rows.append(f"<tr><td>{r['layer']}</td><td>{r['done']}</td><td>{r['flagged']}</td>"
-                    f"<td>{r['total']}</td>{cells}</tr>")
+                    f"<td>{r['total']}</td>{_beta_cell(r.get('beta'))}</tr>")
     c = m["counts"]
     return (f"<h3>{e(m['name'])}: {c['done']}/{c['total']} blocks done, {c['flagged']} flagged</h3>"
-            f"<table><tr><th>layer</th><th>done</th><th>flagged</th><th>total</th>{head}</tr>"
-            f"{''.join(rows)}</table>{_nulls_line(m.get('nulls'))}")
+            f"<table><tr><th>layer</th><th>done</th><th>flagged</th><th>total</th>"
+            f"<th>β {e(primary)} [CI], quick preview</th></tr>{''.join(rows)}</table>"
+            f"{_nulls_line(m.get('nulls'))}")
 
 
 def _nulls_line(n: dict | None) -> str:
@@ -110,11 +110,14 @@ def _nulls_line(n: dict | None) -> str:
 
 
 def _beta_cell(b: dict | None) -> str:
-    """β [CI]; hovering shows how the CI was made (level, replicates, resampling unit)."""
+    """β [CI] at L, "window slope" where the power law is rejected; hovering shows how it was
+    made (estimator, level, replicates, resampling unit, GOF p)."""
     if not b or b.get("beta") is None:
         return "<td>–</td>"
     ci = "" if b.get("lo") is None else f" [{b['lo']:+.3f}, {b['hi']:+.3f}]"
-    return f"<td title='{html.escape(b.get('method', ''), quote=True)}'>{b['beta']:+.3f}{ci}</td>"
+    slope = "window slope " if "window slope" in b.get("method", "") else ""
+    return (f"<td title='{html.escape(b.get('method', ''), quote=True)}'>{slope}{b['beta']:+.3f}"
+            f"{ci} at L = {b.get('L', '?')}</td>")
 
 
 _CSS = ("body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;"

@@ -165,7 +165,7 @@ def _status(args) -> int:
 
     existing_store(args.store)
     rows, nulls = status_rows(args.store), null_rows(args.store)
-    print(f"{'model':<28} {'layer':>5} {'done':>6} {'flagged':>7} {'total':>6} {'tokens':>6} "
+    print(f"{'model':<28} {'layer':>5} {'done':>6} {'flagged':>7} {'total':>6} {'L':>6} "
           f"{'h_l':>5}  {'dtype':<8} kind")
     for i, r in enumerate(rows):
         print(f"{r['model']:<28} {_s(r['layer']):>5} {r['done']:>6} {r['flagged']:>7} "
@@ -173,8 +173,8 @@ def _status(args) -> int:
               f"{_s(r['kind'])}")
         if r["model"] in nulls and (i + 1 == len(rows) or rows[i + 1]["model"] != r["model"]):
             print(null_line(nulls[r["model"]]))          # under the model's last layer
-    print("done counts flagged blocks (done, with a non-finite value) too; h_l: sequences whose "
-          "residual stream entering the layer is stored" + ("; nulls: a model's null models "
+    print("done counts flagged blocks (done, with a non-finite value) too; L: tokens per sequence "
+          "swept at the layer; h_l: sequences whose residual stream entering the layer is stored" + ("; nulls: a model's null models "
                                                              "(docs/nulls.md), blocks summed over "
                                                              "them, every layer" if nulls else ""))
     for w in walk_rows(args.store):

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 from distributed import Client, LocalCluster
 
-from analysis import aggregate, fit_ir_from_hist
+from analysis import open_store
 from cluster.dashboard import TdosPage, page_link
 from sweep.config.load import config_from_dict
 from sweep.run import run_sweep
@@ -85,18 +85,19 @@ def test_sweep_page_shows_counts_betas_and_tdos(tiny_checkpoints, tmp_path):
     assert seen_running
     assert str(tmp_path / "run.zarr") in page and "complete: 48/48 blocks" in page
     assert "data:image/png;base64," in page                # the live TDOS picture
-    assert snap["modes"] == ["all-stable", "symmetry-removed"]
+    st = open_store(cfg.store)
+    assert snap["primary"] == "mle:symmetry-removed"                 # the store's primary, one β
+    assert "quick preview" in snap["method"] and "the report: 500" in snap["method"]
     (model,) = snap["models"]
-    agg = aggregate(cfg.store).model("mamba")
     for row in model["layers"]:
         assert (row["done"], row["flagged"], row["total"]) == (16, 0, 16)
-        for modes in snap["modes"]:
-            b = row["beta"][modes]
-            want = fit_ir_from_hist(agg.hist(row["layer"], modes=modes)).beta   # the report's fit
-            assert abs(b["beta"] - want) < 1e-12 and b["lo"] < b["hi"], (row["layer"], modes, b)
-    # the page prints the same β and CI as the JSON carries
-    b0 = model["layers"][0]["beta"]["all-stable"]
+        b, h = row["beta"], st.beta(row["layer"])          # the report's number for (layer, L)
+        assert b["beta"] == h.beta and b["L"] == h.L and b["unit"] == h.unit, (row["layer"], b)
+        assert b["lo"] < b["hi"] and "200 replicates (quick preview; the report: 500)" in b["method"]
+    # the page prints the same β and CI as the JSON carries, under the primary's name
+    b0 = model["layers"][0]["beta"]
     assert re.search(re.escape(f"{b0['beta']:+.3f} [{b0['lo']:+.3f}, {b0['hi']:+.3f}]"), page)
+    assert "β mle:symmetry-removed [CI], quick preview" in page
 
 
 # A `dask scheduler` whose Python cannot import tdos: the editable install's finder and the

@@ -76,7 +76,7 @@ def test_spectral_summary_folds_the_nulls_into_a_beta_range(store):
         # 16 tokens a sequence; the half-done null has one sequence of 2, and its flagged
         # block (8 tokens, layer 0) reads as NaN, as in the trained rows' token counts
         assert r["tokens"] == 16 * (2 + 2 + 1) - (8 if r["layer"] == 0 else 0)
-        lo, hi = r["beta_range_all_stable"]
+        lo, hi = r["beta_range"]                                       # primary β of each null
         assert -0.75 < lo <= hi < -0.3                                  # the nulls' β = −0.5
     text = format_summary(rows)
     assert text.count("+ 3 nulls") == 2 and "a.random_init" not in text
@@ -109,4 +109,6 @@ def test_snapshot_and_page_count_the_nulls_under_their_model(store, tmp_path):
     page = render([snap])
     assert page.count("<h3>") == 2 and "a.random_init" not in page
     assert "+ nulls: 3 models (random_init 0, 1; shuffled 0): 20/24 blocks done, 1 flagged" in page
-    assert np.isfinite(a["layers"][0]["beta"]["all-stable"]["beta"])
+    b0 = a["layers"][0]["beta"]                                        # the store's primary β
+    assert snap["primary"] == "mle:symmetry-removed" and np.isfinite(b0["beta"])
+    assert f"{b0['beta']:+.3f} [{b0['lo']:+.3f}, {b0['hi']:+.3f}] at L = {b0['L']}" in page

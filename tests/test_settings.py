@@ -54,8 +54,10 @@ def test_an_empty_window_says_so_in_one_line_and_prints_no_number(store, tmp_pat
     assert main([str(store), "--out", str(out), "--n-boot", "20", "--quiet", "--lengths", "16",
                  "--window", "1e3", "1e4"]) == 0          # above every synthetic rate
     printed = capsys.readouterr().out
-    line = printed.splitlines()[0]
-    assert "holds no all-stable modes" in line and "rates lie in [" in line and "nothing fitted" in line
+    line = printed.splitlines()[0]                    # the headline: the primary's count
+    assert line.startswith("mamba-syn (headline, mle:symmetry-removed)")
+    assert "holds no symmetry-removed modes" in line and "rates lie in [" in line and "nothing fitted" in line
+    assert "holds no all-stable modes" in printed.splitlines()[1]          # the diagnostics
     assert "predicted" not in printed and "β =" not in printed and "nan" not in printed.lower()
     doc = json.loads((out / "fits.json").read_text())["models"]["mamba-syn"]
     assert doc["laws"] is None and doc["table1"][0]["beta_all_stable"] is None
@@ -76,7 +78,8 @@ def test_config_section_reaches_analyze_the_summary_and_the_live_view(tmp_path):
     write_store(path, [synthetic_model(rows=1, lmax=16, d=24, n_ir=12, seed=3)])
     zarr.open_group(str(path), mode="r+").attrs["analysis"] = {
         "window": ["1e-3", "5e-2"], "level": 0.8, "n_boot": 30, "seed": 4, "skip_positions": 1}
-    assert "[0.001, 0.05] over every done token t ≥ 1, 80% bootstrap CI" in summary_text(path)
+    text = summary_text(path)
+    assert "token positions done t ≥ 1" in text and "on [0.001, 0.05], 80% CI of 30 replicates" in text
     render_live(path, tmp_path / "live.png")
     live = json.loads((tmp_path / "live.json").read_text())
     assert live["window"] == [1e-3, 5e-2] and "t ≥ 1" in live["method"]
@@ -108,7 +111,7 @@ def test_bad_flag_is_one_line(store, capsys):
 
 
 def test_paper_values_only_where_model_layer_and_window_match(tmp_path):
-    from analysis.report.paper import NOTE, reference
+    from analysis.studies.paper import NOTE, reference
     s = Settings()
     assert reference({"path": "state-spaces/mamba-370m"}, 24, s)[128] == -0.165
     assert reference({"path": "state-spaces/mamba-370m"}, 2, s) == {}

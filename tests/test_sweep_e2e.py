@@ -2,6 +2,7 @@
 worker processes lands in the store with the values a direct computation gives."""
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -181,7 +182,8 @@ def test_rerun_plans_nothing_and_status_reports_done(swept, client, capsys):
     capsys.readouterr()
     assert main(["status", cfg.store]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["model", "layer", "done", "flagged", "total", "tokens", "h_l",
+    # L is tokens per sequence; "tokens" means done token positions, in the spectral table only
+    assert lines[0].split() == ["model", "layer", "done", "flagged", "total", "L", "h_l",
                                 "dtype", "kind"]
     rows = [line.split() for line in lines[1:-1]]
     assert rows == [["mamba-float64", "0", "4", "0", "4", "8", "2/2", "float64", "mamba"],
@@ -190,4 +192,35 @@ def test_rerun_plans_nothing_and_status_reports_done(swept, client, capsys):
                     ["gpt2", "1", "4", "0", "4", "8", "2/2", "float32", "attention"],
                     ["mamba_ssm", "0", "4", "0", "4", "8", "2/2", "float32", "mamba"],
                     ["mamba_ssm", "2", "4", "0", "4", "6", "2/2", "float32", "mamba"]]
-    assert lines[-1].startswith("done counts flagged blocks (done, with a non-finite value) too; h_l:")
+    assert lines[-1].startswith("done counts flagged blocks (done, with a non-finite value) too; L: "
+                                "tokens per sequence swept at the layer; h_l:")
+
+
+def test_report_headline_is_st_beta_and_the_status_number(swept, tmp_path, capsys):
+    """One β: the report's headline (fits.json), `st.beta(layer, L)` and the status table give
+    the same primary β, interval, unit, GOF p and mode count for the representative layer."""
+    from analysis.cli import main as analyze_main
+
+    cfg, _ = swept
+    assert analyze_main([cfg.store, "--out", str(tmp_path / "rep"), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    models = json.loads((tmp_path / "rep" / "fits.json").read_text())["models"]
+    assert main(["status", cfg.store, "--spectra"]) == 0
+    status = capsys.readouterr().out
+    fitted = 0
+    for name, doc in models.items():
+        want = doc["primary"]["headline"]
+        h = open_store(cfg.store, name).beta(doc["layer"], doc["L"])
+        assert (h.estimator, h.modes) == (doc["primary"]["estimator"], doc["primary"]["modes"])
+        assert (h.layer, h.L, h.unit, h.n_modes) == (want["layer"], want["L"], want["unit"],
+                                                     want["n_modes"])
+        for got, ref in ((h.beta, want["beta"]), (h.gof_p, want["gof_p"]),
+                         *zip(h.ci, want["ci"])):
+            assert (ref is None and not np.isfinite(got)) or got == ref, (name, got, ref)
+        if h.fitted:
+            fitted += 1
+            line = next(ln for ln in status.splitlines()
+                        if ln.startswith(f"{name} ") and ln.split()[1] == str(h.layer))
+            assert f"{h.beta:+.3f} [{h.ci[0]:+.3f},{h.ci[1]:+.3f}]" in line
+            assert f"{name} (headline, {h.name})" in printed and h.value() in printed
+    assert fitted

@@ -37,12 +37,12 @@ class IRFit:
     def predict(self, lam):
         return 10.0 ** (self.intercept + self.s * np.log10(lam))
 
-    def plot(self, ax=None, label=None, color=None, data=True):
+    def plot(self, ax=None, label=None, color=None, data=True, ls="-"):
         ax = axes_or_new(ax)
         if data:
             ax.loglog(self.x, self.n_cum, "o", ms=3, color=color, alpha=0.6)
         xx = np.geomspace(*self.window, 50)
-        ax.loglog(xx, self.predict(xx), "-", color=color,
+        ax.loglog(xx, self.predict(xx), ls, color=color,
                   label=label or f"s={self.s:.3f}, β={self.beta:+.3f}, R²={self.r2:.3f}")
         ax.set_xlabel("relaxation rate λ (per block)")
         ax.set_ylabel("N(<λ)  (modes)")

@@ -206,6 +206,18 @@ class Store:
         usable = is_usable(self.group["ledger"][self.row(layer), seq])
         return np.repeat(usable, B)[:n]       # one row read; the tail past n is unplanned
 
+    # ------------------------------------------------------------------ the primary β
+    def beta(self, layer, L=None, **overrides):
+        """The primary β at (layer, L), the `Headline` that `tdos analyze` prints for it
+        (estimator, mode count, interval, unit, GOF p, modes in the window), under the store's
+        recorded analysis settings (`overrides`: Settings fields). L default: the report's.
+        The computation lives above this reader (analysis/studies/primary.py); it is reached
+        through the package's lazy public names at call time (ARCHITECTURE.md)."""
+        import analysis
+
+        settings = analysis.Settings.from_store(self.root.attrs, **overrides)
+        return analysis.primary_beta(self, layer, L, settings)
+
     # ------------------------------------------------------------------ data
     def tokens(self, seq=0) -> np.ndarray:
         return np.asarray(self.group["tokens"][seq])              # (L_max,) int64

@@ -24,7 +24,9 @@ from analysis.report.fits_json import write_json
 from analysis.report.markdown import table_markdown, write_report
 from analysis.report.memory import FIGURE as MEMORY_FIGURE
 from analysis.report.memory import figure as memory_figure
-from analysis.report.paper import reference
+from analysis.studies.paper import reference
+from analysis.studies.primary import (primary_of, representative, store_settings,
+                                      why_representative)
 from analysis.spectrum.observables import (a_log_distribution, a_log_shift, complex_spectrum,
                                            effective_vs_length, has_s4d_init, intrinsic_by_layer,
                                            intrinsic_spectrum, memory_kernel,
@@ -42,23 +44,6 @@ from analysis.studies.precision import compare_precision, precision_pairs
 from analysis.studies.tables import IRTable, beta_vs_length, default_lengths
 from sweep.format.schema import SSM_KINDS
 from sweep.format.settings import MODES, Settings
-
-
-def store_settings(st, **overrides) -> Settings:
-    """The config's `analysis:` section as the sweep recorded it, then `overrides`."""
-    return Settings.from_store(st.root.attrs, **overrides)
-
-
-def representative(st, layer=None, settings=None):
-    """A stored layer: `layer` (else the settings' layer) when the store holds it, else 24
-    (the paper's) when stored, else the middle stored layer; L = 128 or its max."""
-    settings = settings or store_settings(st)
-    wanted = layer if layer is not None else settings.layer
-    if wanted is not None and int(wanted) in st.layers:
-        layer = int(wanted)
-    else:
-        layer = 24 if 24 in st.layers else st.layers[len(st.layers) // 2]
-    return layer, min(128, st.layer_length[layer])
 
 
 def table_lengths(st, layer, lengths=None, always=None, settings=None):
@@ -101,6 +86,7 @@ class ModelResult:
     stacks: DepthStudy | None = None       # stacked blocks (a store swept with `depth:`)
     memory: MemoryStudy | None = None      # token memory (a store swept with `memory:`)
     primary: object = None                 # settings.Primary: the β of headlines and verdicts
+    why_layer: str = ""                    # the rule that picked the representative layer and L
     nulls: NullStudy | None = None         # its observables against its null models
 
     @property
@@ -190,7 +176,8 @@ def analyze_model(st, agg, out, settings, progress=True) -> ModelResult:
         tables, st.block_counts(), {m: agg.special(layer, L, m) for m in MODES}, agg.threshold,
         st.identity, st.inputs, {m: _rate_range(agg, layer, L, m) for m in MODES},
         agg.scale_by_eigenvector, agg.shift_by_eigenvector)
-    res.primary = settings.primary_for(bool(reference(st.identity, layer, settings)))
+    res.primary = primary_of(st, settings)
+    res.why_layer = why_representative(st, settings=settings)
     rows = token_rate_rows(st, layer, L, skip=settings.skip_positions)
     res.sensitivity = {m: window_sensitivity(*rows[m], settings.window, settings.n_boot,
                                              settings.level, settings.seed) for m in MODES}
@@ -247,9 +234,11 @@ def _model_figures(st, agg, res, out, rows):
         files.append(name)
 
     sp = tdos(agg, layer, L, modes=modes)
-    beta = res.row().get("beta", modes)
+    beta, gof_p = res.row().get("beta", modes), res.row().get("gof_p", modes)
+    slope = "a window slope, " if np.isfinite(gof_p) and gof_p < 1 - res.settings.level else ""
     kernel = memory_kernel_from_hist(sp, beta=beta if np.isfinite(beta) else None,
                                      label=r"$K(t)=\langle e^{-\lambda t}\rangle$")
+    kernel.beta_name = f"{slope}cumulative:{modes}, GOF p = {gof_p:.2g}"
     put(F.fig1_collective(complex_spectrum(st, layer, L), sp, kernel, f"{tag}, L = {L} {mtag}",
                           window), "fig1_collective_spectrum.png")
     ssm = _ssm_layer(st, layer)
@@ -263,11 +252,14 @@ def _model_figures(st, agg, res, out, rows):
     by_depth = tdos_vs_depth(agg, st.layers, L, modes)
     put(F.fig_family(by_depth, f"{st.name}: ρ_block across depth, L = {L} {mtag}",
                      ylabel="ρ_block(λ)", window=window), "fig6_tdos_vs_depth.png")
-    put(F.fig7_cumulative(res.table, f"{tag}: cumulative N(<λ) and fits {mtag}"),
+    p = res.primary
+    diag = "" if p.name == f"cumulative:{modes}" else f"; a diagnostic, the primary is {p.name}"
+    put(F.fig7_cumulative(res.table, f"{tag}: cumulative N(<λ) and fits\n[cumulative:{modes}{diag}]"),
         "fig7_cumulative_fits.png")
-    put(F.fig_beta(res.table, f"{tag}: infrared exponent vs L {mtag}",
-                   reference(st.identity, layer, res.settings) or None), "fig8_beta_vs_length.png")
-    put(F.fig_beta(res.depth, f"{st.name}: β across depth, L = {L} {mtag}"), "beta_vs_depth.png")
+    put(F.fig_beta(res.table, f"{tag}: primary β vs L\n[{p.name}]",
+                   reference(st.identity, layer, res.settings) or None, p), "fig8_beta_vs_length.png")
+    put(F.fig_beta(res.depth, f"{st.name}: primary β across depth, L = {L}\n[{p.name}]", primary=p),
+        "beta_vs_depth.png")
     gof = power_law_gof(rows[modes][0][np.isfinite(rows[modes][0])], window,
                         n_sims=res.settings.n_boot, seed=res.settings.seed)
     put(F.fig_window(res.sensitivity[modes], gof, f"{tag}, L = {L}: is it a power law? {mtag}"),

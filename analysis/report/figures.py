@@ -87,11 +87,13 @@ def fig7_cumulative(table, title):
     return fig
 
 
-def fig_beta(table, title, reference=None):
-    """Fig 8 (β vs L, with the paper's values) or β vs depth."""
+def fig_beta(table, title, reference=None, primary=None):
+    """Fig 8 (β vs L, with the paper's values) or β vs depth: the β of `primary` (a
+    settings.Primary; None: the table's count, cumulative fit)."""
     fig = new_figure(7, 4.5)
     ax = fig.add_subplot()
-    table.plot(ax, reference=reference)
+    kw = {} if primary is None else {"modes": primary.modes, "estimator": primary.estimator}
+    table.plot(ax, reference=reference, **kw)
     ax.set_title(title)
     return fig
 

@@ -8,7 +8,8 @@ import os
 
 import numpy as np
 
-from analysis.report.paper import reference
+from analysis.studies.paper import reference
+from analysis.studies.primary import headline_of
 from analysis.report.text import symmetry_sentences
 from analysis.spectrum.rates import SCALE_RESIDUAL_MAX
 from analysis.studies.tables import ROW_FIELDS
@@ -43,7 +44,7 @@ def dump_json(doc, path):
 
 def model_doc(r) -> dict:
     """One model's entry of fits.json (r: report.ModelResult)."""
-    doc = {"arch": r.arch, "dtype": r.dtype, "layer": r.layer, "L": r.L,
+    doc = {"arch": r.arch, "dtype": r.dtype, "layer": r.layer, "L": r.L, "why_layer": r.why_layer,
            "marginal_threshold": r.threshold, "scale_by_eigenvector": r.scale_by_eigenvector,
            "shift_by_eigenvector": r.shift_by_eigenvector, "scale_residual_max": SCALE_RESIDUAL_MAX,
            "blocks": r.counts, "mode_counts": MODE_COUNTS, "estimators": ESTIMATORS,
@@ -70,22 +71,17 @@ def model_doc(r) -> dict:
         doc["memory"] = r.memory.to_dict()
     if r.primary is not None:
         doc["primary"] = {"estimator": r.primary.estimator, "modes": r.primary.modes,
-                          "why": r.primary.why, "headline": headline(r)}
+                          "why": r.primary.why, "headline": headline(r).to_dict()}
     if r.nulls is not None:
         doc["nulls"] = r.nulls.to_dict()
     return doc
 
 
-def headline(r) -> dict:
-    """The primary β at the representative (layer, L), its CI, and whether the power law holds
-    there (p of the Monte-Carlo goodness of fit against 1 − level)."""
-    x = r.row().by_mode[r.primary.modes]
-    f = r.primary.field
-    lo, hi = (x.ci_lo, x.ci_hi) if f == "beta" else (x.mle_ci_lo, x.mle_ci_hi)
-    rejected = bool(np.isfinite(x.gof_p) and x.gof_p < 1 - r.settings.level)
-    return {"beta": getattr(x, f), "ci": [lo, hi], "unit": x.ci_unit, "n_modes": x.n_modes,
-            "gof_p": x.gof_p, "power_law_rejected": rejected,
-            "reads_as": "a window slope, not an exponent" if rejected else "an exponent"}
+def headline(r):
+    """The primary β at the representative (layer, L): the Headline `st.beta(layer, L)` gives
+    (analysis/studies/primary.py), from the same Table I cell."""
+    row = r.row()
+    return headline_of(row.by_mode[r.primary.modes], r.primary, r.settings, r.name, r.layer, row.L)
 
 
 def write_json(results, path, store_path, settings, comparison=None, family=None):

@@ -11,7 +11,7 @@ from analysis.report.inputs import inputs_lines
 from analysis.report.fits_json import headline
 from analysis.report.memory import markdown as memory_markdown
 from analysis.report.nulls import null_markdown
-from analysis.report.paper import NOTE, reference, reference_line
+from analysis.studies.paper import NOTE, reference, reference_line
 from analysis.report.text import ESTIMATOR_SENTENCE, FIGURE_CAPTIONS, symmetry_sentences
 from analysis.spectrum.rates import SCALE_RESIDUAL_MAX
 from analysis.studies.tables import gof_markdown
@@ -114,21 +114,15 @@ def headline_lines(r) -> list:
     slope where the power law is rejected."""
     h = headline(r)
     p = r.primary
-    if not r.row().by_mode[p.modes].fitted:
-        cell = f"not fitted: {r.empty_window_line(p.modes)}"
-    elif h["power_law_rejected"]:
-        cell = (f"β: a window slope, not an exponent (power law rejected, p = {h['gof_p']:.3g}): "
-                f"{h['beta']:+.3f} [{h['ci'][0]:+.3f}, {h['ci'][1]:+.3f}]")
-    else:
-        cell = (f"β = {h['beta']:+.3f} [{h['ci'][0]:+.3f}, {h['ci'][1]:+.3f}] (power law not "
-                f"rejected, p = {h['gof_p']:.3g})")
+    cell = h.value() if h.fitted else f"not fitted: {r.empty_window_line(p.modes)}"
     nulls = [c for c in (r.nulls.comparisons if r.nulls else []) if c.observable.startswith("β")]
     against = "; ".join(f"{c.verdict}: Δ = {c.delta:+.3f} [{c.lo:+.3f}, {c.hi:+.3f}], z = "
                         f"{c.z:+.2f}, p Holm {format_p(c.p_adjusted, c.p_method)} ({c.p_method}; "
                         f"{c.sequences} seq, {c.trained.positions})" for c in nulls) or "no nulls in the store"
     return ["| primary estimator | layer, L | primary β [CI] | against its nulls |", "|---|---|---|---|",
             f"| {p.describe()} | {r.layer}, {r.L} | {cell} | {against} |", "",
-            f"CI: {r.settings.level:.0%}, resampling {h['unit']}. Every other estimator and mode "
+            f"CI: {r.settings.level:.0%}, resampling {h.unit}; {h.n_modes:,} modes in the window. "
+            f"Representative: {r.why_layer}. Every other estimator and mode "
             f"count below is a **diagnostic**, not a result.", ""]
 
 

@@ -351,6 +351,7 @@ class MemoryKernel:
     n_modes: int
     beta: float | None = None      # draw t^-(1+β) beside the t^-1 reference when given
     label: str = "K(t)"
+    beta_name: str = ""            # which β that is: estimator, mode count, GOF (the legend says it)
 
     def plot(self, ax=None, color="C0"):
         ax = axes_or_new(ax)
@@ -361,7 +362,8 @@ class MemoryKernel:
         ax.loglog(self.t, k0 * t0 / self.t, "k--", lw=0.8, label=r"$t^{-1}$ reference")
         if self.beta is not None and np.isfinite(self.beta):
             ax.loglog(self.t, k0 * (self.t / t0) ** -(1 + self.beta), ":", color="C3",
-                      label=rf"$t^{{-(1+\beta)}}$, β = {self.beta:+.3f}")
+                      label=rf"$t^{{-(1+\beta)}}$, β = {self.beta:+.3f}"
+                      + (f" ({self.beta_name})" if self.beta_name else ""))
         ax.set_ylim(max(self.K[ok].min(), 1e-8) if ok.any() else 1e-8, 1.5)
         ax.set_xlabel("t (blocks)" if "A" not in self.label else "t (SSM time units)")
         ax.set_ylabel("K(t)")

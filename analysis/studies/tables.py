@@ -68,6 +68,7 @@ class ModeRow:
     p_exponential: float = np.nan
     R_stretched_exponential: float = np.nan
     p_stretched_exponential: float = np.nan
+    mle_ci_unit: str = ""            # what the MLE's CI resampled (MLEInterval.unit)
 
     @property
     def fitted(self) -> bool:
@@ -176,52 +177,74 @@ class IRTable:
         return "\n".join(lines)
 
     def plot(self, ax=None, reference=None, label="this run", color="C0", xshift=1.0, marker="o",
-             modes=None):
-        """β of mode count `modes` (default the table's) with CI error bars; `xshift`
-        multiplies the x positions (side-by-side models)."""
+             modes=None, estimator="cumulative"):
+        """β of `estimator` ("cumulative" | "mle") and mode count `modes` (default the
+        table's) with its CI; rows where the power law is rejected are drawn hollow, as window
+        slopes. `xshift` multiplies the x positions (side-by-side models); `reference` {key:
+        β}, the paper's cumulative all-stable values, is drawn only beside that estimator."""
         ax = axes_or_new(ax)
         modes = check_modes(modes or self.modes)
-        k, b = self.column("key") * xshift, self.column("beta", modes)
+        pre = "mle_" if estimator == "mle" else ""
+        name = f"{estimator}:{modes}"
+        k, b = self.column("key") * xshift, self.column(pre + "beta", modes)
         if not np.isfinite(b).any():
             ax.text(0.5, 0.5, f"{label}: no mode in the window, nothing fitted", ha="center",
                     transform=ax.transAxes)
             return ax
-        err = np.abs(np.vstack([b - self.column("ci_lo", modes), self.column("ci_hi", modes) - b]))
-        unit = self.rows[-1].get("ci_unit", modes) if self.rows else "tokens"
+        err = np.abs(np.vstack([b - self.column(pre + "ci_lo", modes),
+                                self.column(pre + "ci_hi", modes) - b]))
+        row = self.rows[-1].by_mode[modes] if self.rows else None
+        unit = (row.mle_ci_unit if pre and row.mle_ci_unit else row.ci_unit) if row else "tokens"
         ax.errorbar(k, b, yerr=err, fmt=marker + "-", color=color, capsize=3,
-                    label=f"{label}, {modes} ({self.level:.0%} bootstrap CI over {unit})")
+                    label=f"{label}, {name}: {self.level:.0%} bootstrap CI over {unit}")
+        p = self.column("gof_p", modes)
+        slope = np.isfinite(p) & (p < 1 - self.level)
+        if slope.any():
+            ax.plot(k[slope], b[slope], marker, ms=9, mfc="white", mec=color, ls="none",
+                    label=f"window slope, not an exponent: power law rejected (GOF p < "
+                          f"{1 - self.level:.2g}; lowest p = {np.nanmin(p[slope]):.2g})")
         # a hybrid's layers side by side: one marker per kind of layer
         for kind, m in zip(sorted(set(self.kinds.values())), "sD^vP*"):
             on = np.array([self.kinds.get(r.key) == kind for r in self.rows])
             ax.plot(k[on], b[on], m, ms=9, mfc="none", mec="k", ls="none", label=f"{kind} layers")
-        if reference:
+        if reference and name == "cumulative:all-stable":
             rk = sorted(reference)
             ax.plot(rk, [reference[x] for x in rk], "s--", color="0.5", mfc="none",
-                    label="paper (all stable modes)")
+                    label="paper, cumulative:all-stable")
         ax.axhline(0, color="k", lw=0.6)
         if self.by == "L":
             ax.set_xscale("log", base=2)
-            ax.set_xlabel("sequence length L (tokens)")
+            ax.set_xlabel("sequence length L, tokens")
         else:
             ax.set_xlabel("layer")
-        ax.set_ylabel(f"β [{modes}]  (N(<λ) ∝ λ^(1+β) on [{self.window[0]:g}, {self.window[1]:g}])")
+        lo, hi = self.window
+        law = "N(<λ) ∝ λ^(1+β)" if estimator == "cumulative" else "density ∝ λ^β"
+        ax.set_ylabel(f"β [{name}]\n{law} on [{lo:g}, {hi:g}]")
         ax.legend(fontsize=8)
         return ax
 
     def plot_cumulative(self, ax=None, modes=None):
-        """Fig 7: N(<λ) with the fitted lines of mode count `modes`, one colour per row."""
+        """Fig 7: N(<λ) with the cumulative fits of mode count `modes`, one colour per row; a
+        row where the power law is rejected is drawn dashed and called a window slope."""
         ax = axes_or_new(ax)
         modes = check_modes(modes or self.modes)
         fits = self.fits.get(modes, {})
         fitted = {k: f for k, f in fits.items() if np.isfinite(f.s)}
+        gof = {r.key: r.by_mode[modes].gof_p for r in self.rows}
         for (key, fit), c in zip(fitted.items(), sweep_colors(len(fitted))):
-            fit.plot(ax, color=c, label=f"{self.by} = {key}: β = {fit.beta:+.3f}")
+            p = gof.get(key, np.nan)
+            if np.isfinite(p) and p < 1 - self.level:
+                fit.plot(ax, color=c, ls="--", label=f"{self.by} = {key}: window slope s − 1 = "
+                         f"{fit.beta:+.3f}, power law rejected, GOF p = {p:.2g}")
+            else:
+                fit.plot(ax, color=c, label=f"{self.by} = {key}: β = {fit.beta:+.3f}, GOF p = "
+                         f"{p:.2g}")
         if not fitted:
             ax.text(0.5, 0.5, "no mode in the window: nothing fitted", ha="center",
                     transform=ax.transAxes)
         for v in self.window:
             ax.axvline(v, color="0.6", ls=":", lw=0.8)
-        ax.set_ylabel(f"N(<λ)  ({modes} modes)")
+        ax.set_ylabel(f"N(<λ), {modes} modes; fits: cumulative:{modes}")
         return ax
 
 
@@ -294,7 +317,19 @@ def mode_row(rates_2d, seq, boot, settings) -> ModeRow:
                    s=fit.s, ci_unit=boot.unit, mle_beta=mle.beta,
                    mle_se=mle_ir_exponent(flat, w).se, mle_ci_lo=mle.lo, mle_ci_hi=mle.hi,
                    n_below=mle.n_below, ks=gof.ks, gof_p=gof.p_value, local_beta_low=lb,
-                   local_beta_high=hb, **alts)
+                   local_beta_high=hb, mle_ci_unit=mle.unit, **alts)
+
+
+def count_row(store, agg, layer, L, modes, settings, rows=None):
+    """One mode count at tokens skip <= t < L of one layer: its ModeRow (both estimators,
+    CIs, goodness of fit) and its cumulative IRFit, under `settings`. The one computation
+    behind a Table I cell and the primary β (analysis/studies/primary.py); `agg` already
+    skips the settings' positions, `rows` is token_rate_rows of (layer, L) when at hand.
+    Returns (ModeRow, IRFit, (seq, L) done mask)."""
+    rows = rows or token_rate_rows(store, layer, L, skip=settings.skip_positions)
+    boot, done = bootstrap_from_agg(agg, layer, L, modes, settings.window, settings.n_boot,
+                                    settings.level, settings.seed)
+    return mode_row(*rows[modes], boot, settings), boot.fit, done
 
 
 def ir_row(store, agg, layer, L, settings=None, key=None):
@@ -307,10 +342,7 @@ def ir_row(store, agg, layer, L, settings=None, key=None):
     rows = token_rate_rows(store, layer, L, skip=skip)
     by_mode, fits = {}, {}
     for m in MODES:
-        boot, done = bootstrap_from_agg(agg, layer, L, m, settings.window, settings.n_boot,
-                                        settings.level, settings.seed)
-        by_mode[m] = mode_row(*rows[m], boot, settings)
-        fits[m] = boot.fit
+        by_mode[m], fits[m], done = count_row(store, agg, layer, L, m, settings, rows)
     row = IRRow(key=L if key is None else key, L=int(L), layer=int(layer), n_tokens=int(done.sum()),
                 by_mode=by_mode, delta_beta=by_mode["all-stable"].beta - by_mode["symmetry-removed"].beta,
                 **symmetry_modes(classes["symmetry-removed"], settings.window))

@@ -1,9 +1,11 @@
-"""A cheap progress view of a running sweep: growing TDOS per layer and the current β.
+"""A progress view of a running sweep: growing TDOS per layer and the current primary β.
 
-`render_live` draws `<store>.live.png` and writes β with its bootstrap CI for both mode
-counts to `<store>.live.json` beside it. Only blocks new since the last call are read (the
-incremental aggregate), and β comes from the aggregated histograms (`fit_ir_from_hist`),
-which equals the raw-rate grid fit exactly.
+`render_live` draws `<store>.live.png` and writes the store's primary β of every layer
+(analysis/studies/primary.py: the estimator, mode count, window, level, unit and seed of the
+report's headline) to `<store>.live.json` beside it. Its point value is the report's for the
+done tokens; its interval is a quick preview, with LIVE_BOOT replicates where the report
+uses `analysis.n_boot`, and every label says so. The spectra come from the incremental
+aggregate (only blocks new since the last call are read).
 
 `live_snapshot` is what the dashboard's /tdos page shows (cluster/page.py): ledger counts
 read now, plus the last picture and β that `render_live` wrote.
@@ -23,77 +25,89 @@ from pathlib import Path
 import numpy as np
 
 from analysis._plot import new_figure, save, sweep_colors
-from analysis.fit.fits import fit_ir_from_hist
 from analysis.io.aggregate import aggregate
 from analysis.io.store import open_store
 from analysis.spectrum.observables import Spectrum
-from analysis.studies.tables import bootstrap_from_agg
+from analysis.studies.primary import primary_beta, primary_of, primary_point, representative
 from sweep.format.ledger import Ledger, is_done
 from sweep.format.schema import null_families
-from sweep.format.settings import DEFAULT_MODES, MODES, Settings
+from sweep.format.settings import Settings
 
-LIVE_BOOT = 200             # bootstrap draws per live β CI (the report uses more)
+LIVE_BOOT = 200             # replicates per live CI and GOF p: a preview, redrawn every few seconds
 
 
 def render_live(store_path, out_png, settings=None) -> Path:
     """Update the aggregate and write `out_png`; returns its path. `settings` default: the
-    store's recorded `analysis:` section (its window, level, seed and skipped positions)."""
+    store's recorded `analysis:` section (the report's)."""
     agg = aggregate(store_path)
     st = open_store(store_path)
     settings = settings or Settings.from_store(st.root.attrs)
-    out = Path(save(live_figure(st, agg, settings), Path(out_png), dpi=90))
-    betas = {name: live_betas(agg.model(name), settings) for name in null_families(st.root)}
+    betas = {name: live_betas(st.model(name), agg.model(name), settings)
+             for name in null_families(st.root)}
+    out = Path(save(live_figure(st, agg, settings, betas), Path(out_png), dpi=90))
     _write_json(out.with_suffix(".json"), {"fingerprint": st.fingerprint, "window": list(settings.window),
-                                           "betas": betas, "method": beta_method(settings)})
+                                           "primary": primary_of(st, settings).name,
+                                           "betas": betas, "method": beta_method(st, settings)})
     return out
 
 
-def live_figure(st, agg, settings):
-    """One row of two panels per trained model (ρ per layer; β per layer over its nulls' band);
-    `st` a Store of the store, `agg` its aggregate (analysis.io.aggregate)."""
+def live_figure(st, agg, settings, betas=None):
+    """One row of two panels per trained model (ρ per layer; primary β per layer over its
+    nulls' band); `st` a Store of the store, `agg` its aggregate (analysis.io.aggregate),
+    `betas` {model: live_betas} when already computed."""
     families = null_families(st.root)
     fig = new_figure(12, 4.2 * len(families))
     axes = np.atleast_2d(fig.subplots(len(families), 2, squeeze=False))
     skip = settings.skip_positions
     for (ax_rho, ax_beta), (name, nulls) in zip(axes, families.items()):
-        _model_panels(ax_rho, ax_beta, st.model(name), agg.model(name).skipping(skip), settings.window)
+        s, a = st.model(name), agg.model(name)
+        b = (betas or {}).get(name) or live_betas(s, a, settings)
+        _model_panels(ax_rho, ax_beta, s, a.skipping(skip), settings, b)
         if nulls:
-            _null_band(ax_beta, st.model(name),
-                       [(st.model(n), agg.model(n).skipping(skip)) for n in nulls], settings.window)
+            _null_band(ax_beta, s, [(st.model(n), agg.model(n).skipping(skip)) for n in nulls],
+                       settings)
     fig.suptitle(f"{Path(st.path).name} — live at {time.strftime('%H:%M:%S')}")
     return fig
 
 
-def beta_method(settings) -> str:
+def preview(settings) -> Settings:
+    """The report's settings with LIVE_BOOT replicates: the only difference of a preview."""
+    return settings.replace(n_boot=min(LIVE_BOOT, settings.n_boot))
+
+
+def beta_method(st, settings) -> str:
+    """What the live β is, and how it differs from the report's, in one line."""
     window = settings.window
     skip = f" t ≥ {settings.skip_positions}" if settings.skip_positions else ""
-    return (f"β: slope − 1 of the grid fit of N(<λ) over λ in [{window[0]:g}, {window[1]:g}], "
-            f"all done tokens{skip}; CI: {settings.level:.0%} bootstrap, {LIVE_BOOT} replicates (the "
-            f"resampling unit per layer is in tdos.json); done counts every block in the "
-            f"ledger, flagged ones included")
+    p = primary_of(st, settings)
+    return (f"β: the store's primary ({p.name}; {p.why}) on [{window[0]:g}, {window[1]:g}], done "
+            f"tokens{skip} t < L; quick preview: {settings.level:.0%} CI and GOF p from "
+            f"{preview(settings).n_boot} replicates (the report: {settings.n_boot}), same unit, "
+            f"seed and level; done counts every block in the ledger, flagged ones included")
 
 
-def live_betas(agg, settings=None) -> dict:
-    """{layer: {modes: {beta, lo, hi, method}}} for both mode counts; None where no token is
-    done. The same CI as `tdos analyze` (tables.bootstrap_from_agg), with fewer replicates;
-    β None where the window holds no mode."""
+def live_betas(st, agg, settings=None) -> dict:
+    """{layer: {beta, lo, hi, L, n_modes, gof_p, unit, method}} of the store's primary β
+    (`primary_beta` under `preview(settings)`); None where no token is done, β None where
+    the window holds no mode."""
     settings = settings or Settings()
-    agg = agg.skipping(settings.skip_positions)
     out = {}
-    for layer in agg.layers:
-        out[str(layer)] = {m: _beta_ci(agg, layer, m, settings) for m in MODES}
+    for layer in st.layers:
+        out[str(layer)] = (_beta_ci(st, agg, layer, settings)
+                           if agg.skipping(settings.skip_positions).token_done(layer).any() else None)
     return out
 
 
-def _beta_ci(agg, layer, modes, settings) -> dict | None:
-    if not agg.token_done(layer).any():
-        return None
-    ci, _ = bootstrap_from_agg(agg, layer, None, modes, settings.window, LIVE_BOOT, settings.level,
-                               seed=settings.seed)
-    ok = all(np.isfinite(v) for v in (ci.beta, ci.lo, ci.hi))
-    return {"beta": float(ci.beta) if np.isfinite(ci.beta) else None,
-            "lo": float(ci.lo) if ok else None, "hi": float(ci.hi) if ok else None,
-            "method": ci.method}
+def _beta_ci(st, agg, layer, settings) -> dict:
+    h = primary_beta(st, layer, None, preview(settings), agg)
+    ok = h.fitted and all(np.isfinite(v) for v in h.ci)
+    return {"beta": h.beta if h.fitted else None, "lo": h.ci[0] if ok else None,
+            "hi": h.ci[1] if ok else None, "L": h.L, "n_modes": h.n_modes,
+            "gof_p": h.gof_p if np.isfinite(h.gof_p) else None, "unit": h.unit,
+            "method": (f"{h.name}, {h.n_modes:,} modes, tokens t < {h.L}, {h.level:.0%} CI over "
+                       f"{h.unit}, {h.n_boot} replicates (quick preview; the report: "
+                       f"{settings.n_boot}); GOF p {h.gof_p:.2g}"
+                       + (": a window slope, not an exponent" if h.power_law_rejected else ""))}
 
 
 def _write_json(path: Path, doc: dict) -> None:
@@ -124,8 +138,7 @@ def live_snapshot(store_path, running: bool, png=None) -> dict:
     if not running and done < total:
         verdict += "; rerun with --resume to finish"
     return {"store": store_path, "running": running, "updated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "verdict": verdict, "modes": list(MODES), "default_modes": DEFAULT_MODES,
-            "window": live.get("window"), "method": live.get("method", "β appears once the live "
+            "verdict": verdict, "primary": live.get("primary"), "window": live.get("window"), "method": live.get("method", "β appears once the live "
                                                         "plot has run (compute.live_every > 0)"),
             "models": models,
             "png": base64.b64encode(png.read_bytes()).decode() if png and png.is_file() else None}
@@ -162,18 +175,20 @@ def _read_json(path: Path) -> dict:
         return {}
 
 
-def _null_band(ax_beta, st, nulls, window) -> None:
-    """The lowest to highest current β of the nulls per layer (grid fit, each null with done
-    tokens there), the band a learned β is read against."""
-    betas = np.array([[fit_ir_from_hist(a.hist(layer), window).beta if a.token_done(layer).any()
-                       else np.nan for layer in st.layers] for _, a in nulls])     # (nulls, layers)
+def _null_band(ax_beta, st, nulls, settings) -> None:
+    """The lowest to highest current primary β of the nulls per layer (point estimates at the
+    model's L, each null with done tokens there), the band a learned β is read against."""
+    primary, L = primary_of(st, settings), representative(st, settings=settings)[1]
+    betas = np.array([[primary_point(n, layer, min(L, st.layer_length[layer]), primary, settings)
+                       if a.token_done(layer).any() else np.nan for layer in st.layers]
+                      for n, a in nulls])                                   # (nulls, layers)
     seen = np.isfinite(betas).any(axis=0)
     if not seen.any():
         return
     lo, hi = np.nanmin(betas[:, seen], axis=0), np.nanmax(betas[:, seen], axis=0)
     layers = np.asarray(st.layers)[seen]
     ax_beta.fill_between(layers, lo, hi, color="0.75", alpha=0.6,
-                         label=f"its {len(nulls)} nulls: lowest to highest β")
+                         label=f"its {len(nulls)} nulls: lowest to highest β (point estimates)")
     ax_beta.plot(layers, lo, color="0.5", lw=0.6)
     ax_beta.plot(layers, hi, color="0.5", lw=0.6)
     done = sum(n.block_counts()["done"] for n, _ in nulls)
@@ -181,27 +196,31 @@ def _null_band(ax_beta, st, nulls, window) -> None:
     ax_beta.legend(fontsize=7, title=f"nulls: {done}/{planned} blocks done", title_fontsize=7)
 
 
-def _model_panels(ax_rho, ax_beta, st, agg, window):
-    counts = st.block_counts()
-    betas, errs = [], []
-    for layer, c in zip(st.layers, sweep_colors(len(st.layers))):
-        h = agg.hist(layer)
-        fit = fit_ir_from_hist(h, window)
-        betas.append(fit.beta)
-        errs.append(fit.stderr)
+def _model_panels(ax_rho, ax_beta, st, agg, settings, betas):
+    """ρ of the primary's mode count per layer; the primary β per layer with its preview CI."""
+    counts, window = st.block_counts(), settings.window
+    primary = primary_of(st, settings)
+    beta, lo, hi = (np.array([(betas.get(str(ly)) or {}).get(k) for ly in st.layers], dtype=float)
+                    for k in ("beta", "lo", "hi"))
+    for layer, b, c in zip(st.layers, beta, sweep_colors(len(st.layers))):
+        h = agg.hist(layer, modes=primary.modes)
         if h.sum():
-            Spectrum(h).plot(ax_rho, color=c, label=f"layer {layer}: β = {fit.beta:+.3f}")
+            Spectrum(h).plot(ax_rho, color=c, label=f"layer {layer}: β = {b:+.3f}")
     for v in window:
         ax_rho.axvline(v, color="0.6", ls=":", lw=0.8)
-    ax_rho.set_ylabel("ρ_block(λ)")
+    ax_rho.set_ylabel(f"ρ_block(λ)  [{primary.modes} modes]")
     ax_rho.set_title(f"{st.name}: {counts['done']}/{counts['planned']} blocks done, "
                      f"{counts['flagged']} flagged")
     if ax_rho.get_legend_handles_labels()[0]:
         ax_rho.legend(fontsize=7, ncol=2 if len(st.layers) > 8 else 1)
-    ax_beta.errorbar(st.layers, betas, yerr=errs, fmt="o-", capsize=2, label=st.name)
+    err = np.vstack([np.nan_to_num(beta - lo), np.nan_to_num(hi - beta)])
+    ax_beta.errorbar(st.layers, beta, yerr=np.abs(err), fmt="o-", capsize=2,
+                     label=f"{st.name}: {primary.name}, {settings.level:.0%} CI (preview)")
     ax_beta.axhline(0, color="k", lw=0.6)
     ax_beta.set_xlabel("layer")
-    ax_beta.set_ylabel("current β (grid fit, ± regression s.e.)")
+    ax_beta.set_ylabel(f"β, {primary.name}\nquick preview: {preview(settings).n_boot} replicates, "
+                       f"report {settings.n_boot}")
+    ax_beta.legend(fontsize=7)
     done = is_done(agg.ledger())
     ax_beta.set_title("blocks aggregated per layer: " + ", ".join(
         f"{l}:{int(done[i].sum())}" for i, l in enumerate(st.layers[:12])), fontsize=8)

@@ -1,74 +1,65 @@
-"""A one-screen spectral summary per (model, layer), read from the store's aggregate.
+"""A one-screen spectral summary per (model, layer), read from the store and its aggregate.
 
 Printed when a sweep completes and by `tdos status --spectra`, so a researcher sees at a
-glance what landed: how many modes are stable (0 < |ζ| < 1), how deep the infrared goes,
-how many modes the symmetry-removed count drops (the norm's scale/shift modes, |ζ| = 1 to
-rounding), and β of both mode counts with their CIs and difference, over every done token
-of the layer. A model's null models (docs/nulls.md) are folded under it: one line per layer
-with the lowest and highest β among them. Figures and Table I are `tdos analyze`'s job; this
-is the sanity check.
+glance what landed: how many modes are out of every count (|ζ| ≥ 1) and how many the
+symmetry-removed count drops, each of all the modes, how deep the infrared goes, and the
+store's primary β (analysis/studies/primary.py) of each layer: the number, interval and
+goodness of fit `tdos analyze` prints for that (layer, L), under the same settings. A model's
+null models (docs/nulls.md) are folded under it: one line per layer with the lowest and
+highest primary β among them (point estimates). Figures and Table I are `tdos analyze`'s
+job; this is the sanity check.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from analysis.fit.fits import fit_ir_from_hist
 from analysis.io.aggregate import aggregate
 from analysis.io.store import open_store
 from analysis.spectrum.rates import mode_key
-from analysis.studies.tables import bootstrap_from_agg
+from analysis.studies.primary import primary_beta, primary_of, primary_point, representative
 from sweep.format.schema import null_families
 from sweep.format.settings import MODES, Settings
 
-N_BOOT = 200                 # replicates per CI: a quick look, not the report's 500
 
-
-def layer_row(agg, name, layer, d_model, settings=None, n_boot=N_BOOT) -> dict:
-    """Counts, smallest rate and β ± CI of both mode counts, every done token of `layer`
-    (positions the settings skip left out; β over the settings' window, NaN when it holds
-    no mode)."""
+def layer_row(st, agg, layer, settings=None) -> dict:
+    """Counts and smallest rate over every done token of `layer` (positions the settings skip
+    left out), and the primary β at the layer's report L (`primary`: a Headline)."""
     s = settings or Settings()
     agg = agg.skipping(s.skip_positions)
     tokens = int(agg.token_done(layer).sum())
     sr = agg.special(layer, modes="symmetry-removed")
-    row = {"model": name, "layer": int(layer), "tokens": tokens, "modes": tokens * d_model,
+    row = {"model": st.name, "layer": int(layer), "tokens": tokens, "modes": tokens * st.d_model,
            "scale": sr["scale"], "marginal": sr["marginal"],
            "unstable": agg.special(layer, modes="all-stable")["unstable"],
-           "lam_min": agg.min_rate(layer, modes="all-stable")}
+           "lam_min": agg.min_rate(layer, modes="all-stable"),
+           "primary": primary_beta(st, layer, None, s, agg)}
     for m in MODES:
-        k = mode_key(m)
-        hist = agg.hist(layer, modes=m)
-        row[f"stable_{k}"] = int(hist.sum())
-        fit = fit_ir_from_hist(hist, s.window)
-        boot, _ = bootstrap_from_agg(agg, layer, None, m, s.window, n_boot, s.level, s.seed)
-        row.update({f"beta_{k}": fit.beta, f"ci_lo_{k}": boot.lo, f"ci_hi_{k}": boot.hi,
-                    f"n_modes_{k}": fit.n_modes})
-    row["delta_beta"] = row["beta_all_stable"] - row["beta_symmetry_removed"]
+        row[f"stable_{mode_key(m)}"] = int(agg.hist(layer, modes=m).sum())
     return row
 
 
-def null_row(aggs, of, layer, settings=None) -> dict | None:
+def null_row(st, nulls, layer, settings=None) -> dict | None:
     """A model's nulls at `layer` in one row: their done tokens summed, and the lowest and
-    highest β (grid fit, no CI) of each mode count among the nulls with done tokens there;
-    None when none has any."""
+    highest primary β (point estimates at the model's L, no CI) among the nulls with done
+    tokens there; None when none has any."""
     s = settings or Settings()
-    aggs = [a.skipping(s.skip_positions) for a in aggs]
-    seen = [a for a in aggs if a.token_done(layer).any()]
+    seen = [(n, a) for n, a in ((n, a.skipping(s.skip_positions)) for n, a in nulls)
+            if a.token_done(layer).any()]
     if not seen:
         return None
-    row = {"model": of, "layer": int(layer), "nulls": len(aggs), "fitted": len(seen),
-           "tokens": sum(int(a.token_done(layer).sum()) for a in seen)}
-    for m in MODES:
-        betas = [fit_ir_from_hist(a.hist(layer, modes=m), s.window).beta for a in seen]
-        finite = [b for b in betas if np.isfinite(b)]
-        row[f"beta_range_{mode_key(m)}"] = (min(finite), max(finite)) if finite else None
-    return row
+    primary = primary_of(st, s)
+    L = min(representative(st, settings=s)[1], st.layer_length[layer])
+    betas = [primary_point(n, layer, L, primary, s) for n, _ in seen]
+    finite = [b for b in betas if np.isfinite(b)]
+    return {"model": st.name, "layer": int(layer), "nulls": len(nulls), "fitted": len(seen),
+            "tokens": sum(int(a.token_done(layer).sum()) for _, a in seen), "L": L,
+            "beta_range": (min(finite), max(finite)) if finite else None}
 
 
-def summary_rows(path, settings=None, n_boot=N_BOOT) -> list[dict]:
+def summary_rows(path, settings=None) -> list[dict]:
     """One row per (trained model, layer) with done tokens, each model's followed by its
     nulls' rows (null_row, marked by the key "nulls"); brings `<store>.agg` up to date first.
-    `settings` default: the store's recorded `analysis:` section."""
+    `settings` default: the store's recorded `analysis:` section (the report's)."""
     agg = aggregate(path)
     st = open_store(path)
     settings = settings or Settings.from_store(st.root.attrs)
@@ -78,25 +69,19 @@ def summary_rows(path, settings=None, n_boot=N_BOOT) -> list[dict]:
         for layer in s.layers:
             if not a.token_done(layer).any():
                 continue
-            row = layer_row(a, name, layer, s.d_model, settings, n_boot)
+            row = layer_row(s, a, layer, settings)
             if layer in s.ssm_layers:
                 lam_a = s.intrinsic_rates(layer)
                 row["lam_A"] = (float(lam_a.min()), float(lam_a.max()))
             rows.append(row)
         if nulls:
-            rows += [r for layer in s.layers if (r := null_row([agg.model(n) for n in nulls],
-                                                             name, layer, settings))]
+            pairs = [(st.model(n), agg.model(n)) for n in nulls]
+            rows += [r for layer in s.layers if (r := null_row(s, pairs, layer, settings))]
     return rows
 
 
-def _beta(r, k) -> str:
-    if not np.isfinite(r[f"beta_{k}"]):
-        return "no modes in window"
-    return f"{r[f'beta_{k}']:+.3f} [{r[f'ci_lo_{k}']:+.3f},{r[f'ci_hi_{k}']:+.3f}]"
-
-
-def _delta(v) -> str:
-    return f"{v:+.3f}" if np.isfinite(v) else "–"
+def _of(part, whole) -> str:
+    return f"{part} of {whole} ({part / whole:.0%})" if whole else f"{part} of 0"
 
 
 def summary_text(path) -> str:
@@ -108,35 +93,48 @@ def summary_text(path) -> str:
 
 def format_summary(rows: list[dict], settings=None) -> str:
     """The table as text, one line per layer, then what the columns count."""
-    head = (f"{'model':<20} {'layer':>5} {'tokens':>7} {'stable':>7} {'sym.rm':>7} {'|ζ|≥1':>6} "
-            f"{'λ min':>9}  {'β all-stable [CI]':<25} {'β symmetry-removed [CI]':<25} {'Δβ':>7}"
-            f"  λ_A range")
+    s = settings or Settings()
+    primary = next((r["primary"] for r in rows if "primary" in r), None)
+    name = primary.name if primary else "primary"
+    head = (f"{'model':<20} {'layer':>5} {'tokens':>6} {'|ζ|≥1':>20} {'sym.rm':>18} {'λ min':>9}  "
+            f"{'L':>4} β {name} [{s.level:.0%} CI], GOF p")
     lines = [head]
     for r in rows:
         if "nulls" in r:
             lines.append(_null_line(r))
             continue
-        lam_a = "" if "lam_A" not in r else f"{r['lam_A'][0]:.2g} … {r['lam_A'][1]:.2g}"
-        share = r["stable_all_stable"] / r["modes"] if r["modes"] else 0.0
-        lines.append(f"{r['model']:<20} {r['layer']:>5} {r['tokens']:>7} {share:>7.1%} "
-                     f"{r['scale'] + r['marginal']:>7} {r['unstable']:>6} {r['lam_min']:>9.2e}  "
-                     f"{_beta(r, 'all_stable'):<25} {_beta(r, 'symmetry_removed'):<25} "
-                     f"{_delta(r['delta_beta']):>7}  {lam_a}")
-    s = settings or Settings()
+        h = r["primary"]
+        lam_a = "" if "lam_A" not in r else f"  λ_A {r['lam_A'][0]:.2g} … {r['lam_A'][1]:.2g}"
+        lines.append(f"{r['model']:<20} {r['layer']:>5} {r['tokens']:>6} "
+                     f"{_of(r['unstable'], r['modes']):>20} "
+                     f"{_of(r['scale'] + r['marginal'], r['modes']):>18} {r['lam_min']:>9.2e}  "
+                     f"{h.L:>4} {_beta(h)}{lam_a}")
     skip = f" t ≥ {s.skip_positions}" if s.skip_positions else ""
-    lines.append(f"stable: share of modes with 0 < |ζ| < 1 (all-stable); sym.rm: modes the "
-                 f"symmetry-removed count drops (norm scale/shift, |ζ| = 1 to rounding); β on "
-                 f"[{s.window[0]:g}, {s.window[1]:g}] over every done token{skip}, {s.level:.0%} "
-                 f"bootstrap CI; Δβ = all-stable − symmetry-removed"
-                 + ("; + nulls: a model's null models at that layer, tokens summed, β lowest … "
-                    "highest among them (grid fit, no CI)" if any("nulls" in r for r in rows) else ""))
+    units = sorted({r["primary"].unit for r in rows if "primary" in r})
+    lines.append(
+        f"tokens: token positions done{skip}, every sequence summed (the ledger's L is tokens "
+        f"per sequence); |ζ|≥1: modes outside every count, of all modes (tokens × d_model); "
+        f"sym.rm: modes the symmetry-removed count also drops (norm scale/shift, |ζ| = 1 to "
+        f"rounding; marginal), of all modes; β: the store's "
+        + (primary.describe_choice() if primary else "primary β")
+        + f", at tokens t < L, on [{s.window[0]:g}, {s.window[1]:g}], {s.level:.0%} CI of "
+        f"{s.n_boot} replicates over {', '.join(units) or 'tokens'}, seed {s.seed}: the report's "
+        f"number for that layer and L (`tdos analyze`, β across depth); a window slope where "
+        f"the power law is rejected at {1 - s.level:.0%}"
+        + ("; + nulls: a model's null models at that layer, tokens summed, primary β lowest … "
+           "highest among them (point estimates, no CI)" if any("nulls" in r for r in rows) else ""))
     return "\n".join(lines)
 
 
+def _beta(h) -> str:
+    if not h.fitted:
+        return "no modes in window"
+    slope = "window slope " if h.power_law_rejected else ""
+    return f"{slope}{h.beta:+.3f} [{h.ci[0]:+.3f},{h.ci[1]:+.3f}], p = {h.gof_p:.2g}"
+
+
 def _null_line(r) -> str:
-    def rng(k):
-        b = r[f"beta_range_{k}"]
-        return "no modes in window" if b is None else f"{b[0]:+.3f} … {b[1]:+.3f}"
+    b = r["beta_range"]
+    rng = "no modes in window" if b is None else f"{b[0]:+.3f} … {b[1]:+.3f}"
     who = f"+ {r['fitted']} of {r['nulls']} nulls" if r["fitted"] < r["nulls"] else f"+ {r['nulls']} nulls"
-    return (f"  {who:<18} {r['layer']:>5} {r['tokens']:>7}  β all-stable {rng('all_stable')}, "
-            f"symmetry-removed {rng('symmetry_removed')}")
+    return f"  {who:<18} {r['layer']:>5} {r['tokens']:>6}  primary β at L = {r['L']} {rng}"
