@@ -116,6 +116,7 @@ class Budget:
     core_seconds: float             # CPU estimate, see the module docstring
     limit: WorkerLimit | None = None  # Dask's limit per worker, where this machine can tell
     process: ProcessTerm | None = None  # the measured process term inside worker_bytes
+    growth: str = ""                # what the sweep adds to its existing store (sweep/store/grow.py)
 
     @property
     def blocks(self) -> int:
@@ -138,6 +139,7 @@ class Budget:
         hours = self.core_seconds / 3600
         lines += [
             f"blocks: {self.blocks}",
+            *([f"store: {self.growth}"] if self.growth else []),
             f"store on disk: <= {_size(self.store_bytes)} uncompressed "
             f"({_size(self.store_bytes_now)} already there, {_size(self.disk_free)} free)",
             f"peak memory per worker: <= {_gib(self.worker_bytes)} "
@@ -188,12 +190,13 @@ def size_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = N
         if need > peak:
             peak, parts = need, what
     seconds += n * WORKER_START_S
-    _check_existing_store(plan)
+    growth = _check_existing_store(plan)
     now = _du(Path(cfg.store))
     local = kind in ("local", "auto", "cuda") and not scheduler
     return Budget(tuple(rows), cfg.store, n, store_bytes, now, _free(Path(cfg.store)), peak,
                   parts, _memory_total(), local, seconds,
-                  worker_limit(cfg.cluster, local or (kind == "slurm" and not scheduler)), process)
+                  worker_limit(cfg.cluster, local or (kind == "slurm" and not scheduler)), process,
+                  growth)
 
 
 def check_fits(budget: Budget) -> None:
@@ -205,15 +208,24 @@ def check_fits(budget: Budget) -> None:
 
 # ---------------------------------------------------------------- pieces
 
-def _check_existing_store(plan: Plan) -> None:
+def _check_existing_store(plan: Plan) -> str:
     """A store made from another config is refused here too (read-only), so --dry-run says
-    what the real run would."""
-    from sweep.store.writer import check_same_config
+    what the real run would; a store the config grows, what it adds (else "")."""
+    import zarr
+
+    from sweep.store.grow import Growth
+    from sweep.store.writer import check_same_config, group_ready
 
     meta = Path(plan.store) / "zarr.json"
     if not meta.is_file():
-        return
-    check_same_config(json.loads(meta.read_text()).get("attributes", {}), plan)
+        return ""
+    attrs = json.loads(meta.read_text()).get("attributes", {})
+    check_same_config(attrs, plan)
+    root = zarr.open_group(str(plan.store), mode="r")
+    if not any(group_ready(root, n) for n in attrs.get("models", [])):
+        return ""
+    growth = Growth.of(root, plan)
+    return growth.describe() if growth.added or growth.hidden else ""
 
 
 def _seconds_per_token(m) -> float:

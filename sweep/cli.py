@@ -72,7 +72,8 @@ def _error(message: str) -> None:
 def _parser() -> argparse.ArgumentParser:
     p = _OneLineParser(prog="tdos", usage=USAGE,
                                 description="Per-token Jacobian spectra of LM blocks, swept on Dask.")
-    sub = p.add_subparsers(dest="command", required=True)
+    # prog: each subcommand's usage starts `tdos sweep`, not the whole multi-line USAGE
+    sub = p.add_subparsers(dest="command", required=True, prog="tdos")
     s = sub.add_parser("sweep", help="run (or finish) a sweep")
     s.add_argument("config", help="sweep YAML (see configs/tiny.yaml)")
     s.add_argument("--store", help="override the config's store path")

@@ -62,10 +62,11 @@ def run_sweep(cfg: SweepConfig | Plan, store: str | None = None, workers: int | 
         plan = Plan(with_store(plan.config, store), plan.models)
     cfg = plan.config
     with store_lock(cfg.store, wait=wait):
-        root = st.open_store(plan, create=not resume)
+        root = st.open_store(plan, create=not resume, say=_say)
         tasks = pending_tasks(plan, root)
         names = [m.name for m in plan.models]
-        before = ledger.counts(root, names)
+        within = {m.name: (m.layers, m.tokens.shape[0]) for m in plan.models}   # a shrunk config's part
+        before = ledger.counts(root, names, within)
         run = _Run(Failures(log_path(cfg.store)), again or "rerun with --resume")
         if tasks:
             for m in plan.models:
@@ -87,7 +88,7 @@ def run_sweep(cfg: SweepConfig | Plan, store: str | None = None, workers: int | 
                         run.interrupted = True
                     except Stalled as e:
                         run.stalled = str(e)
-        return _verdict(cfg, root, names, tasks, run)
+        return _verdict(cfg, root, within, tasks, run)
 
 
 @dataclass
@@ -227,12 +228,12 @@ def _placement(client, tasks):
     return place
 
 
-def _verdict(cfg, root, names, tasks, run: _Run) -> SweepResult:
-    results, errors, interrupted = run.results, run.errors, run.interrupted
+def _verdict(cfg, root, within: dict, tasks, run: _Run) -> SweepResult:
+    results, errors, interrupted, names = run.results, run.errors, run.interrupted, list(within)
     for name in names:
         st.record_worker_software(root, name, [r["software"] for r in results
                                                if r.get("model") == name and "software" in r])
-    counts = ledger.counts(root, names)
+    counts = ledger.counts(root, names, within)
     total, done, flagged, missing_a = counts.total, counts.done, counts.flagged, counts.missing_a_log
     walks, profiles = counts.missing_walks, counts.missing_memory
     complete = counts.complete

@@ -179,7 +179,7 @@ def pending_tasks(plan: Plan, root: zarr.Group) -> list[Task]:
     for m in plan.models:
         g = root[m.name]
         ref = model_ref(plan, m, root)
-        led = Ledger.read(g)
+        led = Ledger.read(g).within(m.layers, m.tokens.shape[0])   # a shrunk config: its part
         if led.missing_a_log:
             tasks.append(ALogTask(ref, led.missing_a_log))
         n_ctx = int(led.lengths.max())
@@ -212,12 +212,13 @@ def depth_tasks(plan: Plan, m: ModelPlan, ref: ModelRef, led: Ledger, walks, n_c
         return []
     rows = tuple(sorted(((r, int(layer)) for r, layer in enumerate(led.layers)), key=lambda x: x[1]))
     length = int(led.lengths.min())
+    spans = tuple(led.group.attrs["depth"]["spans"])     # the store's order: a grown store appends
     out = []
     for seq, block in walks:
         t0 = block * plan.token_block
         fresh = int(sum(is_pending(led.cells[r, seq, block]) for r, _ in rows))
         out.append(DepthTask(ref, seq, block, t0, min(t0 + plan.token_block, length), n_ctx, rows,
-                             m.depth_spans, fresh))
+                             spans, fresh))
     return out
 
 

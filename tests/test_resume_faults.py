@@ -177,6 +177,7 @@ def test_second_sweep_of_a_store_stops_and_a_crashed_ones_lock_never_blocks(
             first.kill()
     assert lock_path(cfg.store).is_file()              # left behind, but nobody holds it
     assert main(["sweep", str(cfg_path), "--scheduler", client.scheduler.address, "--resume"]) == 0
+    assert not lock_path(cfg.store).exists()           # taken over, then removed at the clean exit
     assert is_usable(_ledger(cfg.store)).all()
     _assert_equal_to_reference(cfg.store, reference)
 
@@ -202,7 +203,7 @@ def _wait_for_holder(lock, proc, log, timeout: float = 120) -> None:
 def test_wait_waits_for_the_other_sweep(tiny_checkpoints, tmp_path, client, reference):
     """`tdos sweep --wait` (a real CLI process) while this test holds the store's lock: it
     says whom it waits for and computes nothing until the lock is let go, then finishes."""
-    from sweep.store.lock import store_lock
+    from sweep.store.lock import lock_path, store_lock
 
     cfg_path = tmp_path / "sweep.yaml"
     cfg_path.write_text(yaml.safe_dump(_doc(tiny_checkpoints, tmp_path / "run.zarr")))
@@ -225,5 +226,6 @@ def test_wait_waits_for_the_other_sweep(tiny_checkpoints, tmp_path, client, refe
             waiter.kill()
             raise
     assert waiter.wait(timeout=300) == 0, (tmp_path / "sweep.log").read_text()
+    assert not lock_path(store).exists()      # the waiter took the lock of the removed file's path
     assert is_usable(_ledger(store)).all()
     _assert_equal_to_reference(store, reference)

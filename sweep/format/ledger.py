@@ -14,7 +14,7 @@ flagged block reads as NaN rows.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -79,6 +79,20 @@ class Ledger:
                    g["depth_ledger"][...] if "depth_ledger" in g else None,
                    g["memory_ledger"][...] if "memory_ledger" in g else None, g)
 
+    def within(self, layers, sequences: int) -> "Ledger":
+        """This ledger as a config that sweeps only model layers `layers` and the first
+        `sequences` sequences sees it: a store grown by a larger config holds more, and a
+        smaller config hides the rest (never deletes it). Cells outside read as not planned,
+        walks and lag profiles outside as written."""
+        rows = np.isin(self.layers, list(layers))                  # (R,)
+        seqs = np.arange(self.cells.shape[1]) < sequences           # (S,)
+        shown = rows[:, None] & seqs[None, :]                       # (R, S)
+        if shown.all():
+            return self
+        walks = None if self.walks is None else np.where(seqs[:, None], self.walks, DONE)
+        memory = None if self.memory is None else np.where(shown, self.memory, DONE)
+        return replace(self, planned=self.planned & shown[:, :, None], walks=walks, memory=memory)
+
     @cached_property
     def missing_a_log(self) -> tuple[int, ...]:
         """Mamba-style model layers whose A_log is not written (read on first use: A_log is the
@@ -95,7 +109,7 @@ class Ledger:
         length there)."""
         if self.walks is None:
             return []
-        s, b = np.nonzero(is_pending(self.walks) & self.planned[0])
+        s, b = np.nonzero(is_pending(self.walks) & self.planned.any(axis=0))
         return list(zip(s.tolist(), b.tolist()))
 
     def pending_memory(self):

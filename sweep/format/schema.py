@@ -127,7 +127,9 @@ STACK_ARRAYS_5 = ("lyapunov_qr", "stack_lyapunov", "stack_shift_rayleigh", "stac
 
 # attributes: root group, then each model group
 ROOT_ATTRS = ("tdos_format", "creation_id", "fingerprint", "config", "models", "software",
-              "analysis")      # analysis: the config's `analysis:` section (Table I lengths, layer)
+              "analysis",      # analysis: the config's `analysis:` section (Table I lengths, layer)
+              "history")       # [{date, added, fingerprint}]: creation, then each growth (optional:
+                               # absent in stores made before it; sweep/store/grow.py)
 # layer_kinds: one kind per model layer; a_log_shapes: per model layer, A_log's shape
 # ([d_inner, d_state] Mamba-1, [heads] Mamba-2 and the delta rule) or null; delta_channels:
 # per model layer, the width of Δ_t (0 where none; absent in groups written before it: then
@@ -136,7 +138,8 @@ GROUP_ATTRS = ("model", "checkpoint", "inputs", "layer_kinds", "a_log_shapes", "
                "complete", "worker_software", "depth",    # depth: only in groups swept with `depth:`
                "memory",                      # memory: only once a sweep with `memory:` ran
                "conv_widths",                 # with memory: causal-conv taps per model layer (0: none)
-               "null")                        # a null model's {of, kind, seed} (docs/nulls.md)
+               "null",                        # a null model's {of, kind, seed} (docs/nulls.md)
+               "growing")                     # only while a growth is under way (sweep/store/grow.py)
 
 
 def dtype_of(name: str, compute_dtype: str) -> str:

@@ -28,9 +28,11 @@ class LedgerCounts:
                 and self.missing_memory == 0)
 
 
-def counts(root: zarr.Group, names) -> LedgerCounts:
-    """LedgerCounts summed over the model groups `names`."""
-    ledgers = [Ledger.read(root[n]) for n in names]
+def counts(root: zarr.Group, names, within: dict | None = None) -> LedgerCounts:
+    """LedgerCounts summed over the model groups `names`, each seen as `within` says
+    ({name: (model layers, sequences)}: a config's part of a grown store; None: all)."""
+    ledgers = [Ledger.read(root[n]).within(*within[n]) if within else Ledger.read(root[n])
+               for n in names]
     return LedgerCounts(sum(x.total for x in ledgers), sum(x.done for x in ledgers),
                         sum(x.flagged for x in ledgers),
                         sum(len(x.missing_a_log) for x in ledgers),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -24,22 +25,36 @@ from sweep.format.ledger import DONE, code_for
 from sweep.format.schema import SCALE_ARRAYS, SHIFT_ARRAYS
 from sweep.plan.make import ModelPlan, Plan
 from sweep.plan.provenance import software, verify_checkpoint
+from sweep.store import grow
 
 # ---------------------------------------------------------------- root
 
-def open_store(plan: Plan, create: bool = True) -> zarr.Group:
-    """The store of `plan` with every model group made: created when absent, refused
-    (read only) when made from another config or when a checkpoint's files changed."""
+def open_store(plan: Plan, create: bool = True, say=None) -> zarr.Group:
+    """The store of `plan` with every model group made: created when absent, grown when the
+    config adds layers, sequences, models or spans (sweep/store/grow.py; `say` gets the line
+    that says what), refused (read only) when the config changes what a stored block is or
+    when a checkpoint's files changed."""
     root = _open_root(plan, create)
     for m in plan.models:
         if group_ready(root, m.name):
             verify_checkpoint(root[m.name].attrs["checkpoint"], f"{m.spec.where}.path")
             _check_kinds(root[m.name], m, plan.store)
-        else:
+            grow.finish_growing(root[m.name], m)       # a growth a stopped sweep left half done
+    made = any(group_ready(root, n) for n in root.attrs.get("models", []))
+    growth = grow.Growth.of(root, plan) if made else None        # None: a store being created
+    if growth is not None and growth.added and say is not None:
+        say(growth.describe())
+    for m, gg in zip(plan.models, growth.groups if growth else ()):
+        if group_ready(root, m.name) and gg.added:
+            grow.grow_group(root[m.name], m, gg)
+    for m in plan.models:
+        if not group_ready(root, m.name):
             create_model_group(root, m, plan.token_block)
         if plan.config.memory is not None:
             add_memory(root[m.name], plan.config.memory.record(), plan.store,
                        [k.conv_width for k in m.info.kinds])
+    if growth is not None and growth.added and root.attrs.get("fingerprint") != plan.fingerprint:
+        grow.record(root, plan, growth, _jsonable(plan.identity))
     return root
 
 
@@ -101,7 +116,9 @@ def _open_root(plan: Plan, create: bool) -> zarr.Group:
     root.attrs.update({"tdos_format": schema.FORMAT, "creation_id": uuid.uuid4().hex,
                        "config": _jsonable(plan.identity), "fingerprint": plan.fingerprint,
                        "models": [m.name for m in plan.models], "software": software(),
-                       "analysis": analysis})
+                       "analysis": analysis,
+                       "history": [{"date": time.strftime("%Y-%m-%d %H:%M:%S"), "added": "created",
+                                    "fingerprint": plan.fingerprint}]})
     return root
 
 
@@ -113,32 +130,16 @@ def check_same_config(attrs: Mapping, plan: Plan) -> None:
         raise StoreMismatch(f"store: {e}") from None
     if attrs.get("fingerprint") == plan.fingerprint:
         return
-    old = _flatten(attrs.get("config", {}))
-    new = _flatten(_jsonable(plan.identity))
-    diffs = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(old.keys() | new.keys())
-             if old.get(k) != new.get(k)]
-    if diffs and all(d.startswith("depth.") for d in diffs):
+    diffs = grow.refused_changes(attrs.get("config", {}), _jsonable(plan.identity))
+    if not diffs:                   # only the extent differs: the store grows (or is shown in part)
+        return
+    if all(d.startswith("depth.") for d in diffs):
         raise StoreMismatch(f"store: {plan.store} was swept with other depth settings ("
                             f"{'; '.join(diffs)}); the stacks need every J_tt formed again, "
                             f"walking each token block up the layers, so they cannot be added to "
                             f"its blocks — sweep into a new --store path")
     raise StoreMismatch(f"store: {plan.store} was made from a different config ("
-                        f"{'; '.join(diffs) or 'fingerprint differs'}) — use a new --store path "
-                        f"or the original config")
-
-
-def _flatten(d, prefix: str = "") -> dict:
-    if isinstance(d, dict):
-        out = {}
-        for k, v in d.items():
-            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    if isinstance(d, list) and d and all(isinstance(v, dict) for v in d):
-        out = {}
-        for i, v in enumerate(d):
-            out.update(_flatten(v, f"{prefix}[{i}]"))
-        return out
-    return {prefix: d}
+                        f"{'; '.join(diffs)}) — use a new --store path or the original config")
 
 
 def _jsonable(d):
@@ -154,11 +155,7 @@ def group_ready(root: zarr.Group, name: str) -> bool:
 def create_model_group(root: zarr.Group, m: ModelPlan, token_block: int) -> zarr.Group:
     """The group of planned model `m`."""
     info = m.info
-    identity = {"path": m.spec.path, "revision": m.spec.revision, "arch": info.arch,
-                "engine": m.engine,
-                "files_sha256": {f: r["sha256"] for f, r in m.checkpoint["files"].items()}}
-    if m.null is not None:             # a null names itself beside its base checkpoint's files
-        identity["null"] = dict(m.null)
+    identity = grow.group_identity(m)
     return create_group(root, m.name, identity=identity, checkpoint=m.checkpoint,
                         dtype=m.spec.dtype, inputs=_jsonable(m.inputs), layer_lengths=m.rows,
                         token_block=token_block, tokens=m.tokens, d_model=info.d_model,
