@@ -7,8 +7,13 @@ import pytest
 from synthetic_store import SyntheticModel, write_store
 
 from analysis import open_store
+from analysis.fit.fits import fit_ir_exponent
+from analysis.io.aggregate import aggregate
+from analysis.spectrum.observables import block_classes
 from analysis.studies.precision import (RESOLVED_MAX, compare_precision, match_tokens,
-                                        precision_pairs)
+                                        measured_floors, precision_pairs)
+from analysis.studies.tables import FP64_ONLY, beta_vs_length, ir_row
+from sweep.format.settings import Settings
 
 # true eigenvalues of every J_tt (real, so a real V gives a real matrix): slow modes from
 # λ = 2e-8 (below fp32's spacing at 1, 6e-8) to λ = 1, two negative ones, one |ζ| > 1
@@ -81,3 +86,32 @@ def test_precision_comparison_on_known_blocks(tmp_path, spectra):
             assert db[L] == b64 - b32
     d = cmp.to_dict()
     assert d["unresolved_below"] == cmp.unresolved_below and d["matched_pairs"] == T * STABLE.size
+
+
+def test_fp32_all_stable_counts_only_resolved_modes_and_says_how_many(tmp_path, spectra):
+    """The fp32 model's all-stable count leaves out the modes below its resolution floor and
+    says so; β is then the fit of the rates at or above it (the oracle: the store's raw rates
+    filtered by hand). The floor its fp64 twin measured (10^-7.5) is found; a floor of 5e-5
+    (a bin edge: 10^-4.3) leaves out the 3e-5 mode of every token. Without a twin the floor
+    is the dtype table's, labelled fp64-only; fp64 counts everything."""
+    z64, z32 = spectra
+    path = _store(tmp_path / "p.zarr", z64, z32)
+    stores = {n: open_store(path, n) for n in ("m32", "m64")}
+    floors = measured_floors(stores)
+    assert list(floors) == ["m32"] and floors["m32"][4][0] == pytest.approx(10 ** -7.5)
+    assert "measured against its fp64 twin 'm64' at layer 4" in floors["m32"][4][1]
+    s = Settings(n_boot=20, window=(1e-4, 0.5))
+    agg = aggregate(path, progress=None)
+    row = ir_row(stores["m32"], agg.model("m32"), 4, T, s, measured=(5e-5, "by hand"))[0]
+    x = row.by_mode["all-stable"]
+    rates = block_classes(stores["m32"], 4, T)["all-stable"].stable
+    kept = rates[rates >= 10 ** -4.3]
+    assert x.floor == pytest.approx(10 ** -4.3) and x.n_unresolved == rates.size - kept.size >= T
+    assert x.beta == fit_ir_exponent(kept, s.window).beta != fit_ir_exponent(rates, s.window).beta
+    assert "by hand" in x.floor_source and row.by_mode["symmetry-removed"].floor_source == ""
+    bare = ir_row(stores["m32"], agg.model("m32"), 4, T, s)[0].by_mode["all-stable"]
+    assert FP64_ONLY in bare.floor_source and bare.floor == pytest.approx(1e-9)
+    ref = ir_row(stores["m64"], agg.model("m64"), 4, T, s)[0].by_mode["all-stable"]
+    assert ref.floor == 0 and ref.n_unresolved == 0 and ref.floor_source == ""
+    table = beta_vs_length(stores["m32"], agg.model("m32"), 4, [T], s, measured=(5e-5, "by hand"))
+    assert f"{T}: {x.n_unresolved:,}." in table.to_markdown()

@@ -40,7 +40,7 @@ from analysis.report.nulls import FIGURE as NULL_FIGURE
 from analysis.report.nulls import figure as null_figure
 from analysis.studies.depth import DepthStudy, depth_study
 from analysis.studies.memory import MemoryStudy, memory_study
-from analysis.studies.precision import compare_precision, precision_pairs
+from analysis.studies.precision import compare_precision, measured_floors, precision_pairs
 from analysis.studies.tables import IRTable, beta_vs_length, default_lengths
 from sweep.format.schema import SSM_KINDS
 from sweep.format.settings import MODES, Settings
@@ -120,10 +120,12 @@ def analyze(store_path, out=None, settings=None, model=None, progress=True) -> d
     # nulls are read under their trained model (studies/nulls.py), not as models of their own
     names = [st0.name] if model else [n for n in st0.models if st0.model(n).null is None]
     results = {}
+    floors = measured_floors({n: st0.model(n) for n in names})
     for name in names:
         sub = out / name if len(names) > 1 else out
         sub.mkdir(exist_ok=True)
-        results[name] = analyze_model(st0.model(name), agg_all.model(name), sub, settings, progress)
+        results[name] = analyze_model(st0.model(name), agg_all.model(name), sub, settings, progress,
+                                      floors.get(name))
         _against_nulls(st0.model(name), agg_all, results[name], sub)
     extra_files = _precision_checks(store_path, names, results, out, settings)
     comparison = None
@@ -164,13 +166,15 @@ def _against_nulls(st, agg_all, res, out) -> None:
     res.files.append(NULL_FIGURE)
 
 
-def analyze_model(st, agg, out, settings, progress=True) -> ModelResult:
+def analyze_model(st, agg, out, settings, progress=True, floors=None) -> ModelResult:
+    """`floors`: {layer: (λ*, how)}, the fp32 resolution the precision study measured
+    (studies/precision.measured_floors); the all-stable count leaves out the modes below it."""
     agg = agg.skipping(settings.skip_positions)
     layer, L = representative(st, settings=settings)
-    tables = {}
+    tables, floors = {}, floors or {}
     for ly in tqdm(st.layers, desc=f"analyze {st.name}", unit="layer", disable=not progress):
         rows = table_lengths(st, ly, always=min(L, st.layer_length[ly]), settings=settings)
-        tables[ly] = beta_vs_length(st, agg, ly, rows, settings)
+        tables[ly] = beta_vs_length(st, agg, ly, rows, settings, measured=floors.get(ly))
     res = ModelResult(
         st.name, st.arch, st.dtype, layer, L, settings, tables[layer], _depth_table(tables, st, L),
         tables, st.block_counts(), {m: agg.special(layer, L, m) for m in MODES}, agg.threshold,

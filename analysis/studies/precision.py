@@ -205,3 +205,16 @@ def precision_pairs(stores) -> list:
                 ref, other = (a, b) if sa.dtype == "float64" else (b, a)
                 out.append((ref, other, 24 if 24 in shared else shared[len(shared) // 2]))
     return out
+
+
+def measured_floors(stores) -> dict:
+    """{other: {layer: (λ*, how)}}: the fp32 resolution λ* (`unresolved_below`) of each
+    lower-precision model of a `precision_pairs` pair at the pair's layer, every token matched
+    against its fp64 twin; the all-stable count of that layer leaves out the modes below it
+    (studies/tables.resolution_floor)."""
+    out = {}
+    for ref, other, layer in precision_pairs(stores):
+        lam = matched_rates(stores[ref], stores[other], layer).unresolved_below()
+        out.setdefault(other, {})[layer] = (lam, f"measured against its fp64 twin {ref!r} at "
+                                                 f"layer {layer} (precision study)")
+    return out

@@ -9,6 +9,17 @@ exponent at the window's two ends and the likelihood ratios against the alternat
 sit relative to the window (the reason the two β differ). Every number is computed under
 one `Settings` (window, level, replicates, seed, positions skipped).
 
+**Resolution before counting.** In an fp32 store the all-stable count leaves out the stable
+modes below the resolution floor (`resolution_floor`): the λ below which the precision study
+(studies/precision.py) finds fp32's rates off by more than 10 % against an fp64 twin of the
+same config at that layer, or, at a layer without such a twin, the dtype table's marginal
+floor (sweep/format/dtypes.py), which no measurement backs: that all-stable β is then
+comparable with the paper only in fp64 ("fp64-only"). The floor is rounded up to the next
+global bin edge, so the raw-rate fit and the histogram bootstrap still agree bit for bit;
+every row says how many modes it left out and why (`n_unresolved`, `floor_source`). The
+modes below a floor sit under the fit window, so only the cumulative fit moves (N(<λ) counts
+them), not the in-window MLE.
+
 The point fit and n_modes use the raw rates from the store (n_modes is the exact count in
 [lo, hi]); the bootstrap CI (analysis.fit.bootstrap: its unit respects token correlation)
 resamples the per-token histograms of the aggregate, which give the same N(<λ) on the grid
@@ -28,8 +39,10 @@ from analysis.fit.fits import WINDOW, fit_ir_exponent, mle_ir_exponent
 from analysis.fit.gof import power_law_gof
 from analysis.fit.window import bootstrap_mle, edge_exponents
 from analysis.spectrum.observables import block_classes, token_rate_rows
-from analysis.spectrum.rates import N_COLS, check_modes, mode_key
+from analysis.spectrum.rates import EDGES, N_COLS, check_modes, marginal_threshold, mode_key
 from sweep.format.settings import DEFAULT_MODES, MODES, Settings
+
+FP64_ONLY = "fp64-only"     # the label of an all-stable β whose fp32 floor no measurement backs
 
 
 def default_lengths(lmax, configured=None):
@@ -62,6 +75,9 @@ class ModeRow:
     gof_p: float                     # its Monte-Carlo p
     local_beta_low: float            # MLE in the window's lowest decade
     local_beta_high: float           # MLE in its highest decade
+    floor: float = 0.0               # stable modes below this λ not counted (fp32 resolution)
+    n_unresolved: int = 0            # how many that left out
+    floor_source: str = ""           # where the floor comes from, in words
     R_lognormal: float = np.nan      # normalised log-likelihood ratios (> 0 favours the power law)
     p_lognormal: float = np.nan
     R_exponential: float = np.nan
@@ -174,7 +190,17 @@ class IRTable:
             if ref:
                 cells.append(f"{ref[r.key]:+.3f}" if r.key in ref else "–")
             lines.append("| " + " | ".join(cells) + " |")
-        return "\n".join(lines)
+        return "\n".join(lines + self.floor_lines())
+
+    def floor_lines(self) -> list:
+        """What the all-stable count left out below the resolution floor (fp32), per row."""
+        rows = [r for r in self.rows if r.by_mode["all-stable"].floor_source]
+        if not rows:
+            return []
+        srcs = sorted({r.by_mode["all-stable"].floor_source for r in rows})
+        left = ", ".join(f"{r.key}: {r.by_mode['all-stable'].n_unresolved:,}" for r in rows)
+        return ["", f"all-stable (fp32) counts only λ ≥ {rows[0].by_mode['all-stable'].floor:.3g}, "
+                f"{'; '.join(srcs)}; stable modes left out below it, by {self.by}: {left}."]
 
     def plot(self, ax=None, reference=None, label="this run", color="C0", xshift=1.0, marker="o",
              modes=None, estimator="cumulative"):
@@ -291,21 +317,53 @@ def symmetry_modes(sr, window) -> dict:
             "sym_below": int((lam < lo).sum()), "sym_inside": int(((lam >= lo) & (lam <= hi)).sum())}
 
 
-def bootstrap_from_agg(agg, layer, L, modes, window, n_boot, level, seed, n_seqs=None):
-    """Percentile CI of β under `modes` from the per-token histograms of the done tokens
-    t < L (L None: all; positions the aggregate skips are not done) of the first `n_seqs`
-    sequences (None: all), each tagged with its sequence so the resampling unit can respect
-    token correlation. Returns (bootstrap result, (seq, L) done mask)."""
+def resolution_floor(dtype, measured=None) -> tuple:
+    """(floor, source) of the all-stable count of a store in `dtype` at one layer (module
+    docstring): none in fp64; the precision study's `measured` (λ*, how) in fp32 when there is
+    one, else the dtype table's marginal floor, labelled FP64_ONLY."""
+    if dtype != "float32":
+        return 0.0, ""
+    if measured is not None and np.isfinite(measured[0]):
+        return float(measured[0]), f"fp32 resolution λ* = {measured[0]:.2g} {measured[1]}"
+    thr = marginal_threshold(dtype)
+    return thr, (f"dtype table's marginal floor {thr:g} (sweep/format/dtypes.py; no fp64 twin "
+                 f"measured this layer's resolution, so this β is {FP64_ONLY} for paper comparisons)")
+
+
+def floor_edge(floor) -> tuple:
+    """(λ, column): the first global bin edge ≥ floor and the histogram column just below it
+    (columns 0..column hold only rates < λ); (0, −1) for no floor."""
+    if floor <= 0:
+        return 0.0, -1
+    j = int(np.searchsorted(EDGES, floor, "left"))
+    return float(EDGES[j]), j
+
+
+def bootstrap_from_agg(agg, layer, L, modes, window, n_boot, level, seed, n_seqs=None, floor=0.0):
+    """CI of β under `modes` from the per-token histograms of the done tokens t < L (L None:
+    all; positions the aggregate skips are not done) of the first `n_seqs` sequences (None:
+    all), each tagged with its sequence so the resampling unit can respect token correlation;
+    rates below `floor` (rounded up to a bin edge, `floor_edge`) left out.
+    Returns (bootstrap result, (seq, L) done mask)."""
     done = agg.token_done(layer)[:n_seqs, :L]                                # (seq, L)
     units = agg.token_hist(layer, modes=modes)[:n_seqs, :L][done].reshape(-1, N_COLS)
+    col = floor_edge(floor)[1]
+    if col >= 0:
+        units = units.copy()
+        units[:, :col + 1] = 0
     seq = np.nonzero(done)[0]                                                # (units,)
     return bootstrap_ir_from_hists(units, window, n_boot=n_boot, level=level, seed=seed,
                                    seq=seq), done
 
 
-def mode_row(rates_2d, seq, boot, settings) -> ModeRow:
-    """Every per-count number of one row from per-token rates (N, d) and β's bootstrap."""
+def mode_row(rates_2d, seq, boot, settings, floor=(0.0, "")) -> ModeRow:
+    """Every per-count number of one row from per-token rates (N, d) and β's bootstrap; rates
+    below floor[0] (rounded up to a bin edge) left out and counted, floor[1] saying why."""
     w = settings.window
+    lam_f = floor_edge(floor[0])[0]
+    with np.errstate(invalid="ignore"):
+        low = np.isfinite(rates_2d) & (rates_2d < lam_f)
+    rates_2d = np.where(low, np.nan, rates_2d)
     flat = rates_2d[np.isfinite(rates_2d)]
     fit = fit_ir_exponent(flat, w)           # = boot.fit's β bit for bit; n_modes exact in [lo, hi]
     mle = bootstrap_mle(rates_2d, seq, w, settings.n_boot, settings.level, settings.seed)
@@ -317,24 +375,30 @@ def mode_row(rates_2d, seq, boot, settings) -> ModeRow:
                    s=fit.s, ci_unit=boot.unit, mle_beta=mle.beta,
                    mle_se=mle_ir_exponent(flat, w).se, mle_ci_lo=mle.lo, mle_ci_hi=mle.hi,
                    n_below=mle.n_below, ks=gof.ks, gof_p=gof.p_value, local_beta_low=lb,
-                   local_beta_high=hb, mle_ci_unit=mle.unit, **alts)
+                   local_beta_high=hb, mle_ci_unit=mle.unit, floor=lam_f,
+                   n_unresolved=int(low.sum()), floor_source=floor[1], **alts)
 
 
-def count_row(store, agg, layer, L, modes, settings, rows=None):
+def count_row(store, agg, layer, L, modes, settings, rows=None, measured=None):
     """One mode count at tokens skip <= t < L of one layer: its ModeRow (both estimators,
     CIs, goodness of fit) and its cumulative IRFit, under `settings`. The one computation
     behind a Table I cell and the primary β (analysis/studies/primary.py); `agg` already
-    skips the settings' positions, `rows` is token_rate_rows of (layer, L) when at hand.
+    skips the settings' positions, `rows` is token_rate_rows of (layer, L) when at hand; the
+    all-stable count above the store's resolution floor (`resolution_floor`, `measured`: the
+    precision study's (λ*, how) at this layer or None).
     Returns (ModeRow, IRFit, (seq, L) done mask)."""
     rows = rows or token_rate_rows(store, layer, L, skip=settings.skip_positions)
+    floor = resolution_floor(store.dtype, measured) if modes == "all-stable" else (0.0, "")
     boot, done = bootstrap_from_agg(agg, layer, L, modes, settings.window, settings.n_boot,
-                                    settings.level, settings.seed)
-    return mode_row(*rows[modes], boot, settings), boot.fit, done
+                                    settings.level, settings.seed, floor=floor[0])
+    return mode_row(*rows[modes], boot, settings, floor), boot.fit, done
 
 
-def ir_row(store, agg, layer, L, settings=None, key=None):
+def ir_row(store, agg, layer, L, settings=None, key=None, measured=None):
     """Both estimators, CIs, goodness of fit of both mode counts for tokens
-    skip <= t < L of one layer; returns (IRRow, {modes: IRFit})."""
+    skip <= t < L of one layer, the all-stable count above the store's resolution floor
+    (`resolution_floor`, `measured`: the precision study's (λ*, how) at this layer or None);
+    returns (IRRow, {modes: IRFit})."""
     settings = settings or Settings()
     skip = settings.skip_positions
     agg = agg.skipping(skip)
@@ -342,7 +406,7 @@ def ir_row(store, agg, layer, L, settings=None, key=None):
     rows = token_rate_rows(store, layer, L, skip=skip)
     by_mode, fits = {}, {}
     for m in MODES:
-        by_mode[m], fits[m], done = count_row(store, agg, layer, L, m, settings, rows)
+        by_mode[m], fits[m], done = count_row(store, agg, layer, L, m, settings, rows, measured)
     row = IRRow(key=L if key is None else key, L=int(L), layer=int(layer), n_tokens=int(done.sum()),
                 by_mode=by_mode, delta_beta=by_mode["all-stable"].beta - by_mode["symmetry-removed"].beta,
                 **symmetry_modes(classes["symmetry-removed"], settings.window))
@@ -355,19 +419,23 @@ def _table(rows_fits, by, settings):
     return IRTable(rows, by, settings.window, settings.level, fits, check_modes(settings.modes))
 
 
-def beta_vs_length(store, agg, layer, lengths=None, settings=None):
-    """Table I for one layer: β(L) over prefix lengths L, both mode counts."""
+def beta_vs_length(store, agg, layer, lengths=None, settings=None, measured=None):
+    """Table I for one layer: β(L) over prefix lengths L, both mode counts (`measured`: the
+    precision study's floor at this layer, `ir_row`)."""
     settings = settings or Settings()
     lengths = lengths or default_lengths(store.layer_length[layer], settings.lengths)
-    return _table([ir_row(store, agg, layer, L, settings) for L in lengths], "L", settings)
+    return _table([ir_row(store, agg, layer, L, settings, measured=measured) for L in lengths],
+                  "L", settings)
 
 
-def beta_vs_depth(store, agg, L, layers=None, settings=None):
-    """β at fixed L across the stored layers (layers shorter than L use their own length)."""
+def beta_vs_depth(store, agg, L, layers=None, settings=None, measured=None):
+    """β at fixed L across the stored layers (layers shorter than L use their own length);
+    `measured`: {layer: (λ*, how)} of the precision study."""
     settings = settings or Settings()
     layers = layers or store.layers
-    table = _table([ir_row(store, agg, ly, min(L, store.layer_length[ly]), settings, key=ly)
-                    for ly in layers], "layer", settings)
+    measured = measured or {}
+    table = _table([ir_row(store, agg, ly, min(L, store.layer_length[ly]), settings, key=ly,
+                           measured=measured.get(ly)) for ly in layers], "layer", settings)
     kinds = {ly: store.layer_kind(ly) for ly in layers}
     if len(set(kinds.values())) > 1:          # a hybrid: every row says which kind it is
         table.kinds = kinds
