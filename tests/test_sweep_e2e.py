@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -224,3 +226,13 @@ def test_report_headline_is_st_beta_and_the_status_number(swept, tmp_path, capsy
             assert f"{h.beta:+.3f} [{h.ci[0]:+.3f},{h.ci[1]:+.3f}]" in line
             assert f"{name} (headline, {h.name})" in printed and h.value() in printed
     assert fitted
+    # the README's Python block, run on this store (its path, and L of this store's report),
+    # prints the headline of the store's first model at its last layer
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    code = re.search(r"Reading the store from Python:\n\n```python\n(.*?)```", readme, re.S).group(1)
+    first = next(iter(models))
+    want = models[first]["primary"]["headline"]
+    assert models[first]["layer"] == open_store(cfg.store).layers[-1]
+    exec(code.replace('"out/tiny.zarr"', repr(cfg.store)).replace("L=32", f"L={want['L']}"), {})
+    shown = capsys.readouterr().out
+    assert f"{want['beta']:+.3f} [{want['ci'][0]:+.3f}, {want['ci'][1]:+.3f}]" in shown, shown
