@@ -54,8 +54,63 @@ def test_analyze_mamba_like_store(tmp_path, capsys):
     assert "−0.168" in report and "| 64 |" in report          # paper reference beside ours
     assert "the symmetry-removed count drops" in report and "below the window" in report
     assert "figures draw the **all-stable** count" in report
-    out = capsys.readouterr().out
-    assert "mamba-syn: layer 2, L = 64: all-stable β = -0.1" in out and "Δβ" in out
+    out = capsys.readouterr().out.splitlines()
+    # the first console line is the primary β, the report's headline; the rest are diagnostics
+    h = fits["primary"]["headline"]
+    assert out[0].startswith("mamba-syn (headline, mle:symmetry-removed): layer 2, L = 64: β = ")
+    assert f"{h['beta']:+.3f} [{h['ci'][0]:+.3f}, {h['ci'][1]:+.3f}]" in out[0]
+    assert out[1].startswith("  diagnostics, every estimator and count: all-stable cumulative β = -0.1")
+    assert "Δβ" in out[1] and all(ln.startswith(("  ", "report:")) for ln in out[1:])
+    # the report says why layer 2 is the representative one
+    assert fits["why_layer"].startswith("layer 2, the middle of the stored layers [0, 2, 4]")
+    assert f"Representative: {fits['why_layer']}" in report
+
+
+def _table_with_gof(tmp_path):
+    from analysis import aggregate, open_store
+    from analysis.studies.tables import beta_vs_length
+    from sweep.format.settings import Settings
+
+    m = synthetic_model(beta=-0.2, rows=1, lmax=32, d=48, n_ir=24, seed=2)
+    path = write_store(tmp_path / "f.zarr", [m])
+    st = open_store(path)
+    table = beta_vs_length(st, aggregate(path).model(st.name), st.layers[0], [16, 32],
+                           Settings(n_boot=20))
+    table.rows[0].by_mode["all-stable"].gof_p = 0.002       # one row rejected, one not
+    table.rows[1].by_mode["all-stable"].gof_p = 0.5
+    table.rows[0].by_mode["symmetry-removed"].gof_p = 0.002
+    return table
+
+
+def test_figures_say_window_slope_estimator_and_count(tmp_path):
+    """Fig 7 calls a fit where the power law is rejected a window slope, with its GOF p; Fig 8
+    draws the primary's estimator and count and says so; its y-label's parentheses balance and
+    never nest, and the label fits inside the figure."""
+    from analysis.report import figures as F
+    from sweep.format.settings import Settings
+
+    table = _table_with_gof(tmp_path)
+    ax = F.fig7_cumulative(table, "fig 7").axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[0].startswith("L = 16: window slope s − 1 = ") and "GOF p = 0.002" in labels[0]
+    assert labels[1].startswith("L = 32: β = ") and "GOF p = 0.5" in labels[1]
+    assert "cumulative:all-stable" in ax.get_ylabel()
+    primary = Settings().primary_for(False)                   # mle:symmetry-removed
+    fig = F.fig_beta(table, "fig 8", primary=primary)
+    ax = fig.axes[0]
+    label = ax.get_ylabel()
+    assert "[mle:symmetry-removed]" in label
+    depth = 0
+    for c in label:
+        depth += (c == "(") - (c == ")")
+        assert 0 <= depth <= 1, label
+    assert depth == 0
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(t.startswith("window slope, not an exponent") for t in legend)
+    assert any("mle:symmetry-removed" in t for t in legend)
+    fig.canvas.draw()
+    box, page = ax.yaxis.label.get_window_extent(), fig.bbox
+    assert page.y0 <= box.y0 and box.y1 <= page.y1 and page.x0 <= box.x0
 
 
 def test_modes_flag_picks_what_figures_draw(tmp_path):

@@ -342,3 +342,17 @@ def test_the_check_finds_a_planted_import_and_attribute(tmp_path):
                    "sweep/worker/planted.py:3: imports transformers.core_model_loading.rename_source_key",
                    "sweep/worker/planted.py:7: reads ._init_weights",
                    "sweep/worker/planted.py:8: getattr(…, '_fingerprint')"], bad
+
+
+def test_the_reader_reaches_up_only_in_store_beta():
+    """analysis/io/store.py imports the `analysis` package (whose names load lazily) inside
+    `Store.beta` alone: the primary β is the report's computation, reached at call time."""
+    tree = ast.parse((REPO / "analysis" / "io" / "store.py").read_text())
+    where = []
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import) and any(a.name == "analysis" for a in node.names):
+                    where.append(fn.name)
+    top = [n for n in tree.body if isinstance(n, ast.Import) and any(a.name == "analysis" for a in n.names)]
+    assert where == ["beta"] and not top, where

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -202,9 +204,12 @@ def test_report_headline_is_st_beta_and_the_status_number(swept, tmp_path, capsy
     from analysis.cli import main as analyze_main
 
     cfg, _ = swept
-    assert analyze_main([cfg.store, "--out", str(tmp_path / "rep"), "--quiet"]) == 0
-    printed = capsys.readouterr().out
-    models = json.loads((tmp_path / "rep" / "fits.json").read_text())["models"]
+    models, printed = {}, {}
+    for name in open_store(cfg.store).models:     # one by one: their layers share no length L
+        rep = tmp_path / name
+        assert analyze_main([cfg.store, "--model", name, "--out", str(rep), "--quiet"]) == 0
+        printed[name] = capsys.readouterr().out
+        models[name] = json.loads((rep / "fits.json").read_text())["models"][name]
     assert main(["status", cfg.store, "--spectra"]) == 0
     status = capsys.readouterr().out
     fitted = 0
@@ -220,7 +225,18 @@ def test_report_headline_is_st_beta_and_the_status_number(swept, tmp_path, capsy
         if h.fitted:
             fitted += 1
             line = next(ln for ln in status.splitlines()
-                        if ln.startswith(f"{name} ") and ln.split()[1] == str(h.layer))
+                        if ln.startswith(f"{name} ") and ln.split()[1] == str(h.layer)
+                        and " of " in ln)                    # the spectral table's row
             assert f"{h.beta:+.3f} [{h.ci[0]:+.3f},{h.ci[1]:+.3f}]" in line
-            assert f"{name} (headline, {h.name})" in printed and h.value() in printed
+            assert printed[name].startswith(f"{name} (headline, {h.name})") and h.value() in printed[name]
     assert fitted
+    # the README's Python block, run on this store (its path, and L of this store's report),
+    # prints the headline of the store's first model at its last layer
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    code = re.search(r"Reading the store from Python:\n\n```python\n(.*?)```", readme, re.S).group(1)
+    first = next(iter(models))
+    want = models[first]["primary"]["headline"]
+    assert models[first]["layer"] == open_store(cfg.store).layers[-1]
+    exec(code.replace('"out/tiny.zarr"', repr(cfg.store)).replace("L=32", f"L={want['L']}"), {})
+    shown = capsys.readouterr().out
+    assert f"{want['beta']:+.3f} [{want['ci'][0]:+.3f}, {want['ci'][1]:+.3f}]" in shown, shown

@@ -133,7 +133,8 @@ def _model_section(name, r, rel) -> list:
           f"{r.counts['pending']} pending of {r.counts['planned']} planned",
           f"- inputs: {inputs_line(r.inputs)}", *inputs_lines(r.inputs),
           f"- representative layer {r.layer}, L = {r.L}: {_modes_line(r)}",
-          f"- figures draw the **{r.modes}** count (`tdos analyze --modes`); tables carry both",
+          f"- figures draw the **{r.modes}** count (`tdos analyze --modes`), β figures (Fig 8, β "
+          f"across depth) the primary {r.primary.name}; tables carry both",
           *empty, "",
           f"### Diagnostics: Table I, every estimator and count (layer {r.layer})", "",
           table_markdown(r), "",

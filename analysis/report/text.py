@@ -15,9 +15,11 @@ FIGURE_CAPTIONS = {
     "fig4_effective_vs_length.png": "Fig 4: ρ_eff(Δ·λ_A) and Δ distributions vs L",
     "fig5_tdos_vs_length.png": "Fig 5: ρ_block vs L (prefixes of one sweep)",
     "fig6_tdos_vs_depth.png": "Fig 6: ρ_block across depth at fixed L",
-    "fig7_cumulative_fits.png": "Fig 7: cumulative N(<λ) with the window fits per L",
-    "fig8_beta_vs_length.png": "Fig 8: β vs L with bootstrap CIs",
-    "beta_vs_depth.png": "β across depth at fixed L",
+    "fig7_cumulative_fits.png": "Fig 7: cumulative N(<λ) with the cumulative fit per L and its "
+                                "GOF p; dashed: a window slope (power law rejected)",
+    "fig8_beta_vs_length.png": "Fig 8: the primary β vs L with bootstrap CIs; hollow: a window "
+                               "slope (power law rejected)",
+    "beta_vs_depth.png": "the primary β across depth at fixed L; hollow: a window slope",
     "self_averaging.png": "App. B: (a) band-weight variance vs pooled tokens T, slope vs −1; "
                           "(b) ⟨ln λ_(k)⟩, k = 1, 2, 4, vs T·d, slope vs −1/(1+β); "
                           "(c) K(t) long-time exponent vs 1+β",
