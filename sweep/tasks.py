@@ -47,6 +47,9 @@ class ModelRef:
     # (kind, seed) of a null model (docs/nulls.md): its weights are made on the worker from the
     # checkpoint at `location`, per tensor; None: the checkpoint's own weights
     null: tuple[str, int] | None = None
+    # (rows, sequences, spans, lags + 1) of the group: a grown store's arrays have other shapes,
+    # so a worker opens them again (its open arrays are keyed by this too)
+    extent: tuple[int, ...] = ()
 
     @property
     def local(self) -> bool:
@@ -259,4 +262,11 @@ def model_ref(plan: Plan, m: ModelPlan, root: zarr.Group) -> ModelRef:
                     stats=tuple(sorted((f, r["size"], r["mtime_ns"]) for f, r in files.items()
                                        if "size" in r)),
                     not_local=m.info.not_local, resident_layers=c.resident_layers,
-                    null=(m.null["kind"], m.null["seed"]) if m.null else None)
+                    null=(m.null["kind"], m.null["seed"]) if m.null else None,
+                    extent=_extent(root[m.name]))
+
+
+def _extent(g: zarr.Group) -> tuple[int, ...]:
+    R, S = g["ledger"].shape[:2]
+    spans = g["stack_gain"].shape[0] if "stack_gain" in g else 0
+    return R, S, spans, g["memory"].shape[3] if "memory" in g else 0

@@ -13,7 +13,7 @@ import torch
 import zarr
 from families import FAMILIES
 
-from analysis import open_store
+from analysis import aggregate, open_store
 from sweep.cli import main
 from sweep.config.load import config_from_dict
 from sweep.errors import StoreMismatch
@@ -105,6 +105,9 @@ def test_layers_grow_and_the_grown_store_equals_a_fresh_one(checkpoint, worker, 
     assert sorted(a.layers) == [0, 1, 3] and a.block_counts() == b.block_counts()
     for layer in (0, 1, 3):
         np.testing.assert_allclose(a.eigenvalues(layer), b.eigenvalues(layer), rtol=1e-12, atol=1e-13)
+    ha, hb = (aggregate(str(s)).model("llama") for s in (store, fresh))   # histograms, read by row
+    for layer in (0, 1, 3):
+        np.testing.assert_array_equal(ha.hist(layer), hb.hist(layer))
 
 
 def test_a_smaller_config_hides_and_keeps(checkpoint, worker, tmp_path, capsys):
@@ -184,3 +187,16 @@ def test_another_checkpoint_under_the_same_name_is_refused(checkpoint, worker, t
     shutil.copytree(checkpoint, other)
     with pytest.raises(StoreMismatch, match=r"models\[llama\]\.path: .* -> "):
         run_sweep(config_from_dict(_doc(other, store, layers=[0, 1])), client=worker, progress=False)
+
+
+def test_memory_lags_grow(checkpoint, worker, tmp_path):
+    store = tmp_path / "run.zarr"
+    doc = _doc(checkpoint, store, layers=[0], memory={"lags": 2, "probes": 0, "every": 4})
+    _sweep(doc, worker)
+    before = _chunks(store, skip=("memory", "memory_stderr", "memory_ledger"))
+    more = _sweep({**doc, "memory": {"lags": 5, "probes": 0, "every": 4}}, worker)
+    assert [r["seq"] for r in more.results if "memory_layer" in r] == [0]
+    assert not [r for r in more.results if "block" in r]
+    _kept(before, _chunks(store, skip=("memory", "memory_stderr", "memory_ledger")))
+    m = open_store(str(store), model="llama").memory(0, 0)            # (L, lags + 1)
+    assert m.shape == (L, 6) and np.isfinite(m[4, :5]).all() and np.isnan(m[4, 5])   # t - k < 0

@@ -155,7 +155,9 @@ class Store:
 
     @cached_property
     def layers(self) -> list[int]:
-        """Model layer index of each planned row."""
+        """Model layer index of each planned row, in the store's row order: a grown store
+        appends rows, so it need not be ascending (`row` maps a layer to its row; sort
+        for a layer-ordered view)."""
         return [int(x) for x in self.group["layer"][:]]
 
     @cached_property

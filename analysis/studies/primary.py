@@ -52,7 +52,8 @@ def _pick(st, layer, settings) -> tuple[int, str]:
     skipped = f" ({src} {wanted} is not stored)" if wanted is not None else ""
     if PAPER_LAYER in st.layers:
         return PAPER_LAYER, f"the paper's layer{skipped}"
-    return (st.layers[len(st.layers) // 2], f"the middle of the stored layers {st.layers}"
+    stored = sorted(st.layers)          # a grown store appends its rows out of order
+    return (stored[len(stored) // 2], f"the middle of the stored layers {stored}"
             f" (no analysis.layer set; the paper's layer {PAPER_LAYER} is not stored){skipped}")
 
 

@@ -119,7 +119,7 @@ class Growth:
     def of(cls, root: zarr.Group, plan: Plan) -> "Growth":
         """Read only: what `plan` adds to the store `root`; StoreMismatch (one line) when it
         changes what a stored block is."""
-        groups, todo, kept, shown = [], 0, 0, set()
+        groups, todo, kept = [], 0, 0
         for m in plan.models:
             planned = m.tokens.shape[0] * sum(math.ceil(n / plan.token_block) for _, n in m.rows)
             if not _ready(root, m.name):
@@ -130,7 +130,6 @@ class Growth:
             groups.append(_group_growth(g, m, plan))
             done = Ledger.read(g).within(m.layers, m.tokens.shape[0]).done
             todo, kept = todo + planned - done, kept + done
-            shown.add(m.name)
         hidden = sum(Ledger.read(root[n]).done for n in root.attrs.get("models", [])
                      if _ready(root, n)) - kept
         return cls(tuple(groups), todo, kept, hidden)

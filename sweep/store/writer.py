@@ -21,7 +21,7 @@ import zarr
 
 from sweep.errors import StoreMismatch
 from sweep.format import schema
-from sweep.format.ledger import DONE, code_for
+from sweep.format.ledger import DONE, PENDING, code_for
 from sweep.format.schema import SCALE_ARRAYS, SHIFT_ARRAYS
 from sweep.plan.make import ModelPlan, Plan
 from sweep.plan.provenance import software, verify_checkpoint
@@ -81,6 +81,9 @@ def add_memory(g: zarr.Group, record: dict, store: str, conv_widths: list | None
     if conv_widths is not None and "conv_widths" not in g.attrs:
         g.attrs["conv_widths"] = [int(w) for w in conv_widths]
     have = g.attrs.get("memory")
+    if have is not None and _more_lags(have, record):
+        _grow_lags(g, record)
+        return
     if have is not None:
         if have != record:
             diffs = "; ".join(f"memory.{k}: {have.get(k)!r} -> {record[k]!r}" for k in record
@@ -94,6 +97,21 @@ def add_memory(g: zarr.Group, record: dict, store: str, conv_widths: list | None
     for name in schema.group_arrays(ssm=True, depth=True, memory=True):
         if schema.ARRAYS[name].memory and name not in g:
             add_array(g, name, g.attrs["model"]["dtype"], sizes, 1, None)
+    g.attrs["memory"] = record
+
+
+def _more_lags(have: dict, record: dict) -> bool:
+    """Whether `record` asks for more lags than the group holds, all else the same."""
+    return (record["lags"] > have["lags"]
+            and {k: v for k, v in have.items() if k != "lags"} == {k: v for k, v in record.items() if k != "lags"})
+
+
+def _grow_lags(g: zarr.Group, record: dict) -> None:
+    """More lags: the lag axis grows and every profile is computed again (one call gives every
+    lag of a (row, sequence)); the settings are recorded last."""
+    for name in ("memory", "memory_stderr"):
+        g[name].resize(g[name].shape[:3] + (record["lags"] + 1,))
+    g["memory_ledger"][...] = PENDING
     g.attrs["memory"] = record
 
 

@@ -47,9 +47,10 @@ class WorkerState:
     def arrays(self, ref: ModelRef, need: str | None = None) -> dict:
         """{name: zarr.Array} of the task's model group, opened once per worker and store (again
         when array `need` is missing: arrays added since, as `memory:` adds to a finished store).
-        Keyed by the store's identity (fingerprint + creation id): a store deleted and swept
-        again at the same path is another store."""
-        key = (ref.store, ref.group, ref.fingerprint, ref.store_id)
+        Keyed by the store's identity (fingerprint + creation id: a store deleted and swept
+        again at the same path is another store) and the group's extent (a grown group's
+        arrays have other shapes)."""
+        key = (ref.store, ref.group, ref.fingerprint, ref.store_id, ref.extent)
         cache = self.open_arrays
         if key not in cache or (need is not None and need not in cache[key]):
             g = store.open_group(ref.store, ref.group)
