@@ -48,6 +48,7 @@ class MLEInterval:
     n_boot: int
     unit: str                  # what the bootstrap resampled
     betas: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    dof: float = np.inf        # degrees of freedom of the interval's t stretch (the plan's)
 
     def to_dict(self) -> dict:
         return {"beta": self.beta, "ci": [self.lo, self.hi], "n_modes": self.n_modes,
@@ -95,7 +96,7 @@ def bootstrap_mle(rates_2d, seq=None, window=WINDOW, n_boot=500, level=0.9, seed
     mle = mle_ir_exponent(flat, window)
     lo, hi = plan.interval(mle.beta, betas[:, 0], level) if np.isfinite(point[0]) else (np.nan, np.nan)
     return MLEInterval(mle.beta, lo, hi, mle.n_modes, int((flat[flat > 0] < window[0]).sum()),
-                       tuple(window), level, n_boot, plan.unit, betas[:, 0])
+                       tuple(window), level, n_boot, plan.unit, betas[:, 0], plan.dof)
 
 
 @dataclass
