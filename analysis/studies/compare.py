@@ -17,7 +17,8 @@ model's stretch of its percentile interval (variance bias and Student's t, resam
 so a single model's interval is reproduced when the other has no spread. The CI is the
 percentile interval of Δβ*, read alone (uncorrected): "no difference shown at 90 %" when it
 holds 0, "CI excludes 0 (uncorrected)" otherwise; depth and memory differences enter the
-family with the bootstrap p of these same replicates (multiplicity.p_from_replicates). Two models fed the same text are positively correlated through it, which
+family with the bootstrap p of these same replicates (multiplicity.p_from_replicates). Two
+models fed the same text are positively correlated through it, which
 independent draws ignore: their Δβ interval is then conservative (too wide).
 """
 from __future__ import annotations
