@@ -114,20 +114,27 @@ def _mixed(name, seed):
 
 
 def test_the_trained_value_is_read_on_the_nulls_sequences_only(tmp_path):
-    """Nulls on sequence 0 only, of sequence 0's β: on those tokens trained and nulls agree;
-    over all three sequences the trained β would differ from them by ~+0.3."""
-    a = _mixed("a", 0)
-    nulls = null_models(a, -0.6, n=3, nseq=1, **KW)
+    """Nulls on sequence 0 only, of sequence 0's β and ‖J_tt‖_F²: on those tokens trained and
+    nulls agree; over all three sequences the trained β would differ from them by ~+0.3 and
+    log ‖J_tt‖_F² by ~+1.3."""
+    rng = np.random.default_rng(5)
+    fro = np.exp(rng.normal([[[1.0], [3.0], [3.0]]], 0.1, (1, 3, 32)))      # seq 0: e^1, others e^3
+    a = dataclasses.replace(_mixed("a", 0), frobenius2=fro)
+    nulls = [dataclasses.replace(n, frobenius2=np.exp(rng.normal(1.0, 0.1, (1, 1, 32))))
+             for n in null_models(a, -0.6, n=3, nseq=1, **KW)]
     st = open_store(write_store(tmp_path / "s.zarr", [a, *nulls]), "a")
     s = Settings(n_boot=100)
     primary = s.primary_for(False)
-    c = next(c for c in null_study(st, 0, 32, s, primary).comparisons if c.observable.startswith("β"))
+    study = null_study(st, 0, 32, s, primary)
+    c = next(c for c in study.comparisons if c.observable.startswith("β"))
     alone = primary_beta(FirstSequences(st, 1), 0, 32, s, primary)
     everything = primary_beta(st, 0, 32, s, primary)
     assert c.sequences == 1 and c.trained.value == alone.value
     assert c.trained.value == pytest.approx(-0.6, abs=0.1)
     assert everything.value > c.trained.value + 0.2                     # sequence 0 is atypical
     assert abs(c.delta) < 0.1 and c.lo < 0 < c.hi, c.to_dict()
+    f = next(c for c in study.comparisons if c.observable.startswith("log"))
+    assert f.trained.value == pytest.approx(1.0, abs=0.05) and abs(f.delta) < 0.1, f.to_dict()
 
 
 def test_analyze_records_each_kind_and_its_p_method(two_kinds, tmp_path):

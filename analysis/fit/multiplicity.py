@@ -46,7 +46,7 @@ def _dof(dof) -> float:
 def t_method(dof=None) -> str:
     """The p_method of an interval from Student's t with `dof` (None/inf: the normal)."""
     d = _dof(dof)
-    return NORMAL if d == np.inf else f"t({d:g})"
+    return NORMAL if d == np.inf else f"t({d:.3g})"
 
 
 def bootstrap_method(n_boot, unit) -> str:

@@ -137,8 +137,9 @@ def analyze(store_path, out=None, settings=None, model=None, progress=True) -> d
         extra_files += write_comparison(comparison, out, markdown=False)
         family = comparison.family
     else:
-        family = Family(f"tdos analyze of {names[0]}", {"models": 1, "observables against nulls":
-                        len(nulls[names[0]].comparisons) if nulls else 0}, settings.level)
+        family = Family(f"tdos analyze of {names[0]}", {"models": 1, "comparisons against nulls "
+                        "(observables × null kinds)": len(nulls[names[0]].comparisons) if nulls
+                        else 0}, settings.level)
         tests = {n: ns.add_to(family) for n, ns in nulls.items()}
         family.correct()
         for n, ns in nulls.items():
@@ -158,11 +159,10 @@ def _against_nulls(st, agg_all, res, out) -> None:
         return
     def agg_of(name):
         return agg_all.model(name).skipping(s.skip_positions)
-    tokens = ", ".join(f"{k}: {v['sequences']} seq × t < {v['L']}" for k, v in res.nulls.kinds.items())
     save(null_figure(agg_of, st, res.layer, res.L, res.primary.modes, s.window,
-                     f"{st.name}, layer {res.layer}: trained TDOS over each null kind's band, on "
-                     f"the nulls' tokens ({tokens}) [{res.primary.modes} modes]", res.nulls.kinds),
-         out / NULL_FIGURE)
+                     f"{st.name}, layer {res.layer}: trained TDOS over each null kind's band,\n"
+                     f"all on the nulls' tokens (legend) [{res.primary.modes} modes]",
+                     res.nulls.kinds), out / NULL_FIGURE)
     res.files.append(NULL_FIGURE)
 
 

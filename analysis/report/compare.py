@@ -74,7 +74,7 @@ def comparison_markdown(c: Comparison, heading_level=2, rel="") -> list:
     h = "#" * heading_level
     s = c.settings
     units = sorted({u for d in c.deltas for u in d.units})
-    md = [f"{h} Do the models' β agree?", "",
+    md = [f"{h} Do the models' β differ?", "",
           "Models: " + "; ".join(f"{x.label} ({x.arch}, {x.n_layers} layers, representative "
                                    f"layer {x.layer})" for x in c.sides) + ".",
           f"Settings: {s.describe()}.", "",

@@ -206,7 +206,8 @@ def fig_compare_delta(comparison):
         ax.axhline(0, color="k", lw=0.8)
         ax.set_ylabel("Δβ (cumulative fit)")
         ax.legend(fontsize=7)
-    fig.suptitle(f"Δβ with {comparison.settings.level:.0%} CIs: 0 inside the bar = agree")
+    fig.suptitle(f"Δβ with {comparison.settings.level:.0%} CIs: 0 inside the bar = no difference "
+                 f"shown (uncorrected)")
     return fig
 
 

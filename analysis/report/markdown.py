@@ -118,7 +118,8 @@ def headline_lines(r) -> list:
     nulls = [c for c in (r.nulls.comparisons if r.nulls else []) if c.observable.startswith("β")]
     against = "; ".join(f"{c.verdict}: Δ = {c.delta:+.3f} [{c.lo:+.3f}, {c.hi:+.3f}], z = "
                         f"{c.z:+.2f}, p Holm {format_p(c.p_adjusted, c.p_method)} ({c.p_method}; "
-                        f"{c.sequences} seq, {c.trained.positions})" for c in nulls) or "no nulls in the store"
+                        f"{c.sequences} seq, {c.trained.positions})" for c in nulls)
+    against = against or "no nulls in the store"
     return ["| primary estimator | layer, L | primary β [CI] | against its nulls |", "|---|---|---|---|",
             f"| {p.describe()} | {r.layer}, {r.L} | {cell} | {against} |", "",
             f"CI: {r.settings.level:.0%}, resampling {h.unit}; {h.n_modes:,} modes in the window. "

@@ -17,7 +17,8 @@ model's stretch of its percentile interval (variance bias and Student's t, resam
 so a single model's interval is reproduced when the other has no spread. The CI is the
 percentile interval of Δβ*, read alone (uncorrected): "no difference shown at 90 %" when it
 holds 0, "CI excludes 0 (uncorrected)" otherwise; depth and memory differences enter the
-family with the bootstrap p of these same replicates (multiplicity.p_from_replicates). Two models fed the same text are positively correlated through it, which
+family with the bootstrap p of these same replicates (multiplicity.p_from_replicates). Two
+models fed the same text are positively correlated through it, which
 independent draws ignore: their Δβ interval is then conservative (too wide).
 """
 from __future__ import annotations
@@ -339,16 +340,18 @@ def comparison_family(c: Comparison, label) -> Family:
     adjusted p written back."""
     nulls = c.nulls
     obs = {o.observable for ns in nulls.values() for o in ns.comparisons}
+    kinds = {o.kind for ns in nulls.values() for o in ns.comparisons}
+    taken = [d for d in (*c.depth_deltas, *c.memory_deltas) if np.isfinite(d.delta)]
     fam = Family(label, {"model pairs": len(c.sides) * (len(c.sides) - 1) // 2,
                          "lengths": len({d.L for d in c.primary_deltas}),
-                         "depth and memory differences": len(c.depth_deltas) + len(c.memory_deltas),
-                         "models with nulls": len(nulls), "observables against nulls": len(obs)},
+                         "depth and memory differences": len(taken),
+                         "models with nulls": len(nulls), "observables against nulls": len(obs),
+                         "null kinds, each its own comparison": len(kinds)},
                  c.settings.level)
     tests = [fam.add(f"Δβ {d.a} − {d.b}, layers {d.layer_a}/{d.layer_b}, L = {d.L} "
                      f"({estimator_words(c.primary)})", d.delta, *d.ci, dof=d.dof)
              for d in c.primary_deltas]
-    # a difference not taken (laws differ, a law rejected) has no test: no empty row
-    differences = [d for d in (*c.depth_deltas, *c.memory_deltas) if np.isfinite(d.delta)]
+    differences = taken     # a difference not taken (laws differ, a law rejected): no row
     others = [fam.add(difference_name(d), d.delta, d.lo, d.hi, **difference_replicates_of(c, d))
               for d in differences]
     null_tests = {n: ns.add_to(fam) for n, ns in nulls.items()}
@@ -376,8 +379,8 @@ def difference_name(d) -> str:
     if getattr(d, "what", None) == "top_lyapunov":
         return f"Δγ₁ {d.a} − {d.b}: top Lyapunov exponent (token mean, every walked token)"
     law = getattr(d, "preferred", ("?",))[0]
-    return (f"Δ{d.what} {d.a} − {d.b}: memory {law} law parameter (layers {d.layer_a}/"
-            f"{d.layer_b}, replicate fit)")
+    return (f"Δ{d.what} {d.a} − {d.b}: token memory, the {law} fit's {d.what} (layers "
+            f"{d.layer_a}/{d.layer_b})")
 
 
 def difference_replicates_of(c: Comparison, d) -> dict:
