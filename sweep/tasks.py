@@ -47,6 +47,9 @@ class ModelRef:
     # (kind, seed) of a null model (docs/nulls.md): its weights are made on the worker from the
     # checkpoint at `location`, per tensor; None: the checkpoint's own weights
     null: tuple[str, int] | None = None
+    # the member (its seed) of a quantization ensemble (sweep/generic/quant.py): the GGUF's
+    # weights each moved within its rounding bin, per tensor on the worker; None: as stored
+    quant: int | None = None
 
     @property
     def local(self) -> bool:
@@ -258,4 +261,5 @@ def model_ref(plan: Plan, m: ModelPlan, root: zarr.Group) -> ModelRef:
                     stats=tuple(sorted((f, r["size"], r["mtime_ns"]) for f, r in files.items()
                                        if "size" in r)),
                     not_local=m.info.not_local, resident_layers=c.resident_layers,
-                    null=(m.null["kind"], m.null["seed"]) if m.null else None)
+                    null=(m.null["kind"], m.null["seed"]) if m.null else None,
+                    quant=m.quant["member"] if m.quant else None)

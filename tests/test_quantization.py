@@ -145,3 +145,32 @@ def test_a_gguf_file_read_back_perturbs_as_its_arrays_and_the_plan_check_refuses
         check_ensemble(str(flat), flat, "models[0].quantization")
     with pytest.raises(ConfigError, match="is not a GGUF file"):
         check_ensemble(str(tmp_path), tmp_path, "models[0].quantization")
+
+
+def _doc(path, store, quantization) -> dict:
+    return {"model": {"path": str(path), "name": "m", "quantization": quantization},
+            "inputs": {"sequences": 2, "length": 6}, "layers": [0], "store": str(store)}
+
+
+def test_quantization_config_errors_name_the_field_and_an_unquantized_checkpoint_is_refused(tmp_path):
+    from sweep.config.load import config_from_dict
+    from sweep.plan.make import make_plan
+
+    neox = "checkpoints/tiny-neox-bytes"
+    cases = [({"ensemble": 0}, "model.quantization.ensemble"),
+             ({"ensemble": 2, "sequences": 3}, "model.quantization.sequences"),
+             ({"members": 2}, "model.quantization.members"),
+             ({"ensemble": "two"}, "model.quantization.ensemble"),
+             ({}, "model.quantization.ensemble")]
+    for q, field in cases:
+        with pytest.raises(ConfigError) as e:
+            config_from_dict(_doc(neox, tmp_path / "s.zarr", q))
+        assert str(e.value).startswith(f"{field}:") and "\n" not in str(e.value)
+    cfg = config_from_dict(_doc(neox, tmp_path / "s.zarr", {"ensemble": 2}))
+    with pytest.raises(ConfigError, match=r"^model\.quantization: .*tiny-neox-bytes is not a GGUF "
+                                          r"file.* — remove `quantization:` from model$"):
+        make_plan(cfg)
+    doc = _doc(neox, tmp_path / "s.zarr", {"ensemble": 1})
+    doc["models"] = [doc.pop("model"), {"path": neox, "name": "m.quant.0"}]
+    with pytest.raises(ConfigError, match=r"^models\[1\]\.name: .*also used by models\[0\]\.quantization"):
+        config_from_dict(doc)

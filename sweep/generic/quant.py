@@ -63,10 +63,20 @@ def _neighbours(data: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
     return below, above
 
 
-def draw(seed: int, name: str, shape: tuple[int, ...]) -> np.ndarray:
-    """u ~ U[-1/2, 1/2), float64 of `shape`: member `seed`'s draw for tensor `name`."""
-    rng = np.random.Generator(np.random.PCG64(null_seed(seed, "quantization", name)))
-    return rng.random(shape) - 0.5
+def draw(seed: int, name: str, shape: tuple[int, ...], rows=None) -> np.ndarray:
+    """u ~ U[-1/2, 1/2), float64 of `shape`: member `seed`'s draw for tensor `name`; with
+    `rows`, only those rows of it (the stream advanced to each row: one 64-bit output per
+    float64, so the embedding's rows of a sequence cost their own size, not the table's)."""
+    key = null_seed(seed, "quantization", name)
+    if rows is None:
+        return np.random.Generator(np.random.PCG64(key)).random(shape) - 0.5
+    width = int(np.prod(shape[1:], dtype=np.int64))
+    out = np.empty((len(rows), *shape[1:]))
+    for i, r in enumerate(rows):
+        bits = np.random.PCG64(key)
+        bits.advance(int(r) * width)
+        out[i] = np.random.Generator(bits).random(shape[1:]) - 0.5
+    return out
 
 
 def _shape(data: np.ndarray, qtype) -> tuple[int, ...]:
@@ -89,9 +99,9 @@ def perturbed(data: np.ndarray, qtype, seed: int, name: str, rows=None) -> np.nd
     if qtype.name in EXACT:
         w = dequantize(data if rows is None else data[rows], qtype)
         return w.astype(np.float64)
-    u = draw(seed, name, _shape(data, qtype))
+    u = draw(seed, name, _shape(data, qtype), rows)
     if rows is not None:
-        data, u = data[rows], u[rows]
+        data = data[rows]
     below, above = gaps(data, qtype)
     w = dequantize(data, qtype).astype(np.float64)
     return w + u * np.where(u < 0, below, above)
