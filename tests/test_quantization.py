@@ -174,3 +174,59 @@ def test_quantization_config_errors_name_the_field_and_an_unquantized_checkpoint
     doc["models"] = [doc.pop("model"), {"path": neox, "name": "m.quant.0"}]
     with pytest.raises(ConfigError, match=r"^models\[1\]\.name: .*also used by models\[0\]\.quantization"):
         config_from_dict(doc)
+
+
+def _ensemble_store(tmp_path, member_betas):
+    """Model `a` (β = −0.2), four nulls (β = −0.7) and one member per entry of `member_betas`,
+    written through the real writer; members carry the sweep's `quantization` attribute."""
+    import zarr
+    from synthetic_store import null_models, synthetic_model, write_store
+
+    kw = dict(nseq=2, lmax=16, d=32, n_ir=16)
+    a = synthetic_model("a", "attention", -0.2, rows=1, **kw)
+    members = [synthetic_model(f"a.quant.{k}", "attention", b, rows=1, seed=500 + k, **kw)
+               for k, b in enumerate(member_betas)]
+    path = write_store(tmp_path / "s.zarr", [a, *null_models(a, -0.7, n=4, **kw), *members])
+    root = zarr.open_group(str(path), mode="r+")
+    for k in range(len(member_betas)):
+        root[f"a.quant.{k}"].attrs["quantization"] = {"of": "a", "member": k,
+                                                      "ensemble": len(member_betas)}
+    return path
+
+
+def test_analyze_reports_each_observable_over_the_ensemble_and_its_verdict_needs_every_member(tmp_path):
+    import json
+
+    from analysis.report.analyze import analyze
+    from sweep.format.settings import Settings
+
+    settings = Settings(n_boot=20, lengths=(16,))
+    path = _ensemble_store(tmp_path, [-0.2, -0.2, -0.2])
+    analyze(path, tmp_path / "r", settings, progress=False)
+    doc = json.loads((tmp_path / "r" / "fits.json").read_text())
+    assert set(doc["models"]) == {"a"}                  # members are neither models nor nulls
+    assert list(doc["models"]["a"]["nulls"]["nulls"]) == [f"a.random_init.{k}" for k in range(4)]
+    ens = doc["ensembles"]["a"]
+    assert ens["members"] == ["a.quant.0", "a.quant.1", "a.quant.2"]
+    beta = ens["observables"][0]
+    assert beta["observable"].startswith("β")
+    vals = [m["value"] for m in beta["members"].values()]
+    assert beta["min"] == min(vals) and beta["max"] == max(vals) and beta["sd"] > 0
+    assert all(abs(v + 0.2) < 0.15 for v in vals)       # the members' known β
+    assert beta["verdict"].startswith("stands at every member")
+    assert beta["p_adjusted"] >= beta["p_ensemble"] >= max(c["p_raw"] for c in beta["against_nulls"].values())
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "## Quantization ensembles" in md and "stands at every member" in md
+    # one member that looks like the nulls: the verdict no longer holds with the ensemble
+    from analysis.io.store import open_store
+    from analysis.studies.ensemble import ensemble_study
+    from analysis.studies.nulls import null_study
+    from sweep.format.settings import Primary
+
+    st = open_store(_ensemble_store(tmp_path / "b", [-0.2, -0.7, -0.2]), "a")
+    primary = Primary("mle", "symmetry-removed", "the test's")
+    beta = ensemble_study(st, 0, 16, settings, primary).spreads[0]
+    assert beta.verdict.startswith("does not hold at every member")
+    assert beta.against_nulls["a.quant.1"].p_raw == beta.p_ensemble > 0.1
+    trained = null_study(st, 0, 16, settings, primary).comparisons[0]     # the trained one alone
+    assert trained.p_raw < 0.01
