@@ -230,3 +230,13 @@ def test_analyze_reports_each_observable_over_the_ensemble_and_its_verdict_needs
     assert beta.against_nulls["a.quant.1"].p_raw == beta.p_ensemble > 0.1
     trained = null_study(st, 0, 16, settings, primary).comparisons[0]     # the trained one alone
     assert trained.p_raw < 0.01
+
+
+def test_the_shipped_smollm2_config_loads_with_its_ensemble():
+    from sweep.config.load import load_config
+
+    cfg = load_config("configs/smollm2-135m.yaml")
+    m = cfg.models[0]
+    assert m.quantization.ensemble >= 2 and m.nulls.random_init >= 2 and m.nulls.shuffled >= 2
+    assert cfg.inputs.windows == "document" and cfg.inputs.bos == "always"
+    assert {0, 29} <= set(cfg.layers) and len(cfg.layers) >= 4

@@ -42,7 +42,7 @@ from analysis.studies.depth import DepthStudy, depth_study
 from analysis.studies.memory import MemoryStudy, memory_study
 from analysis.studies.precision import compare_precision, precision_pairs
 from analysis.studies.tables import IRTable, beta_vs_length, default_lengths
-from sweep.format.schema import SSM_KINDS, quant_families
+from sweep.format.schema import SSM_KINDS, trained_models
 from sweep.format.settings import MODES, Settings
 
 
@@ -135,9 +135,7 @@ def analyze(store_path, out=None, settings=None, model=None, progress=True) -> d
     agg_all = aggregate(store_path, progress=None)
     # nulls are read under their trained model (studies/nulls.py), not as models of their own
     # and so are the members of a quantization ensemble (studies/ensemble.py)
-    members = {m for ms in quant_families(st0.root).values() for m in ms}
-    names = [st0.name] if model else [n for n in st0.models
-                                      if st0.model(n).null is None and n not in members]
+    names = [st0.name] if model else trained_models(st0.root)
     results = {}
     for name in names:
         sub = out / name if len(names) > 1 else out

@@ -24,7 +24,6 @@ import numpy as np
 
 from analysis.fit.multiplicity import Family
 from analysis.studies.nulls import NullComparison, observables
-from sweep.format.schema import quant_families
 
 
 @dataclass
@@ -92,7 +91,7 @@ class EnsembleStudy:
 
 def ensemble_study(st, layer, L, settings, primary) -> EnsembleStudy | None:
     """Model `st`'s observables at (layer, L) over its quantization ensemble; None without one."""
-    members = quant_families(st.root).get(st.name, [])
+    members = st.ensemble
     if not members:
         return None
     trained, law = observables(st, layer, L, settings, primary)

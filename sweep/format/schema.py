@@ -195,6 +195,13 @@ def quant_families(root) -> dict[str, list[str]]:
     return out
 
 
+def trained_models(root) -> list[str]:
+    """The root's models that are neither nulls nor quantization-ensemble members, in store
+    order: what `tdos analyze` and `tdos compare` read as models of their own."""
+    return [n for n in root.attrs.get("models", []) if n in root
+            and not (root[n].attrs.get("null") or root[n].attrs.get("quantization"))]
+
+
 class StoreError(Exception):
     """A one-line, user-facing reason why a path cannot be used as a tdos store."""
 
