@@ -24,6 +24,7 @@ from sweep.plan import inputs as text_inputs
 from sweep.plan import windows
 from sweep.plan.architecture import FAST_ARCHS, ModelInfo
 from sweep.plan.checkpoint import find_tokenizer, inspect_checkpoint, load_tokenizer
+from sweep.plan.gguf_file import is_gguf
 from sweep.plan.hashes import sha256_files
 from sweep.plan.provenance import checkpoint_record
 
@@ -183,7 +184,8 @@ def _tokens(m: ModelSpec, info: ModelInfo, cfg: SweepConfig, source, tokenizers:
     tok = tokenizers[name]
     what = "dataset" if inputs.dataset else "text"
     if tok is None:
-        raise ConfigError(f"inputs.{what}: {m.path} ships no tokenizer to read the text with — set "
+        gguf = " (no tokenizer.ggml.model in the GGUF's metadata)" if is_gguf(m.path) else ""
+        raise ConfigError(f"inputs.{what}: {m.path} ships no tokenizer{gguf} to read the text with — set "
                           f"inputs.tokenizer (a hub id or directory), or remove `{what}` for random tokens")
     if inputs.dataset:
         ids, windows_record = windows.dataset_tokens(source, inputs, tok, vocab, name, m.path)

@@ -117,14 +117,14 @@ def _build(ref: ModelRef, device: str, key: tuple) -> _Cached:
 
 
 def verify(cached: _Cached, ref: ModelRef) -> None:
-    """CheckpointChanged unless every file the model has read (and config.json) is the one
+    """CheckpointChanged unless every file the model has read (and its config file) is the one
     recorded when the store was made."""
     recorded = dict(ref.files)
     stats = {name: (size, mtime) for name, size, mtime in ref.stats}
-    for name in sorted(cached.model.ckpt.files_read | {"config.json"}):
+    for name in sorted(cached.model.ckpt.files_read | set(cached.model.ckpt.config_files)):
         if name in cached.states:
             continue
-        path = cached.local_dir / name
+        path = provenance.checkpoint_file(cached.local_dir, name)
         state = provenance.file_state(cached.local_dir, [name])
         same_stat = stats.get(name) == state[0][1:3]
         if name not in recorded or not (same_stat or provenance.sha256_file(path) == recorded[name]):
