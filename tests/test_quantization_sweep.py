@@ -92,8 +92,9 @@ def test_member_zero_gives_the_eigenvalues_of_its_weights_written_as_f32_exactly
         other = st.model("llama.quant.1").eigenvalues(layer, 0)
         base = trained.eigenvalues(layer, 0)
         assert not np.array_equal(got, other) and not np.array_equal(got, base)
-        # Q8_0 steps are ~1 % of a weight: the spectra move, a little
-        assert np.max(np.abs(np.sort_complex(got.ravel()) - np.sort_complex(base.ravel()))) < 0.1
+        # Q8_0 steps are ~1 % of a weight: each token's moduli move, a little
+        moved = np.abs(np.sort(np.abs(got), axis=-1) - np.sort(np.abs(base), axis=-1))
+        assert 0 < np.nanmax(moved) < 0.1
 
 
 def test_a_members_weights_lie_within_half_a_step_on_both_routes(files):

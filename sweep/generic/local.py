@@ -58,11 +58,12 @@ class LocalModel:
     the module doc)."""
 
     def __init__(self, local: Path, dtype: torch.dtype, trust_remote_code: bool = False, keep: int = 1,
-                 device: str | torch.device = "cpu", null=None):
+                 device: str | torch.device = "cpu", null=None, quant: int | None = None):
         local = Path(local)
         self.dtype, self.keep, self.device = dtype, max(1, keep), torch.device(device)
         self.null = null                # sweep.generic.null.Null: weights made, not read (None: read)
-        model, self.ckpt = weights.skeleton(local, dtype, trust_remote_code, self.device)
+        # quant: the quantization-ensemble member whose weights a GGUF gives (None: its own)
+        model, self.ckpt = weights.skeleton(local, dtype, trust_remote_code, self.device, quant)
         self.model = model
         self.fresh = prefix.module_state(model)     # module-held decode state, as built
         self.layers = decoder_layers(model)

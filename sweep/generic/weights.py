@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from sweep.generic import null as nulls
+from sweep.generic import quant
 from sweep.plan import hf
 
 
@@ -75,11 +76,14 @@ class GgufCheckpoint:
     """A GGUF file's tensors read one by one by the model's key (sweep/plan/gguf_file.py
     gguf_sources): each cut from the file's memory map (only its pages read), dequantized to
     float32 by the `gguf` package as transformers' loader does, and put back into transformers'
-    layout by transformers' own processor for the architecture (sweep/plan/hf.py)."""
+    layout by transformers' own processor for the architecture (sweep/plan/hf.py). With
+    `member` k, every tensor is member k of the quantization ensemble instead: its weights
+    moved within their rounding bins in the file's layout, before the processor
+    (sweep/generic/quant.py)."""
 
     config_files = ()                   # the metadata is in the file itself
 
-    def __init__(self, file: Path, model, meta: dict):
+    def __init__(self, file: Path, model, meta: dict, member: int | None = None):
         from sweep.plan.gguf_file import gguf_names, gguf_sources, read_header
 
         self.file = Path(file)
@@ -89,9 +93,10 @@ class GgufCheckpoint:
         self.sources = gguf_sources(model, reader, meta, self.file)   # {model key: Source}
         self.read_bytes = 0
         self.files_read: set[str] = set()
+        self.member = member
 
     def tensor(self, key: str, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """The model's tensor `key` in float32; with `rows`, only those rows (int64, 1-D) are
+        """The model's tensor `key` in float32 (a member's: float64); with `rows`, only those rows (int64, 1-D) are
         dequantized (a quantized tensor is stored row by row: (rows, bytes per row))."""
         from gguf import dequantize
 
@@ -102,15 +107,20 @@ class GgufCheckpoint:
             self.read_bytes += data.nbytes
             # a row cut leaves the processors' work unchanged: they act on whole rows of the
             # attention and SSM tensors, never on the embedding's
-            hf.gguf_process(self._processor, dequantize(data, t.tensor_type), name, self._names, into)
+            values = (dequantize(data, t.tensor_type) if self.member is None else
+                      quant.perturbed(t.data, t.tensor_type, self.member, name,
+                                      None if rows is None else rows.numpy()))
+            hf.gguf_process(self._processor, values, name, self._names, into)
         self.files_read.add(self.file.name)
         return into[key]
 
 
-def skeleton(local: Path, dtype: torch.dtype, trust_remote_code: bool, device: torch.device):
+def skeleton(local: Path, dtype: torch.dtype, trust_remote_code: bool, device: torch.device,
+             member: int | None = None):
     """(model, checkpoint): the model of checkpoint `local` (a directory or a GGUF file) in eval
     mode, every parameter on meta, its buffers built for real on `device`; the reader of its
-    tensors by the model's keys (Checkpoint or GgufCheckpoint)."""
+    tensors by the model's keys (Checkpoint or GgufCheckpoint; `member`: a GGUF's
+    quantization-ensemble member k, sweep/generic/quant.py)."""
     from transformers import AutoModelForCausalLM
 
     from sweep.plan.architecture import hf_config
@@ -135,7 +145,7 @@ def skeleton(local: Path, dtype: torch.dtype, trust_remote_code: bool, device: t
                 if b.device != device:
                     setattr(m, k, b.to(device))
     if is_gguf(local):
-        return model, GgufCheckpoint(local, model, meta)
+        return model, GgufCheckpoint(local, model, meta, member)
     return model, Checkpoint(local, checkpoint_names(model, local, rename))
 
 

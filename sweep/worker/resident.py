@@ -81,7 +81,7 @@ class Resident:
     def model(self, ref: ModelRef, device: str) -> _Cached:
         """The LocalModel of `ref`, built on first use."""
         key = (ref.location, ref.dtype, device, ref.files, ref.trust_remote_code,
-               ref.resident_layers, ref.null)
+               ref.resident_layers, ref.null, ref.quant)
         if self.held is not None and (self.held.key != key or not _unchanged(self.held)):
             self.drop()
         if self.held is None:
@@ -111,7 +111,7 @@ def _build(ref: ModelRef, device: str, key: tuple) -> _Cached:
     dtype = torch_dtype(ref.dtype)
     with step("building the layer-local model"):
         lm = LocalModel(local, dtype, ref.trust_remote_code, keep=ref.resident_layers, device=device,
-                        null=Null(*ref.null) if ref.null else None)
+                        null=Null(*ref.null) if ref.null else None, quant=ref.quant)
         prepare(lm.model, dtype)
     return _Cached(key, lm, local)
 
