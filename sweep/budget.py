@@ -307,6 +307,10 @@ def _worker_bytes(m, cfg, process: int) -> tuple[int, str]:
     if made:
         weights += made
         held += f" + null weights made {_gib(made)}"
+    drawn = _quant_bytes(m)
+    if drawn:
+        weights += drawn
+        held += f" + one tensor drawn within its bins {_gib(drawn)}"
     block = jac + eig + work + (h if not m.info.not_local or m.engine == "fast" else 0)
     # a walk up the layers (depth) holds max(spans) − 1 partial products and the product being
     # formed, (T, d, d) each in the compute dtype, and the singular and QR frames in float64,
@@ -338,6 +342,18 @@ def _null_bytes(m) -> int:
     if m.info.not_local:
         return perm if perm else 4 * m.info.n_params
     return 4 * table + perm
+
+
+def _quant_bytes(m) -> int:
+    """What drawing a quantization-ensemble member's tensor adds (sweep/generic/quant.py):
+    its dequantized weights, gaps, draw and result in float64 (4 x 8 bytes per weight) of the
+    largest tensor drawn at once, taken as half a layer (layer-local) or the input embedding
+    (the whole model, which holds every tensor anyway)."""
+    if m.quant is None:
+        return 0
+    largest = (m.info.vocab_size * m.info.d_model if m.info.not_local
+               else m.info.block_params // 2)
+    return 4 * 8 * largest
 
 
 def worker_limit(cluster, known: bool) -> WorkerLimit | None:

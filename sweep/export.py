@@ -32,7 +32,8 @@ def export_null(store: str, name: str, out: str) -> Path:
     g = root[name]
     null = g.attrs.get("null")
     if not null:
-        raise ConfigError(f"NULL_MODEL: {name!r} of {store} is a trained model, not a null — "
+        what = "a quantization-ensemble member" if g.attrs.get("quantization") else "a trained model"
+        raise ConfigError(f"NULL_MODEL: {name!r} of {store} is {what}, not a null — "
                           f"give one of {', '.join(m for m in models if root[m].attrs.get('null')) or 'none'}")
     dest = Path(out)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):

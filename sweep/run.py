@@ -70,13 +70,15 @@ def run_sweep(cfg: SweepConfig | Plan, store: str | None = None, workers: int | 
         run = _Run(Failures(log_path(cfg.store)), again or "rerun with --resume")
         if tasks:
             for m in plan.models:
-                if m.null is not None:       # swept the way its model is: said on the model's line
-                    continue
+                if m.null is not None or m.quant is not None:   # swept the way its model is:
+                    continue                                     # said on the model's line
                 nulls = sum(1 for x in plan.models if x.null and x.null["of"] == m.name)
+                members = sum(1 for x in plan.models if x.quant and x.quant["of"] == m.name)
                 _say(f"{m.name}: " + (f"whole model on every worker: {m.info.not_local}" if m.info.not_local
                                       else f"layer-local (at most {cfg.compute.resident_layers} "
                                            f"decoder layer(s) per worker, the residual stream in the store)")
-                     + (f"; its {nulls} null model(s) the same way" if nulls else ""))
+                     + (f"; its {nulls} null model(s) the same way" if nulls else "")
+                     + (f"; its quantization ensemble of {members} the same way" if members else ""))
             _say(f"log: {run.failures.log} (tracebacks{'' if verbose else ', Dask warnings'})")
             with DaskLogs(run.failures.log, verbose) as logs, \
                     _connect(cfg, workers, scheduler, client) as c, _tdos_page(c, cfg) as page:

@@ -50,6 +50,9 @@ class ModelRef:
     # (rows, sequences, spans, lags + 1) of the group: a grown store's arrays have other shapes,
     # so a worker opens them again (its open arrays are keyed by this too)
     extent: tuple[int, ...] = ()
+    # the member (its seed) of a quantization ensemble (sweep/generic/quant.py): the GGUF's
+    # weights each moved within its rounding bin, per tensor on the worker; None: as stored
+    quant: int | None = None
 
     @property
     def local(self) -> bool:
@@ -263,6 +266,7 @@ def model_ref(plan: Plan, m: ModelPlan, root: zarr.Group) -> ModelRef:
                                        if "size" in r)),
                     not_local=m.info.not_local, resident_layers=c.resident_layers,
                     null=(m.null["kind"], m.null["seed"]) if m.null else None,
+                    quant=m.quant["member"] if m.quant else None,
                     extent=_extent(root[m.name]))
 
 

@@ -71,6 +71,18 @@ class Store:
         return dict(null) if null else None
 
     @cached_property
+    def quantization(self) -> dict | None:
+        """For a member of a quantization ensemble (docs/nulls.md): {"of": the trained model's
+        name, "member": k, "ensemble": N}; None otherwise. A member is not a null."""
+        q = self.group.attrs.get("quantization")
+        return dict(q) if q else None
+
+    @cached_property
+    def ensemble(self) -> list[str]:
+        """Names of this model's quantization-ensemble members in the store, in store order."""
+        return schema.quant_families(self.root).get(self.name, [])
+
+    @cached_property
     def nulls(self) -> list[str]:
         """Names of this model's null models in the store, in store order."""
         return schema.null_families(self.root).get(self.name, [])

@@ -18,6 +18,7 @@ from analysis.io.store import open_store
 from analysis.laws.uncertainty import MeasuredLaws, measured_laws
 from analysis.report import figures as F
 from analysis.report.compare import comparison_markdown, write_comparison
+from analysis.report.ensemble import add_ensembles
 from analysis.report.depth import FIGURE as DEPTH_FIGURE
 from analysis.report.depth import figure as depth_figure
 from analysis.report.fits_json import write_json
@@ -35,6 +36,7 @@ from analysis.spectrum.observables import (a_log_distribution, a_log_shift, comp
 from analysis.spectrum.rates import EDGES
 from analysis.fit.multiplicity import Family
 from analysis.studies.compare import compare_models
+from analysis.studies.ensemble import ensemble_study
 from analysis.studies.nulls import NullStudy, null_study
 from analysis.report.nulls import FIGURE as NULL_FIGURE
 from analysis.report.nulls import figure as null_figure
@@ -42,7 +44,7 @@ from analysis.studies.depth import DepthStudy, depth_study
 from analysis.studies.memory import MemoryStudy, memory_study
 from analysis.studies.precision import compare_precision, measured_floors, precision_pairs
 from analysis.studies.tables import IRTable, beta_vs_length, default_lengths
-from sweep.format.schema import SSM_KINDS
+from sweep.format.schema import SSM_KINDS, trained_models
 from sweep.format.settings import MODES, Settings
 
 
@@ -118,7 +120,8 @@ def analyze(store_path, out=None, settings=None, model=None, progress=True) -> d
     settings = settings or store_settings(st0)
     agg_all = aggregate(store_path, progress=None)
     # nulls are read under their trained model (studies/nulls.py), not as models of their own
-    names = [st0.name] if model else [n for n in st0.models if st0.model(n).null is None]
+    # and so are the members of a quantization ensemble (studies/ensemble.py)
+    names = [st0.name] if model else trained_models(st0.root)
     results = {}
     floors = measured_floors({n: st0.model(n) for n in names})
     for name in names:
@@ -148,6 +151,8 @@ def analyze(store_path, out=None, settings=None, model=None, progress=True) -> d
     write_report(results, out / "report.md", store_path, settings, extra_files,
                  None if comparison is None else comparison_markdown(comparison, heading_level=3),
                  family)
+    add_ensembles({n: ensemble_study(st0.model(n), r.layer, r.L, r.settings, r.primary)
+                   for n, r in results.items()}, out / "fits.json", out / "report.md")
     return results
 
 

@@ -37,6 +37,7 @@ from analysis.studies.depth import compare_depth, depth_study
 from analysis.studies.memory import compare_memory, memory_study
 from analysis.studies.nulls import Estimate, null_study, primary_beta
 from analysis.studies.tables import bootstrap_from_agg, default_lengths
+from sweep.format.schema import trained_models
 from sweep.format.settings import MODES, Settings
 
 
@@ -118,7 +119,7 @@ def resolve(sources) -> list:
     for src in sources:
         for path, model in parse_source(src):
             st = open_store(path, model)
-            names = [model] if model else [n for n in st.models if st.model(n).null is None]
+            names = [model] if model else trained_models(st.root)
             out += [(f"{path}:{n}" if len(names) > 1 or model else path, path, n) for n in names]
     labels = [o[2] for o in out]
     return [(lab if labels.count(n) > 1 else n, p, n) for lab, p, n in out]

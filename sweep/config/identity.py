@@ -27,6 +27,8 @@ def identity_dict(cfg: SweepConfig) -> dict:
             m["trust_remote_code"] = True
         if spec.nulls is not None:        # absent without nulls: fingerprints of older stores hold
             m["nulls"] = dataclasses.asdict(spec.nulls)
+        if spec.quantization is not None:   # absent without an ensemble: older fingerprints hold
+            m["quantization"] = dataclasses.asdict(spec.quantization)
     ident = {"models": models, "inputs": inputs,
              "layers": _jsonable_layers(cfg.layers), "token_block": cfg.token_block}
     if cfg.compute.engine != "auto":      # the fast paths and the generic path differ in rounding

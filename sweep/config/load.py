@@ -20,13 +20,15 @@ from cluster.config import ClusterConfig, ConfigError as ClusterConfigError
 from sweep.config.choices import CPU_LINALG, DEVICES, ENGINES
 from sweep.config.inputs import check_inputs, resolve_paths
 from sweep.config.sections import (TOP_KEYS, YAML_FIELDS, AnalysisConfig, ComputeConfig, DepthConfig,
-                                   InputsConfig, MemoryConfig, ModelSpec, NullsConfig, SweepConfig)
+                                   InputsConfig, MemoryConfig, ModelSpec, NullsConfig,
+                                   QuantizationConfig, SweepConfig)
 from sweep.config.validate import check_store, check_type, reject_unknown, set_dotted
 from sweep.errors import ConfigError
 from sweep.format import dtypes
 
 __all__ = ["ConfigError", "load_config", "config_from_dict", "with_store", "layer_rows",
-           "check_depth_rows", "check_nulls", "default_name", "null_names"]
+           "check_depth_rows", "check_nulls", "check_quantization", "default_name", "null_names",
+           "quant_names"]
 
 
 def load_config(path, overrides: dict | None = None) -> SweepConfig:
@@ -80,6 +82,7 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     models = [_check_model(m) for m in models]
     for m in models:
         check_nulls(m, inputs.sequences)
+        check_quantization(m, inputs.sequences)
     _check_unique_names(models)
     inputs = resolve_paths(inputs, base_dir)
     analysis = _check_analysis(_section(AnalysisConfig, raw.get("analysis") or {}, "analysis"),
@@ -111,6 +114,10 @@ def _models(raw: dict) -> list[ModelSpec]:
     return [_section(ModelSpec, m, f"models[{i}]") for i, m in enumerate(items)]
 
 
+# a model's own sections: model field -> its dataclass
+SUBSECTIONS = {"nulls": NullsConfig, "quantization": QuantizationConfig}
+
+
 def _section(cls, raw, where: str):
     """Build dataclass `cls` from a mapping: unknown keys, missing keys and types checked."""
     if not isinstance(raw, dict):
@@ -128,8 +135,8 @@ def _section(cls, raw, where: str):
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise ConfigError(f"{where}.{f.name}: required field missing — add `{f.name}: ...`")
             continue
-        if f.name == "nulls":
-            kwargs[f.name] = _section(NullsConfig, raw[f.name], f"{where}.nulls")
+        if f.name in SUBSECTIONS:
+            kwargs[f.name] = _section(SUBSECTIONS[f.name], raw[f.name], f"{where}.{f.name}")
             continue
         kwargs[f.name] = check_type(raw[f.name], hints[f.name], f"{where}.{f.name}")
     if cls is ModelSpec:
@@ -319,6 +326,26 @@ def null_names(m: ModelSpec) -> list[str]:
     return [f"{m.name}.{kind}.{seed}" for kind, seed in (m.nulls.seeds() if m.nulls else [])]
 
 
+def check_quantization(m: ModelSpec, sequences: int) -> None:
+    """A model's `quantization:`: ensemble >= 1, sequences in 1..inputs.sequences. Whether
+    the file is quantized is the plan's to say (sweep/plan/quantized.py): it reads the file."""
+    q = m.quantization
+    if q is None:
+        return
+    if q.ensemble < 1:
+        raise ConfigError(f"{m.where}.quantization.ensemble: must be >= 1 members, got {q.ensemble} "
+                          f"— e.g. ensemble: 4, or remove `quantization:`")
+    if q.sequences is not None and not 1 <= q.sequences <= sequences:
+        raise ConfigError(f"{m.where}.quantization.sequences: {q.sequences} must be in "
+                          f"1..inputs.sequences ({sequences}) — lower it, or leave it out to sweep "
+                          f"every sequence")
+
+
+def quant_names(m: ModelSpec) -> list[str]:
+    """Store group names of model `m`'s quantization ensemble: `<model>.quant.<k>`."""
+    return [f"{m.name}.quant.{k}" for k in range(m.quantization.ensemble if m.quantization else 0)]
+
+
 def _check_unique_names(models: list[ModelSpec]) -> None:
     seen = {}
     for m in models:
@@ -326,7 +353,8 @@ def _check_unique_names(models: list[ModelSpec]) -> None:
             raise ConfigError(f"{m.where}.name: {m.name!r} cannot be a store group name — "
                               f"avoid '/', '\\', a leading '.' and 'zarr.json'")
         for name, where in ((m.name, f"{m.where}.name"),
-                            *((n, f"{m.where}.nulls") for n in null_names(m))):
+                            *((n, f"{m.where}.nulls") for n in null_names(m)),
+                            *((n, f"{m.where}.quantization") for n in quant_names(m))):
             if name in seen:
                 raise ConfigError(f"{where}: group name {name!r} is also used by {seen[name]} — "
                                   f"set a distinct `name`")

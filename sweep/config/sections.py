@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from cluster.config import ClusterConfig
 
-__all__ = ["NullsConfig", "ModelSpec", "InputsConfig", "ComputeConfig", "DepthConfig", "MemoryConfig",
+__all__ = ["NullsConfig", "QuantizationConfig", "ModelSpec", "InputsConfig", "ComputeConfig", "DepthConfig", "MemoryConfig",
            "AnalysisConfig", "SweepConfig", "YAML_FIELDS", "DATASET_FIELDS", "TOP_KEYS"]
 
 
@@ -27,6 +27,16 @@ class NullsConfig:
 
 
 @dataclass(frozen=True)
+class QuantizationConfig:
+    """The quantization ensemble of a quantized GGUF model (docs/nulls.md "The quantization
+    ensemble"): `ensemble` copies whose every weight is moved by a seeded uniform draw within
+    its own rounding bin, each swept like a model into its own group `<model>.quant.<k>`.
+    Not nulls: they are the trained model as far as its file can tell."""
+    ensemble: int                   # members k = 0..ensemble-1, member k drawn from seed k
+    sequences: int | None = None    # the first n of inputs.sequences (default: all of them)
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """One checkpoint to sweep; each becomes its own group of the store."""
 
@@ -37,6 +47,7 @@ class ModelSpec:
     layers: typing.Any = None       # per-model override of the top-level `layers`
     trust_remote_code: bool = False  # run a checkpoint's own modelling code (auto_map)
     nulls: NullsConfig | None = None    # null models swept beside it (docs/nulls.md)
+    quantization: QuantizationConfig | None = None   # a GGUF's quantization ensemble beside it
     where: str = field(default="model", compare=False, repr=False)
 
 
@@ -138,8 +149,10 @@ TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster"
 # the fields a YAML section may give; the others (ModelSpec.where, InputsConfig.base_dir) are
 # set by the loader, never read from the file
 YAML_FIELDS = {
-    ModelSpec: ("path", "dtype", "revision", "name", "layers", "trust_remote_code", "nulls"),
+    ModelSpec: ("path", "dtype", "revision", "name", "layers", "trust_remote_code", "nulls",
+                "quantization"),
     NullsConfig: ("random_init", "shuffled", "sequences"),
+    QuantizationConfig: ("ensemble", "sequences"),
     InputsConfig: ("sequences", "length", "seed", "text", "tokenizer", *DATASET_FIELDS),
     ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg", "engine", "resident_layers",
                     "stall_after"),

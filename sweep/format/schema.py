@@ -139,6 +139,7 @@ GROUP_ATTRS = ("model", "checkpoint", "inputs", "layer_kinds", "a_log_shapes", "
                "memory",                      # memory: only once a sweep with `memory:` ran
                "conv_widths",                 # with memory: causal-conv taps per model layer (0: none)
                "null",                        # a null model's {of, kind, seed} (docs/nulls.md)
+               "quantization",                # a quantization ensemble member's {of, member, ensemble}
                "growing")                     # only while a growth is under way (sweep/store/grow.py)
 
 
@@ -179,6 +180,29 @@ def null_families(root) -> dict[str, list[str]]:
         else:
             out[name] = []
     return out
+
+
+def quant_families(root) -> dict[str, list[str]]:
+    """{trained model: names of its quantization-ensemble members}, for every model of the
+    root's `models` that has members, both in store order. A member is a group whose attribute
+    `quantization` = {"of", "member", "ensemble"} names a model of the store (docs/nulls.md "The
+    quantization ensemble"). A member is not a null: `null_families` lists it as a model of
+    its own (the views and `tdos status` show its rows), and the analysis reads it only as
+    the spread of its model's observables."""
+    names = list(root.attrs.get("models", []))
+    out: dict[str, list[str]] = {}
+    for name in names:
+        of = (root[name].attrs.get("quantization") or {}).get("of") if name in root else None
+        if of in names:
+            out.setdefault(of, []).append(name)
+    return out
+
+
+def trained_models(root) -> list[str]:
+    """The root's models that are neither nulls nor quantization-ensemble members, in store
+    order: what `tdos analyze` and `tdos compare` read as models of their own."""
+    return [n for n in root.attrs.get("models", []) if n in root
+            and not (root[n].attrs.get("null") or root[n].attrs.get("quantization"))]
 
 
 class StoreError(Exception):

@@ -1,10 +1,11 @@
 """One decoder layer resident: a model whose only materialised weights are layer l's.
 
-`LocalModel(local, dtype)` builds the model skeleton from config.json with every parameter
-on the meta device (buffers such as rotary frequencies are built for real: they are computed,
-not stored) and reads weights from the checkpoint's files by tensor name, under the names
-`from_pretrained` gives them (sweep.plan.checkpoint.checkpoint_names; the skeleton and the
-reading are sweep/generic/weights.py):
+`LocalModel(local, dtype)` builds the model skeleton from config.json (or a GGUF file's
+metadata) with every parameter on the meta device (buffers such as rotary frequencies are
+built for real: they are computed, not stored) and reads weights from the checkpoint's files
+by tensor name, under the names `from_pretrained` gives them (sweep.plan.checkpoint.
+checkpoint_names; a GGUF's tensors dequantized one by one, sweep.plan.gguf_file.gguf_sources;
+the skeleton and the reading are sweep/generic/weights.py):
 
 - `resident(layer)` materialises decoder layer `layer` (the oldest held one goes back to
   meta beyond `keep`) plus, once, the small model-level modules the layers' call needs
@@ -57,19 +58,17 @@ class LocalModel:
     the module doc)."""
 
     def __init__(self, local: Path, dtype: torch.dtype, trust_remote_code: bool = False, keep: int = 1,
-                 device: str | torch.device = "cpu", null=None):
-        from sweep.plan.checkpoint import checkpoint_names
-
+                 device: str | torch.device = "cpu", null=None, quant: int | None = None):
         local = Path(local)
         self.dtype, self.keep, self.device = dtype, max(1, keep), torch.device(device)
         self.null = null                # sweep.generic.null.Null: weights made, not read (None: read)
-        model, rename = weights.skeleton(local, dtype, trust_remote_code, self.device)
+        # quant: the quantization-ensemble member whose weights a GGUF gives (None: its own)
+        model, self.ckpt = weights.skeleton(local, dtype, trust_remote_code, self.device, quant)
         self.model = model
         self.fresh = prefix.module_state(model)     # module-held decode state, as built
         self.layers = decoder_layers(model)
         self.n_layers = len(self.layers)
-        sources = checkpoint_names(model, local, rename)
-        self.ckpt = weights.Checkpoint(local, sources)
+        sources = self.ckpt.sources
         # (module, attribute) -> the checkpoint's key of that parameter
         self._names, missing = weights.slot_names(model, sources)
         if missing:

@@ -1,6 +1,7 @@
 """Where a layer-local model's weights come from (sweep/generic/local.py): the model built
-from config.json with every parameter on the meta device, the checkpoint's own name for each
-parameter slot, and the checkpoint's tensors read one by one by those names."""
+from config.json (or a GGUF's metadata) with every parameter on the meta device, the
+checkpoint's own name for each parameter slot, and the checkpoint's tensors read one by one
+by those names: `Checkpoint` for safetensors and .bin files, `GgufCheckpoint` for a GGUF."""
 from __future__ import annotations
 
 import contextlib
@@ -10,6 +11,7 @@ from pathlib import Path
 import torch
 
 from sweep.generic import null as nulls
+from sweep.generic import quant
 from sweep.plan import hf
 
 
@@ -33,6 +35,8 @@ def parameters_on_meta():
 class Checkpoint:
     """The checkpoint's tensors read one by one, by the names `checkpoint_names` gives:
     safetensors sharded or not, or a PyTorch .bin memory-mapped (only the pages read)."""
+
+    config_files = ("config.json",)     # read besides the weights: what the model is
 
     def __init__(self, local: Path, sources: dict):
         self.local = Path(local)
@@ -68,16 +72,66 @@ class Checkpoint:
         return t
 
 
-def skeleton(local: Path, dtype: torch.dtype, trust_remote_code: bool, device: torch.device):
-    """(model, rename): the model of checkpoint `local` in eval mode, every parameter on meta,
-    its buffers built for real on `device`; `rename` as `hf_config` gives it (the checkpoint's
-    names of the model's tensors)."""
+class GgufCheckpoint:
+    """A GGUF file's tensors read one by one by the model's key (sweep/plan/gguf_file.py
+    gguf_sources): each cut from the file's memory map (only its pages read), dequantized to
+    float32 by the `gguf` package as transformers' loader does, and put back into transformers'
+    layout by transformers' own processor for the architecture (sweep/plan/hf.py). With
+    `member` k, every tensor is member k of the quantization ensemble instead: its weights
+    moved within their rounding bins in the file's layout, before the processor
+    (sweep/generic/quant.py)."""
+
+    config_files = ()                   # the metadata is in the file itself
+
+    def __init__(self, file: Path, model, meta: dict, member: int | None = None):
+        from sweep.plan.gguf_file import gguf_names, gguf_sources, read_header
+
+        self.file = Path(file)
+        reader = read_header(self.file, "model.path")
+        self._tensors = {t.name: t for t in reader.tensors}
+        self._processor, self._names = gguf_names(model, meta, self.file)
+        self.sources = gguf_sources(model, reader, meta, self.file)   # {model key: Source}
+        self.read_bytes = 0
+        self.files_read: set[str] = set()
+        self.member = member
+
+    def tensor(self, key: str, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The model's tensor `key` in float32 (a member's: float64); with `rows`, only those rows (int64, 1-D) are
+        dequantized (a quantized tensor is stored row by row: (rows, bytes per row))."""
+        from gguf import dequantize
+
+        into: dict = {}
+        for _, name in self.sources[key].parts:      # several: an MoE's experts, fused
+            t = self._tensors[name]
+            data = t.data if rows is None else t.data[rows.numpy()]
+            self.read_bytes += data.nbytes
+            # a row cut leaves the processors' work unchanged: they act on whole rows of the
+            # attention and SSM tensors, never on the embedding's
+            values = (dequantize(data, t.tensor_type) if self.member is None else
+                      quant.perturbed(t.data, t.tensor_type, self.member, name,
+                                      None if rows is None else rows.numpy()))
+            hf.gguf_process(self._processor, values, name, self._names, into)
+        self.files_read.add(self.file.name)
+        return into[key]
+
+
+def skeleton(local: Path, dtype: torch.dtype, trust_remote_code: bool, device: torch.device,
+             member: int | None = None):
+    """(model, checkpoint): the model of checkpoint `local` (a directory or a GGUF file) in eval
+    mode, every parameter on meta, its buffers built for real on `device`; the reader of its
+    tensors by the model's keys (Checkpoint or GgufCheckpoint; `member`: a GGUF's
+    quantization-ensemble member k, sweep/generic/quant.py)."""
     from transformers import AutoModelForCausalLM
 
     from sweep.plan.architecture import hf_config
+    from sweep.plan.checkpoint import checkpoint_names
+    from sweep.plan.gguf_file import gguf_config, is_gguf
 
-    config, rename = hf_config(json.loads((local / "config.json").read_text()), local,
-                               "model.path", trust_remote_code)
+    if is_gguf(local):
+        config, meta = gguf_config(Path(local), "model.path")
+    else:
+        config, rename = hf_config(json.loads((local / "config.json").read_text()), local,
+                                   "model.path", trust_remote_code)
     with parameters_on_meta():
         model = AutoModelForCausalLM.from_config(config, dtype=dtype, trust_remote_code=trust_remote_code)
     # computed buffers (rotary tables, embedding scales) as from_pretrained leaves them:
@@ -90,7 +144,9 @@ def skeleton(local: Path, dtype: torch.dtype, trust_remote_code: bool, device: t
             for k, b in list(m.named_buffers(recurse=False, remove_duplicate=False)):
                 if b.device != device:
                     setattr(m, k, b.to(device))
-    return model, rename
+    if is_gguf(local):
+        return model, GgufCheckpoint(local, model, meta, member)
+    return model, Checkpoint(local, checkpoint_names(model, local, rename))
 
 
 def slot_names(model, sources: dict) -> tuple[dict, list[str]]:

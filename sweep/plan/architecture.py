@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from sweep.errors import ConfigError
 from sweep.plan.layers import LayerKind, decoder_layers, layer_kinds
@@ -44,6 +45,17 @@ class ModelInfo:
     @property
     def ssm_layers(self) -> tuple[int, ...]:
         return tuple(i for i, k in enumerate(self.kinds) if k.ssm)
+
+
+class Source(NamedTuple):
+    """Where from_pretrained takes one of the model's tensors from (a weight file's tensor,
+    or a GGUF's: sweep/plan/checkpoint.py checkpoint_names, sweep/plan/gguf_file.py)."""
+
+    shape: tuple[int, ...] | None     # None: a converter builds it (no shape to compare)
+    file: str                         # weight file name
+    key: str                          # the tensor's name in that file
+    converted: bool = False           # built by a converter (fused MoE experts)
+    parts: tuple[tuple[str, str], ...] = ()   # converted: every (file, key) the converter reads
 
 
 def hf_config(raw: dict, local: Path, where: str, trust_remote_code: bool = False):
@@ -80,11 +92,12 @@ def _auto_config(raw: dict, local: Path, where: str, trust_remote_code: bool):
     except Exception as e:  # transformers raises many types for inconsistent settings
         raise ConfigError(f"{where}: {local / 'config.json'} is inconsistent: {_first_line(_root_cause(e))} — "
                           f"fix config.json or re-download the checkpoint") from None
-    _refuse(config, where)
+    refuse(config, where)
     return config
 
 
-def _refuse(config, where: str) -> None:
+def refuse(config, where: str) -> None:
+    """A ConfigError when tdos cannot sweep the model `config` describes (module doc)."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     kind = config.model_type
@@ -100,9 +113,10 @@ def _refuse(config, where: str) -> None:
                           f"for it; encoder-only models attend both ways) — use a decoder-only model")
 
 
-def meta_model(config, where: str, trust_remote_code: bool = False):
+def meta_model(config, where: str, trust_remote_code: bool = False, source: str = "config.json"):
     """The model of `config` on the meta device (shapes only, no memory); encoder-only models
-    (attention modules with is_causal False) are refused here."""
+    (attention modules with is_causal False) are refused here. `source`: the file the config
+    was read from (config.json, or a GGUF's metadata)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -110,8 +124,8 @@ def meta_model(config, where: str, trust_remote_code: bool = False):
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
     except Exception as e:  # inconsistent sizes raise many types inside transformers
-        raise ConfigError(f"{where}: config.json settings are inconsistent ({type(e).__name__}: "
-                          f"{_first_line(e)}) — fix config.json or re-download the checkpoint") from None
+        raise ConfigError(f"{where}: {source} settings are inconsistent ({type(e).__name__}: "
+                          f"{_first_line(e)}) — fix {source} or re-download the checkpoint") from None
     both = next((m for m in decoder_layers(model).modules() if getattr(m, "is_causal", True) is False), None)
     if both is not None:
         raise ConfigError(f"{where}: {config.model_type} attends in both directions ({type(both).__name__}"

@@ -16,12 +16,12 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import NamedTuple
 
 from sweep.config.validate import is_dir
 from sweep.errors import ConfigError
-from sweep.plan.architecture import (ModelInfo, hf_config, meta_model, model_info,
+from sweep.plan.architecture import (ModelInfo, Source, hf_config, meta_model, model_info,
                                      rescales_on_first_forward)
+from sweep.plan.gguf_file import gguf_tokenizer, inspect_gguf, is_gguf, locate_gguf
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
 # what a hub download fetches besides weights: configs and tokenizer files
@@ -37,7 +37,9 @@ _MAX_HEADER = 100 << 20      # safetensors caps its JSON header at 100 MB
 
 def locate(path: str, revision: str | None, where: str, download: bool = False) -> Path:
     """The local directory holding config.json + weights: `path` itself, or the hub snapshot
-    (from the HF cache; downloaded only when `download`)."""
+    (from the HF cache; downloaded only when `download`); a local GGUF file is its own."""
+    if is_gguf(path):
+        return locate_gguf(path, where)
     p = Path(str(path)).expanduser()
     if is_dir(p):
         if (p / "config.json").is_file():
@@ -88,7 +90,10 @@ def inspect_checkpoint(path: str, revision: str | None, where: str,
                        trust_remote_code: bool = False) -> ModelInfo:
     """config.json + weight headers of a local dir or a cached hub id -> ModelInfo; a
     ConfigError naming the file and the fix when anything is missing, corrupt, inconsistent
-    or not a decoder-only causal LM (sweep/plan/architecture.py)."""
+    or not a decoder-only causal LM (sweep/plan/architecture.py). A `.gguf` path is a GGUF
+    file (sweep/plan/gguf_file.py)."""
+    if is_gguf(path):
+        return inspect_gguf(path, revision, where)
     local = locate(path, revision, where)
     cfg_file = local / "config.json"
     try:
@@ -174,16 +179,6 @@ def _safetensors_shapes(f: Path, where: str) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-class Source(NamedTuple):
-    """Where from_pretrained takes one of the model's tensors from."""
-
-    shape: tuple[int, ...] | None     # None: a converter builds it (no shape to compare)
-    file: str                         # weight file name
-    key: str                          # the tensor's name in that file
-    converted: bool = False           # built by a converter (fused MoE experts)
-    parts: tuple[tuple[str, str], ...] = ()   # converted: every (file, key) the converter reads
-
-
 def checkpoint_names(model, local: Path, rename=str, where: str = "model.path") -> dict[str, Source]:
     """{the model's key: its Source} from the weight files' headers, mapped as from_pretrained
     maps them (`rename`: the mamba_ssm layout's names). A layer-local worker reads its layer's
@@ -267,7 +262,10 @@ def _first_line(e: BaseException) -> str:
 # ---------------------------------------------------------------- tokenizer
 
 def find_tokenizer(local: Path):
-    """The tokenizer saved in checkpoint directory `local`, or None when it ships none."""
+    """The tokenizer saved in checkpoint directory `local` (or in GGUF file `local`'s
+    metadata), or None when it ships none."""
+    if is_gguf(local):
+        return gguf_tokenizer(Path(local))
     if not any((Path(local) / name).is_file() for name in TOKENIZER_FILES):
         return None
     from transformers import AutoTokenizer

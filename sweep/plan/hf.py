@@ -55,6 +55,19 @@ PRIVATE = (
     Private("transformers.models.mamba2.modeling_mamba2.mamba2_selective_state_update.kernel_layer_name",
             "the drop-in kernel a module-level op of a modeling file stands for (ssm.py "
             "intercepts the Mamba / delta-rule ops by it)"),
+    Private("transformers.modeling_gguf_pytorch_utils.load_gguf_checkpoint",
+            "a GGUF's metadata read as transformers reads it (its config and tokenizer keys, the "
+            "architecture it refuses), without its tensors"),
+    Private("transformers.modeling_gguf_pytorch_utils.TENSOR_PROCESSORS",
+            "the per-architecture undoing of llama.cpp's layout changes (q/k row order, -exp(A), "
+            "transposes), applied here to one GGUF tensor at a time"),
+    Private("transformers.modeling_gguf_pytorch_utils.TensorProcessor",
+            "the processor of an architecture that changes no tensor"),
+    Private("transformers.modeling_gguf_pytorch_utils.get_gguf_hf_weights_map",
+            "GGUF tensor name -> the model's key, as from_pretrained(gguf_file=...) maps them"),
+    Private("transformers.integrations.gguf.is_gguf_arch_supported",
+            "whether transformers loads a GGUF architecture through its packed-block loader "
+            "(then a worker loads it whole) instead of the per-tensor one read layer-locally"),
     Private("datasets.Dataset._fingerprint",
             "a save_to_disk dataset's content hash, recorded as the inputs' identity"),
     Private("datasets.DatasetBuilder._get_dataset_fingerprint",
@@ -144,6 +157,52 @@ def module_functions(layer) -> list[tuple]:
     classes come from: where transformers' Mamba-style ops live, replaceable by setattr."""
     modules = {sys.modules[type(m).__module__] for m in layer.modules()}
     return [(mod, name, value) for mod in modules for name, value in list(vars(mod).items())]
+
+
+# ---- GGUF files -----------------------------------------------------------------------------
+def gguf_metadata(path) -> dict:
+    """{"config": {...}, "tokenizer": {...}, ...}: the GGUF's metadata as transformers parses
+    it; raises ValueError for an architecture its GGUF loader does not support."""
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    return load_gguf_checkpoint(str(path), return_tensors=False)
+
+
+def gguf_packed_loader(gguf_arch: str) -> bool:
+    """Whether transformers loads GGUF architecture `gguf_arch` through its packed-block
+    loader rather than tensor by tensor."""
+    from transformers.integrations.gguf import is_gguf_arch_supported
+
+    return is_gguf_arch_supported(gguf_arch)
+
+
+def gguf_processor(gguf_arch: str, config: dict):
+    """transformers' tensor processor of GGUF architecture `gguf_arch` (`config`: the config
+    dict gguf_metadata gives)."""
+    from transformers.modeling_gguf_pytorch_utils import TENSOR_PROCESSORS, TensorProcessor
+
+    return TENSOR_PROCESSORS.get(gguf_arch, TensorProcessor)(config=config)
+
+
+def gguf_names(model, processor) -> dict[str, str]:
+    """{GGUF tensor name: `model`'s key}, as from_pretrained(gguf_file=...) maps them."""
+    from transformers.modeling_gguf_pytorch_utils import get_gguf_hf_weights_map
+
+    return get_gguf_hf_weights_map(model, processor)
+
+
+def gguf_process(processor, weights, name: str, names: dict[str, str], into: dict) -> None:
+    """One dequantized GGUF tensor `weights` (ndarray) of GGUF name `name`, its layout undone by
+    `processor` as from_pretrained does it, put into `into` under the model's key (`names`:
+    gguf_names). A processor that fuses tensors (MoE experts) fills `into` itself."""
+    import numpy as np
+    import torch
+
+    parsed = {"tensors": into}
+    out = processor.process(weights=weights, name=name, tensor_key_mapping=names,
+                            parsed_parameters=parsed)
+    if out.name is not None and out.name in names:
+        into[names[out.name]] = torch.from_numpy(np.copy(out.weights))
 
 
 # ---- datasets -------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from sweep.plan import inputs as text_inputs
 from sweep.plan import windows
 from sweep.plan.architecture import FAST_ARCHS, ModelInfo
 from sweep.plan.checkpoint import find_tokenizer, inspect_checkpoint, load_tokenizer
+from sweep.plan.gguf_file import is_gguf
 from sweep.plan.hashes import sha256_files
 from sweep.plan.provenance import checkpoint_record
 
@@ -43,6 +44,10 @@ class ModelPlan:
     # a null model (docs/nulls.md): {"of": the trained model's name, "kind", "seed"}; its
     # weights are made on the workers from the checkpoint above; None: a trained model
     null: dict | None = None
+    # a member of the quantization ensemble (sweep/plan/quantized.py, docs/nulls.md): {"of":
+    # the trained model's name, "member", "ensemble"}; its weights are drawn on the workers
+    # from the GGUF file above; not a null; None: not a member
+    quant: dict | None = None
 
     @property
     def name(self) -> str:
@@ -89,7 +94,8 @@ def make_plan(cfg: SweepConfig) -> Plan:
     damaged or unsweepable, before any compute."""
     text = _read_inputs(cfg.inputs)    # read once: every model cuts its tokens from it
     tokenizers: dict = {}              # one tokenizer (and its load) shared by the models
-    models = tuple(p for m in cfg.models for p in _with_nulls(_model_plan(m, cfg, text, tokenizers)))
+    models = tuple(p for m in cfg.models
+                   for p in _with_quantization(_with_nulls(_model_plan(m, cfg, text, tokenizers))))
     _check_analysis_layer(cfg, models)
     return Plan(cfg, models)
 
@@ -139,6 +145,28 @@ def _with_nulls(m: ModelPlan) -> list[ModelPlan]:
     return out
 
 
+def _with_quantization(group: list[ModelPlan]) -> list[ModelPlan]:
+    """`group` (a model and its nulls), then each member of the model's quantization ensemble:
+    the same checkpoint, rows and engine, the first `quantization.sequences` of its sequences,
+    its own group `<model>.quant.<k>`; a ConfigError when the file has nothing rounded."""
+    m = group[0]
+    q = m.spec.quantization
+    if q is None:
+        return group
+    from sweep.plan.quantized import check_ensemble
+
+    local = Path(m.info.local_dir)
+    check_ensemble(m.spec.path, local if local.is_file() else None, f"{m.spec.where}.quantization")
+    S = q.sequences or m.tokens.shape[0]
+    members = []
+    for k in range(q.ensemble):
+        spec = dataclasses.replace(m.spec, name=f"{m.name}.quant.{k}", nulls=None, quantization=None)
+        members.append(dataclasses.replace(m, spec=spec, tokens=m.tokens[:S],
+                                           inputs={**m.inputs, "sequences": S},
+                                           quant={"of": m.name, "member": k, "ensemble": q.ensemble}))
+    return group + members
+
+
 def _tokens(m: ModelSpec, info: ModelInfo, cfg: SweepConfig, source, tokenizers: dict):
     """((S, L) int64 ids, the inputs record): random from the seed, or windows of the text
     or the dataset (sweep/plan/windows.py: documents, offsets, BOS) read with inputs.tokenizer
@@ -156,7 +184,8 @@ def _tokens(m: ModelSpec, info: ModelInfo, cfg: SweepConfig, source, tokenizers:
     tok = tokenizers[name]
     what = "dataset" if inputs.dataset else "text"
     if tok is None:
-        raise ConfigError(f"inputs.{what}: {m.path} ships no tokenizer to read the text with — set "
+        gguf = " (no tokenizer.ggml.model in the GGUF's metadata)" if is_gguf(m.path) else ""
+        raise ConfigError(f"inputs.{what}: {m.path} ships no tokenizer{gguf} to read the text with — set "
                           f"inputs.tokenizer (a hub id or directory), or remove `{what}` for random tokens")
     if inputs.dataset:
         ids, windows_record = windows.dataset_tokens(source, inputs, tok, vocab, name, m.path)

@@ -25,10 +25,14 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 
 def identity_files(local, tokenizer: bool = False) -> list[Path]:
-    """The files of checkpoint directory `local` whose content decides a sweep's values."""
+    """The files of checkpoint directory `local` whose content decides a sweep's values; a
+    GGUF file holds config, weights and tokenizer in one."""
     from sweep.plan.checkpoint import weight_files
+    from sweep.plan.gguf_file import is_gguf
 
     local = Path(local)
+    if is_gguf(local):
+        return [local]
     files = [local / "config.json", *weight_files(local)]
     if tokenizer:
         files += [local / n for n in TOKENIZER_FILES if (local / n).is_file()]
@@ -37,7 +41,8 @@ def identity_files(local, tokenizer: bool = False) -> list[Path]:
 
 def checkpoint_record(local, tokenizer: bool = False) -> dict:
     """{"dir", "files": {name: {"size", "mtime_ns", "sha256"}}} of `identity_files(local)`
-    as they are now (streamed when read: the client's memory does not grow with the checkpoint)."""
+    as they are now (streamed when read: the client's memory does not grow with the checkpoint).
+    "dir" is where a worker loads the checkpoint from: its directory, or the GGUF file."""
     files = {h.path.name: {"size": h.size, "mtime_ns": h.mtime_ns, "sha256": h.sha256}
              for h in sha256_files(identity_files(local, tokenizer))}
     return {"dir": str(Path(local).resolve()), "files": files}
@@ -52,9 +57,9 @@ def verify_checkpoint(record: dict, where: str) -> None:
     format 1) is left to the workers, which compare the hash of what they load.
     """
     d = record.get("dir")
-    if not d or not Path(d).is_dir():
+    if not d or not Path(d).exists():
         return
-    paths = [Path(d) / name for name in record["files"]]
+    paths = [checkpoint_file(d, name) for name in record["files"]]
     for p in paths:
         if not p.is_file():
             raise CheckpointChanged(f"{where}: {p}, recorded when the store was made, is gone — "
@@ -65,11 +70,19 @@ def verify_checkpoint(record: dict, where: str) -> None:
                                     f"differs) — sweep the changed checkpoint into a new store")
 
 
+def checkpoint_file(location, name: str) -> Path:
+    """File `name` of the checkpoint at `location`: a file of the directory, or the GGUF itself."""
+    from sweep.plan.gguf_file import is_gguf
+
+    location = Path(location)
+    return location if is_gguf(location) and location.name == name else location / name
+
+
 def file_state(local_dir, names) -> tuple:
     """((name, size, mtime_ns, ctime_ns, inode), ...): changes whenever a file is rewritten."""
     out = []
     for name in sorted(names):
-        s = os.stat(Path(local_dir) / name)
+        s = os.stat(checkpoint_file(local_dir, name))
         out.append((name, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino))
     return tuple(out)
 

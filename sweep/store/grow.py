@@ -83,6 +83,8 @@ def group_identity(m: ModelPlan) -> dict:
                 "files_sha256": {f: r["sha256"] for f, r in m.checkpoint["files"].items()}}
     if m.null is not None:             # a null names itself beside its base checkpoint's files
         identity["null"] = dict(m.null)
+    if m.quant is not None:            # so does a member of a quantization ensemble
+        identity["quantization"] = dict(m.quant)
     return {**identity, "dtype": m.spec.dtype}
 
 

@@ -180,14 +180,14 @@ def create_model_group(root: zarr.Group, m: ModelPlan, token_block: int) -> zarr
                         layer_kinds=[k.kind for k in info.kinds],
                         a_log_shapes=[list(k.a_log_shape) or None for k in info.kinds],
                         delta_channels=[k.delta_channels for k in info.kinds], depth=m.depth,
-                        null=m.null)
+                        null=m.null, quantization=m.quant)
 
 
 def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dict, dtype: str,
                  inputs: dict, layer_lengths, token_block: int, tokens: np.ndarray, d_model: int,
                  layer_kinds: list[str], a_log_shapes: list | None = None,
                  delta_channels: list[int] | None = None, depth: dict | None = None,
-                 null: dict | None = None) -> zarr.Group:
+                 null: dict | None = None, quantization: dict | None = None) -> zarr.Group:
     """One model's arrays, empty (NaN, ledger 0), in the layout sweep/format/schema.py declares;
     `complete` is set last, so a group left half-made by a crash is removed and made again.
 
@@ -196,7 +196,9 @@ def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dic
     `delta_channels` Δ_t's width per model layer (default: A_log's first axis); `depth`
     ({"spans", "layers": [l0, l1]}, or None) adds the stack arrays; `null` ({"of", "kind",
     "seed"}, or None) marks a null model (docs/nulls.md; analysis.io.store.Store.null reads
-    it). The tests write stores of known content through this same function."""
+    it); `quantization` ({"of", "member", "ensemble"}, or None) marks a member of a
+    quantization ensemble (sweep/plan/quantized.py; schema.quant_families reads it). The tests
+    write stores of known content through this same function."""
     if name in root:
         shutil.rmtree(Path(root.store.root) / name)
     g = root.create_group(name)
@@ -225,6 +227,8 @@ def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dic
                     "delta_channels": [int(c) for c in delta_channels],
                     **({"null": {"of": null["of"], "kind": null["kind"], "seed": int(null["seed"])}}
                        if null else {}),
+                    **({"quantization": {k: (v if k == "of" else int(v)) for k, v in quantization.items()}}
+                       if quantization else {}),
                     "complete": True})
     return g
 

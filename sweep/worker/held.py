@@ -67,7 +67,7 @@ def _whole(state, ref: ModelRef, device: str, layer: int | None = None):
     reload at a model boundary, while keeping it would hold two copies of the weights on
     every worker of a sweep with an fp64 rerun.
     """
-    key = (ref.location, ref.dtype, device, ref.files, ref.trust_remote_code, ref.null)
+    key = (ref.location, ref.dtype, device, ref.files, ref.trust_remote_code, ref.null, ref.quant)
     held = state.whole
     if held is None or held.key != key or not _files_unchanged(held):
         from sweep.worker.versions import require_transformers
@@ -100,6 +100,10 @@ def _load(ref: ModelRef, device: str, key: tuple) -> Whole:
         from sweep.generic.null import Null, apply_whole
 
         apply_whole(model.hf, Null(*ref.null))
+    if ref.quant is not None:                 # a quantization-ensemble member's (docs/nulls.md)
+        from sweep.generic.quant import apply_whole as apply_member
+
+        apply_member(model.hf, Path(ref.location), ref.quant)
     return Whole(key, model, provenance.file_state(model.local_dir, recorded))
 
 

@@ -1,6 +1,6 @@
 """Load a checkpoint on a worker: the transformers model the plan described, ready to sweep.
 
-`load_local` builds the model from one local checkpoint directory (a sweep worker passes the
+`load_local` builds the model from one local checkpoint directory or GGUF file (a sweep worker passes the
 one the plan resolved, ModelRef.location, and never resolves a config path itself): with
 `AutoModelForCausalLM` in the compute dtype (mamba_ssm-format directories are mapped onto
 transformers' Mamba), its attention switched to tdos' registered function
@@ -26,6 +26,7 @@ from sweep.generic import attention
 from sweep.numerics.dtypes import torch_dtype
 from sweep.plan.architecture import mamba_ssm_to_hf_config
 from sweep.plan.checkpoint import find_tokenizer, locate
+from sweep.plan.gguf_file import gguf_config, is_gguf
 from sweep.plan.checkpoint import weight_files as _weight_files
 from sweep.plan.layers import LayerKind, decoder_layers, layer_kinds
 from sweep.plan.hashes import sha256_files
@@ -144,6 +145,9 @@ def load_local(local: Path, dtype="float32", device="cpu", trust_remote_code: bo
     no path of the config again); `name` is how messages call it (the config's model.path)."""
     tdtype = torch_dtype(dtype)
     local = Path(local)
+    if is_gguf(local):
+        hf = _load_gguf(local, tdtype)
+        return _ready(hf, tdtype, device, name or str(local), revision, local)
     cfg = json.loads((local / "config.json").read_text())
     if "model_type" in cfg:
         hf = _load_hf(local, tdtype, trust_remote_code)
@@ -152,10 +156,14 @@ def load_local(local: Path, dtype="float32", device="cpu", trust_remote_code: bo
     else:
         raise ValueError(f"{local / 'config.json'}: neither a transformers config (model_type) "
                          f"nor mamba_ssm (d_model, n_layer)")
+    return _ready(hf, tdtype, device, name or str(local), revision, local)
+
+
+def _ready(hf, dtype: torch.dtype, device, name: str, revision, local: Path) -> LoadedModel:
     hf = hf.to(device=device).eval()
     hf.requires_grad_(False)
-    prepare(hf, tdtype)
-    return _wrap(hf, name or str(local), revision, local, tdtype)
+    prepare(hf, dtype)
+    return _wrap(hf, name, revision, local, dtype)
 
 
 def prepare(hf, dtype: torch.dtype) -> None:
@@ -191,6 +199,17 @@ def _load_hf(local: Path, dtype: torch.dtype, trust_remote_code: bool):
     quiet_transformers()
     return AutoModelForCausalLM.from_pretrained(str(local), dtype=dtype, local_files_only=True,
                                                 trust_remote_code=trust_remote_code)
+
+
+def _load_gguf(file: Path, dtype: torch.dtype):
+    """GGUF `file` loaded whole by transformers' own GGUF loader (every tensor dequantized to
+    `dtype`), with the config tdos plans with (sweep/plan/gguf_file.py gguf_config)."""
+    from transformers import AutoModelForCausalLM
+
+    quiet_transformers()
+    config, _ = gguf_config(file, "model.path")
+    return AutoModelForCausalLM.from_pretrained(str(file.parent), gguf_file=file.name, config=config,
+                                                dtype=dtype, local_files_only=True)
 
 
 def _wrap(hf, path: str, revision, local: Path, dtype: torch.dtype) -> LoadedModel:

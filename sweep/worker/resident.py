@@ -81,7 +81,7 @@ class Resident:
     def model(self, ref: ModelRef, device: str) -> _Cached:
         """The LocalModel of `ref`, built on first use."""
         key = (ref.location, ref.dtype, device, ref.files, ref.trust_remote_code,
-               ref.resident_layers, ref.null)
+               ref.resident_layers, ref.null, ref.quant)
         if self.held is not None and (self.held.key != key or not _unchanged(self.held)):
             self.drop()
         if self.held is None:
@@ -111,20 +111,20 @@ def _build(ref: ModelRef, device: str, key: tuple) -> _Cached:
     dtype = torch_dtype(ref.dtype)
     with step("building the layer-local model"):
         lm = LocalModel(local, dtype, ref.trust_remote_code, keep=ref.resident_layers, device=device,
-                        null=Null(*ref.null) if ref.null else None)
+                        null=Null(*ref.null) if ref.null else None, quant=ref.quant)
         prepare(lm.model, dtype)
     return _Cached(key, lm, local)
 
 
 def verify(cached: _Cached, ref: ModelRef) -> None:
-    """CheckpointChanged unless every file the model has read (and config.json) is the one
+    """CheckpointChanged unless every file the model has read (and its config file) is the one
     recorded when the store was made."""
     recorded = dict(ref.files)
     stats = {name: (size, mtime) for name, size, mtime in ref.stats}
-    for name in sorted(cached.model.ckpt.files_read | {"config.json"}):
+    for name in sorted(cached.model.ckpt.files_read | set(cached.model.ckpt.config_files)):
         if name in cached.states:
             continue
-        path = cached.local_dir / name
+        path = provenance.checkpoint_file(cached.local_dir, name)
         state = provenance.file_state(cached.local_dir, [name])
         same_stat = stats.get(name) == state[0][1:3]
         if name not in recorded or not (same_stat or provenance.sha256_file(path) == recorded[name]):

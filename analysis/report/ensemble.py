@@ -1,0 +1,57 @@
+"""The quantization ensemble's section of report.md and its entry of fits.json
+(studies/ensemble.py): per observable the trained value beside the members' min, max and sd,
+and whether each trained-vs-null verdict holds at every member."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from analysis.report.fits_json import dump_json
+
+
+def _num(v, fmt="+.4g") -> str:
+    return format(v, fmt) if np.isfinite(v) else "–"
+
+
+def ensemble_markdown(study, heading="###") -> list:
+    """report.md lines of one model's ensemble study (empty for None)."""
+    if study is None:
+        return []
+    md = [f"{heading} Over its quantization ensemble (layer {study.layer}, L = {study.L})", "",
+          f"{len(study.members)} members ({', '.join(f'`{m}`' for m in study.members)}): the model "
+          f"with every weight moved by a seeded uniform draw within its own rounding bin "
+          f"(docs/nulls.md, \"The quantization ensemble\"). They are read here, not as models "
+          f"of their own, and they are not nulls.", "",
+          "| observable | trained [CI] | members min … max | members sd | "
+          "(trained − member mean) / sd | p ensemble | p Holm | verdict with the ensemble |",
+          "|---|---|---|---|---|---|---|---|"]
+    for s in study.spreads:
+        v, t = s.values, s.trained
+        z = (t.value - v.mean()) / s.sd if np.isfinite(s.sd) and s.sd > 0 else np.nan
+        md.append(f"| {s.observable} | {_num(t.value)} [{_num(t.lo)}, {_num(t.hi)}] | "
+                  f"{_num(v.min())} … {_num(v.max())} | {_num(s.sd, '.3g')} | {_num(z, '+.2f')} | "
+                  f"{_num(s.p_ensemble, '.2g')} | {_num(s.p_adjusted, '.2g')} | **{s.verdict}** |")
+    md += ["", "Rule: a trained-vs-null verdict stands with the ensemble only when it holds at "
+           "every member. Each member is compared with the same nulls as the trained value "
+           "(its own interval); p ensemble is the largest raw p of the trained value and the "
+           "members (an intersection-union test), adjusted by Holm over this table's "
+           "observables; every Δ must have the trained value's sign. Members sweep the first "
+           "sequences only, so their own intervals are wider than the trained value's.", ""]
+    return md
+
+
+def add_ensembles(studies: dict, fits_json, report_md) -> None:
+    """Each model's ensemble study into fits.json (`ensembles`: {model: study}) and a section at
+    the end of report.md; nothing when no model has an ensemble."""
+    studies = {k: v for k, v in studies.items() if v is not None}
+    if not studies:
+        return
+    doc = json.loads(fits_json.read_text())
+    doc["ensembles"] = {name: s.to_dict() for name, s in studies.items()}
+    dump_json(doc, fits_json)
+    md = ["", "## Quantization ensembles", ""]
+    for name, s in studies.items():
+        md += ensemble_markdown(s, heading=f"### {name}:" if len(studies) > 1 else "###")
+    with open(report_md, "a") as f:
+        f.write("\n".join(md) + "\n")

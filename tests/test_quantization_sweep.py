@@ -1,0 +1,139 @@
+"""Issue 49 item 4, the sweep: a quantization ensemble swept on real worker processes from a
+small Q8_0 LLaMA GGUF written by the `gguf` package's writer.
+
+The oracle is a second GGUF, written here: the same metadata, every tensor replaced in the
+file's own layout by member 0's weights (sweep.generic.quant.perturbed on the raw blocks),
+stored as F32. Swept as an ordinary model in float32, it must give member 0's stored
+eigenvalues exactly: the member's weights pass through transformers' own tensor processor on
+the worker, the oracle's through the plain F32 route. Beside it: the store names its members
+(not nulls), a member's resident weights lie within half a step of the trained ones on both
+routes, and the dry run counts the members.
+"""
+from __future__ import annotations
+
+import gguf
+import numpy as np
+import pytest
+import torch
+import zarr
+from conftest import _perturb, local_client
+from families import FAMILIES
+from gguf_files import _metadata, write_gguf
+
+from analysis import open_store
+from sweep.config.load import config_from_dict
+from sweep.format.schema import null_families, quant_families, trained_models
+from sweep.generic.quant import gaps, perturbed
+from sweep.run import run_sweep
+
+SEQS, L, LAYERS = 2, 6, 2
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """(Q8_0 GGUF, the F32 GGUF of its member 0) of a 2-layer LLaMA, d = 32."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    config = FAMILIES["llama"]()
+    config.num_hidden_layers = LAYERS
+    model = AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        _perturb(model, torch.Generator().manual_seed(1))
+    d = tmp_path_factory.mktemp("quant")
+    q8 = write_gguf(model, d / "llama-q8.gguf", "Q8_0")
+    w = gguf.GGUFWriter(str(d / "member0.gguf"), "llama")
+    _metadata(w, model.config)
+    for t in gguf.GGUFReader(q8).tensors:
+        w.add_tensor(t.name, perturbed(t.data, t.tensor_type, 0, t.name).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return q8, d / "member0.gguf"
+
+
+def _doc(files, store, ensemble=2) -> dict:
+    q8, member0 = files
+    return {"models": [{"path": str(q8), "name": "llama", "quantization": {"ensemble": ensemble,
+                                                                          "sequences": 1}},
+                       {"path": str(member0), "name": "oracle"}],
+            "inputs": {"sequences": SEQS, "length": L, "seed": 3},
+            "layers": "all", "store": str(store), "compute": {"token_block": 3, "live_every": 0}}
+
+
+@pytest.fixture(scope="module")
+def swept(files, tmp_path_factory):
+    store = tmp_path_factory.mktemp("stores") / "s.zarr"
+    with local_client(1) as client:
+        res = run_sweep(config_from_dict(_doc(files, store)), client=client, progress=False)
+    assert res.exit_code == 0
+    return store
+
+
+def test_the_store_names_its_members_and_they_are_not_nulls(swept):
+    root = zarr.open_group(str(swept), mode="r")
+    assert list(root.attrs["models"]) == ["llama", "llama.quant.0", "llama.quant.1", "oracle"]
+    assert root["llama.quant.1"].attrs["quantization"] == {"of": "llama", "member": 1, "ensemble": 2}
+    assert "null" not in root["llama.quant.1"].attrs
+    assert quant_families(root) == {"llama": ["llama.quant.0", "llama.quant.1"]}
+    assert null_families(root)["llama"] == [] and trained_models(root) == ["llama", "oracle"]
+    st = open_store(swept, "llama")
+    assert st.ensemble == ["llama.quant.0", "llama.quant.1"] and st.nulls == []
+    assert st.model("llama.quant.0").quantization["member"] == 0 and st.model("llama.quant.0").null is None
+
+
+def test_member_zero_gives_the_eigenvalues_of_its_weights_written_as_f32_exactly(swept):
+    st = open_store(swept, "llama")
+    member, oracle, trained = st.model("llama.quant.0"), st.model("oracle"), st
+    for layer in range(LAYERS):
+        got = member.eigenvalues(layer, 0)
+        np.testing.assert_array_equal(got, oracle.eigenvalues(layer, 0))
+        other = st.model("llama.quant.1").eigenvalues(layer, 0)
+        base = trained.eigenvalues(layer, 0)
+        assert not np.array_equal(got, other) and not np.array_equal(got, base)
+        # Q8_0 steps are ~1 % of a weight: each token's moduli move, a little
+        moved = np.abs(np.sort(np.abs(got), axis=-1) - np.sort(np.abs(base), axis=-1))
+        assert 0 < np.nanmax(moved) < 0.1
+
+
+def test_a_members_weights_lie_within_half_a_step_on_both_routes(files):
+    from sweep.generic.local import LocalModel
+    from sweep.generic.quant import apply_whole
+    from sweep.worker.model import load_local
+
+    q8, _ = files
+    steps = {t.name: gaps(t.data, t.tensor_type)[1].max() for t in gguf.GGUFReader(q8).tensors}
+    trained = LocalModel(q8, torch.float64)
+    member = LocalModel(q8, torch.float64, quant=1)
+    whole = load_local(q8, "float64")
+    apply_whole(whole.hf, q8, 1)
+    held = dict(whole.hf.named_parameters())
+    names = trained.ckpt.sources
+    for layer in range(LAYERS):
+        trained.resident(layer)
+        member.resident(layer)
+        for (key, p), q in zip(trained.layers[layer].named_parameters(),
+                               member.layers[layer].parameters()):
+            full = f"model.layers.{layer}.{key}"
+            gguf_name = names[full].parts[0][1]
+            moved = (q - p).abs()
+            np.testing.assert_array_equal(q.numpy(), held[full].detach().numpy())   # both routes
+            if p.ndim == 1:                                      # norms: F32, left as they are
+                assert torch.equal(p, q)
+            else:
+                assert moved.max() <= steps[gguf_name] / 2 and (moved > 0).float().mean() > 0.99
+
+
+def test_dry_run_counts_the_members(files, tmp_path):
+    from sweep.budget import size_sweep
+    from sweep.plan.make import make_plan
+
+    one = size_sweep(make_plan(config_from_dict(_doc(files, tmp_path / "a.zarr", 1))), workers=1)
+    three = size_sweep(make_plan(config_from_dict(_doc(files, tmp_path / "b.zarr", 3))), workers=1)
+    per_model = SEQS * -(-L // 3) * LAYERS
+    assert three.blocks - one.blocks == 2 * per_model // SEQS    # two more members, 1 of 2 sequences
+    assert {r.model for r in three.rows} == {"llama", "llama.quant.0", "llama.quant.1",
+                                             "llama.quant.2", "oracle"}
+    assert three.core_seconds > one.core_seconds and three.store_bytes > one.store_bytes
+    assert "drawn within its bins" in three.worker_parts        # a member's working copies
