@@ -15,7 +15,7 @@ FAMILY_TESTS += tests/test_hashes.py
 	$(PY) -m pip install -q -c requirements.lock -e '.[dev]'
 	touch $@
 
-.PHONY: venv test test-latest lock demo bench
+.PHONY: venv test test-latest lock demo bench docs
 venv: .venv/.ready
 
 test: .venv/.ready
@@ -49,3 +49,8 @@ demo: .venv/.ready
 
 bench: .venv/.ready
 	$(PY) -u benchmarks/bench_block.py --models mamba-370m --name bench_block_mamba-v2 --naive 31 --solver-matrices 0
+
+# Pages whose numbers come from committed results: docs/templates/*.md rendered into docs/
+# from the JSON each names (analysis/report/docgen.py); tests/test_docgen.py checks they agree.
+docs: .venv/.ready
+	$(PY) -m analysis.report.docgen
