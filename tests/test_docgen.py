@@ -1,0 +1,41 @@
+"""Docs quote generated numbers only: every page in docs/templates renders, from the committed
+JSON it names, to exactly the page committed in docs/ (analysis/report/docgen.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis.report.docgen import DocError, render
+
+
+
+def _template(tmp_path, body, doc):
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    t = tmp_path / "t.md"
+    t.write_text("<!-- docgen: run=r.json -->\n" + body)
+    return t
+
+
+def test_paths_picks_and_formats(tmp_path):
+    doc = {"models": {"m": {"table1": [{"L": 8, "beta": 0.5}, {"L": 128, "beta": -0.1234,
+                                                               "ci": [-0.2, 0.01]}],
+                            "n": 12345, "share": 0.553, "unit": "sequences"}}}
+    body = ("β = {{run:models.m.table1[L=128].beta|+.3f}} {{run:models.m.table1[L=128].ci|ci+.2f}}, "
+            "{{run:models.m.n|,d}} modes, {{run:models.m.share|%.0f}} out, by {{run:models.m.unit}}, "
+            "first L {{run:models.m.table1[0].L}}\n")
+    out = render(_template(tmp_path, body, doc), tmp_path)
+    assert out.splitlines()[1] == ("β = \u22120.123 [\u22120.20, +0.01], 12,345 modes, 55 % out, "
+                                   "by sequences, first L 8")
+
+
+def test_a_missing_path_names_the_line(tmp_path):
+    t = _template(tmp_path, "line one\n{{run:models.x.beta|+.3f}}\n", {"models": {}})
+    with pytest.raises(DocError, match=r"t\.md:3: .*models\.x\.beta.*not in r\.json"):
+        render(t, tmp_path)
+
+
+def test_an_unknown_source_is_refused(tmp_path):
+    t = _template(tmp_path, "{{other:a}}\n", {"a": 1})
+    with pytest.raises(DocError, match="source 'other' is not named"):
+        render(t, tmp_path)
