@@ -27,7 +27,7 @@ for name in ("trained", "other"):
     print(f"{name}: {c.observable} = {c.trained.value:+.3f} [{c.trained.lo:+.3f}, {c.trained.hi:+.3f}] "
           f"({c.trained.unit}); nulls {np.round(c.null_values, 3).tolist()}; z = {c.z:+.2f}; above "
           f"{c.rank} of {len(c.nulls)}; Δ = {c.delta:+.3f} [{c.lo:+.3f}, {c.hi:+.3f}]; p raw "
-          f"{c.p_raw:.2g}; {c.verdict} (alone)")
+          f"{c.p_raw:.2g} ({c.p_method}); {c.verdict} (alone)")
 
 rng = np.random.default_rng(42)
 fw, raw = [], []
