@@ -7,8 +7,9 @@
                 sweep/format/, the one room of sweep that analysis imports)
     fit/        β by least squares and bounded MLE, windows, goodness of fit, resampling CIs
     laws/       App. B self-averaging and K(t) laws with their uncertainty
-    studies/    Table I and β against depth, fp32 vs fp64, two models compared, stacked
-                blocks (depth) and token memory
+    studies/    Table I and β against depth, the primary β of a store (`st.beta`, the
+                report's headline), fp32 vs fp64, two models compared, stacked blocks
+                (depth) and token memory
     report/     figures, report.md, fits.json, compare.md: renderers of the studies
     views/      the live view during a sweep, the summary after it
     cli         `tdos analyze` / `tdos compare`

@@ -173,3 +173,27 @@ def test_render_live_during_and_after_sweep(tmp_path):
     render_live(tmp_path / "r.zarr", tmp_path / "live.png")
     from analysis.io.aggregate import Aggregate
     assert is_usable(Aggregate(str(tmp_path / "r.zarr") + ".agg").ledger()).all()
+
+
+def test_readme_says_how_to_find_a_shadowing_analysis_py(tmp_path):
+    """The README's one-line check finds a user's own analysis.py in the folder Python runs
+    from, which shadows ours, and finds ours without it."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    readme = (repo / "README.md").read_text()
+    assert "`analysis.py` (or `sweep.py`, `cluster.py`)" in readme and "shadows ours" in readme
+    check = re.search(r'\.venv/bin/python (-c "import analysis; print\(analysis\.__file__\)")',
+                      readme).group(1)
+    code = check[4:-1]
+    env = {"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"}
+    ours = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, text=True,
+                          capture_output=True, check=True).stdout.strip()
+    assert Path(ours) == repo / "analysis" / "__init__.py"
+    (tmp_path / "analysis.py").write_text("x = 1\n")          # a user's own script
+    theirs = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, text=True,
+                            capture_output=True, check=True).stdout.strip()
+    assert Path(theirs) == tmp_path / "analysis.py"

@@ -276,7 +276,7 @@ def _model_figures(st, agg, res, out, rows):
     res.laws = measured_laws(st, agg, layer, L, res.row(), res.settings)
     if res.laws is not None:
         put(F.fig_self_averaging(res.laws.self_averaging, res.laws.resolution,
-                                 f"{tag}: self-averaging (App. B) {mtag}", res.laws.kernel),
+                                 f"{tag}: self-averaging (App. B) [{modes} modes, cumulative β]", res.laws.kernel),
             "self_averaging.png")
     res.outside_bins = {"block_vs_L": by_length.outside, "block_vs_depth": by_depth.outside}
     return files

@@ -173,9 +173,10 @@ def fig_compare_beta(comparison):
         axs[i, 1].set_xlabel(f"relative depth layer/(layers − 1), L = {comparison.sides[0].L}")
         for ax in axs[i]:
             ax.axhline(0, color="k", lw=0.6)
-            ax.set_ylabel(f"β [{m}]")
+            ax.set_ylabel(f"β [cumulative:{m}]")
             ax.legend(fontsize=7)
-    fig.suptitle(f"β of every model ({comparison.settings.level:.0%} bootstrap CIs; window "
+    fig.suptitle(f"β of every model, cumulative fit of both counts ({comparison.settings.level:.0%} "
+                 f"bootstrap CIs; window "
                  f"[{comparison.settings.window[0]:g}, {comparison.settings.window[1]:g}])")
     return fig
 

@@ -212,7 +212,8 @@ def _model_panels(ax_rho, ax_beta, st, agg, settings, betas):
     ax_rho.set_title(f"{st.name}: {counts['done']}/{counts['planned']} blocks done, "
                      f"{counts['flagged']} flagged")
     if ax_rho.get_legend_handles_labels()[0]:
-        ax_rho.legend(fontsize=7, ncol=2 if len(st.layers) > 8 else 1)
+        ax_rho.legend(fontsize=7, ncol=2 if len(st.layers) > 8 else 1, title=f"β: {primary.name}",
+                      title_fontsize=7)
     err = np.vstack([np.nan_to_num(beta - lo), np.nan_to_num(hi - beta)])
     ax_beta.errorbar(st.layers, beta, yerr=np.abs(err), fmt="o-", capsize=2,
                      label=f"{st.name}: {primary.name}, {settings.level:.0%} CI (preview)")
