@@ -14,6 +14,7 @@ import zarr
 from families import FAMILIES
 
 from analysis import aggregate, open_store
+from analysis.views.summary import summary_rows
 from sweep.cli import main
 from sweep.config.load import config_from_dict
 from sweep.errors import StoreMismatch
@@ -102,7 +103,9 @@ def test_layers_grow_and_the_grown_store_equals_a_fresh_one(checkpoint, worker, 
     fresh = tmp_path / "fresh.zarr"
     _sweep(_doc(checkpoint, fresh, layers=[0, 1, 3]), worker)
     a, b = open_store(str(store)), open_store(str(fresh))
-    assert sorted(a.layers) == [0, 1, 3] and a.block_counts() == b.block_counts()
+    assert (a.layers, a.row_layers) == ([0, 1, 3], [0, 3, 1])     # readers see layers ascending
+    assert a.block_counts() == b.block_counts()
+    assert [r["layer"] for r in summary_rows(str(store), n_boot=20)] == [0, 1, 3]   # tdos status --spectra
     for layer in (0, 1, 3):
         np.testing.assert_allclose(a.eigenvalues(layer), b.eigenvalues(layer), rtol=1e-12, atol=1e-13)
     ha, hb = (aggregate(str(s)).model("llama") for s in (store, fresh))   # histograms, read by row

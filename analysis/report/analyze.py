@@ -57,7 +57,7 @@ def representative(st, layer=None, settings=None):
     if wanted is not None and int(wanted) in st.layers:
         layer = int(wanted)
     else:
-        layer = 24 if 24 in st.layers else sorted(st.layers)[len(st.layers) // 2]
+        layer = 24 if 24 in st.layers else st.layers[len(st.layers) // 2]
     return layer, min(128, st.layer_length[layer])
 
 
