@@ -14,6 +14,7 @@ import zarr
 from families import FAMILIES
 
 from analysis import aggregate, open_store
+from analysis.views.summary import summary_rows
 from sweep.cli import main
 from sweep.config.load import config_from_dict
 from sweep.errors import StoreMismatch
@@ -96,13 +97,18 @@ def test_layers_grow_and_the_grown_store_equals_a_fresh_one(checkpoint, worker, 
     _sweep(_doc(checkpoint, store, layers=[0, 1, 3]), worker)
     g = zarr.open_group(str(store), path="llama", mode="r")
     assert list(g["layer"][...]) == [0, 3, 1] and is_done(g["ledger"][...]).all()
+    capsys.readouterr()
+    assert main(["status", str(store)]) == 0
+    assert [line.split()[1] for line in capsys.readouterr().out.splitlines()[1:4]] == ["0", "1", "3"]
     history = zarr.open_group(str(store), mode="r").attrs["history"]
     assert [h["added"] for h in history] == ["created", "+1 layer (3)", "+1 layer (1)"]
     assert history[-1]["fingerprint"] == zarr.open_group(str(store), mode="r").attrs["fingerprint"]
     fresh = tmp_path / "fresh.zarr"
     _sweep(_doc(checkpoint, fresh, layers=[0, 1, 3]), worker)
     a, b = open_store(str(store)), open_store(str(fresh))
-    assert sorted(a.layers) == [0, 1, 3] and a.block_counts() == b.block_counts()
+    assert (a.layers, a.row_layers) == ([0, 1, 3], [0, 3, 1])     # readers see layers ascending
+    assert a.block_counts() == b.block_counts()
+    assert [r["layer"] for r in summary_rows(str(store), n_boot=20)] == [0, 1, 3]   # tdos status --spectra
     for layer in (0, 1, 3):
         np.testing.assert_allclose(a.eigenvalues(layer), b.eigenvalues(layer), rtol=1e-12, atol=1e-13)
     ha, hb = (aggregate(str(s)).model("llama") for s in (store, fresh))   # histograms, read by row
@@ -155,6 +161,7 @@ def test_depth_spans_grow(checkpoint, worker, tmp_path):
     assert len([r for r in spans.results if "walk_layers" in r]) == 2       # every walk, once
     g = zarr.open_group(str(store), path="llama", mode="r")
     assert g.attrs["depth"]["spans"] == [2, 3] and g["stack_gain"].shape[0] == 2
+    assert zarr.open_group(str(store), mode="r").attrs["history"][-1]["added"] == "+1 depth span (3)"
     assert np.isfinite(g["stack_gain"][1, 0, 0]).all()           # span 3 from layer 0, every token
     after = _chunks(store, skip=("depth_ledger",))
     assert all(after[k][1] == v[1] for k, v in before.items())   # redone walks write the same values

@@ -74,11 +74,11 @@ def _shapes_match(root, st: Store) -> bool:
 
 
 def _create_model(root, st: Store):
-    rows, nseq, lmax, B = len(st.layers), st.n_seqs, st.max_length, st.token_block
+    rows, nseq, lmax, B = len(st.row_layers), st.n_seqs, st.max_length, st.token_block
     g = root.create_group(st.name)
     g.attrs.update({"threshold": marginal_threshold(st.dtype), "dtype": st.dtype,
-                    "arch": st.arch, "layers": st.layers, "classes": list(CLASSES),
-                    "layer_length": [st.layer_length[layer] for layer in st.layers],
+                    "arch": st.arch, "layers": st.row_layers, "classes": list(CLASSES),
+                    "layer_length": [st.layer_length[layer] for layer in st.row_layers],
                     "scale_by_eigenvector": True, "shift_by_eigenvector": True,   # format 2: always stored
                     "scale_residual_max": SCALE_RESIDUAL_MAX, "modes": list(MODES)})
     names = tuple(f"hist_{mode_key(m)}" for m in MODES) + (HISTS_MAMBA if st.is_mamba else ())
@@ -106,7 +106,7 @@ def update_model(st: Store, root, progress=None) -> int:
     thr = float(g.attrs["threshold"])
     rates_a = {}
     for n, (i, s, b) in enumerate(todo):
-        layer = st.layers[i]
+        layer = st.row_layers[i]                  # rows as the store's (not ascending when grown)
         if layer in st.ssm_layers and layer not in rates_a:
             # (d_inner, d_state) Mamba-1, (heads,) Mamba-2 and the delta rule; Δ_t's width
             rates_a[layer] = np.exp(st.a_log(layer).astype(np.float64)), st.delta_channels(layer)
@@ -125,7 +125,7 @@ def _aggregate_block(st: Store, g, i, s, b, thr, decay, flagged):
     """Histogram one block's tokens; a flagged block's histograms are written as zeros.
     `decay`: (λ_A, Δ_t's width) of a layer with a decay, else None."""
     B = st.token_block
-    t0, t1 = b * B, min((b + 1) * B, st.layer_length[st.layers[i]])
+    t0, t1 = b * B, min((b + 1) * B, st.layer_length[st.row_layers[i]])
     zeta = np.asarray(st.group["eigenvalues"][i, s, t0:t1])           # (T, d)
     T = t1 - t0
     rho, resid = _scale_chunk(st, i, s, t0, t1)                       # (T, 2), (T, 2)

@@ -166,15 +166,19 @@ class Store:
         return str(self.root.attrs["creation_id"])
 
     @cached_property
-    def layers(self) -> list[int]:
-        """Model layer index of each planned row, in the store's row order: a grown store
-        appends rows, so it need not be ascending (`row` maps a layer to its row; sort
-        for a layer-ordered view)."""
+    def row_layers(self) -> list[int]:
+        """Model layer index of each row of the arrays, in the store's row order: a grown
+        store appends rows (sweep/store/grow.py), so it need not be ascending."""
         return [int(x) for x in self.group["layer"][:]]
 
     @cached_property
+    def layers(self) -> list[int]:
+        """The swept model layers, ascending (`row` gives each one's row of the arrays)."""
+        return sorted(self.row_layers)
+
+    @cached_property
     def layer_length(self) -> dict[int, int]:
-        return dict(zip(self.layers, (int(x) for x in self.group["layer_length"][:])))
+        return dict(zip(self.row_layers, (int(x) for x in self.group["layer_length"][:])))
 
     @property
     def n_seqs(self) -> int:
@@ -194,19 +198,20 @@ class Store:
 
     def row(self, layer) -> int:
         try:
-            return self.layers.index(int(layer))
+            return self.row_layers.index(int(layer))
         except ValueError:
             raise StoreError(f"layer {layer} not in store (layers: {self.layers})") from None
 
     # ------------------------------------------------------------------ ledger
     def ledger(self) -> np.ndarray:
-        """(rows, seq, block) int8 ledger, -1 beyond each row's planned length (sweep.format.ledger)."""
+        """(rows, seq, block) int8 ledger, -1 beyond each row's planned length (sweep.format.ledger);
+        rows in the store's order (`row_layers`)."""
         return Ledger.read(self.group).unplanned_marked
 
     def usable_blocks(self) -> list[tuple[int, int, int]]:
         """(layer, seq, block) of every block read as values: DONE, all finite (not flagged)."""
         i, s, b = np.nonzero(is_usable(self.ledger()))
-        return [(self.layers[r], int(q), int(c)) for r, q, c in zip(i, s, b)]
+        return [(self.row_layers[r], int(q), int(c)) for r, q, c in zip(i, s, b)]
 
     def block_counts(self) -> dict:
         """Planned blocks, done (flagged included, as everywhere), of which flagged, pending."""

@@ -128,7 +128,7 @@ def resolve(sources) -> list:
 def representative_layer(st, settings) -> int:
     if settings.layer is not None and settings.layer in st.layers:
         return settings.layer
-    return 24 if 24 in st.layers else sorted(st.layers)[len(st.layers) // 2]
+    return 24 if 24 in st.layers else st.layers[len(st.layers) // 2]
 
 
 def _boot(agg, layer, L, modes, settings, seed):

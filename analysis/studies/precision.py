@@ -174,7 +174,7 @@ def compare_precision(path_a, path_b=None, model_a=None, model_b=None, layer=Non
     path_b = path_b or path_a
     sts = [open_store(path_a, model_a), open_store(path_b, model_b)]
     sts.sort(key=lambda s: s.dtype != "float64")          # reference (fp64) first, stable sort
-    layer = sorted(sts[0].layers)[len(sts[0].layers) // 2] if layer is None else layer
+    layer = sts[0].layers[len(sts[0].layers) // 2] if layer is None else layer
     lmax = min(s.layer_length[layer] for s in sts)
     lengths = sorted({L for L in (lengths or default_lengths(lmax)) if L <= lmax})
     betas = {m: {} for m in MODES}

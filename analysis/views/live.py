@@ -148,8 +148,8 @@ def _model_counts(st, betas: dict, nulls: list) -> dict:
     """A trained model's rows per layer, and its nulls' blocks summed over them and their layers."""
     led = Ledger.read(st.group)
     layers = []
-    for i, layer in enumerate(st.layers):
-        done, flagged, total = led.row_counts(i)
+    for layer in st.layers:
+        done, flagged, total = led.row_counts(st.row(layer))
         layers.append({"layer": layer, "total": total, "done": done, "flagged": flagged,
                        "beta": betas.get(str(layer), {})})
     counts = {k: sum(r[k] for r in layers) for k in ("done", "flagged", "total")}
@@ -224,4 +224,4 @@ def _model_panels(ax_rho, ax_beta, st, agg, settings, betas):
     ax_beta.legend(fontsize=7)
     done = is_done(agg.ledger())
     ax_beta.set_title("blocks aggregated per layer: " + ", ".join(
-        f"{l}:{int(done[i].sum())}" for i, l in enumerate(st.layers[:12])), fontsize=8)
+        f"{l}:{int(done[st.row(l)].sum())}" for l in st.layers[:12]), fontsize=8)

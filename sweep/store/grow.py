@@ -98,6 +98,7 @@ class GroupGrowth:
     seqs: tuple[int, int] = (0, 0)         # sequences held before, after
     spans: tuple[int, ...] = ()
     null: bool = False
+    depth: bool = False                    # the group holds walks up the layers (`depth:`)
 
     @property
     def added(self) -> bool:
@@ -136,8 +137,8 @@ class Growth:
                      if _ready(root, n)) - kept
         return cls(tuple(groups), todo, kept, hidden)
 
-    def describe(self) -> str:
-        """One line: "grows the store: +1 layer (1), +2 sequences; 12 blocks to compute, 8 done kept"."""
+    def what(self) -> str:
+        """What is added, e.g. "+1 layer (1), +2 sequences" ("" when nothing)."""
         parts = []
         for what, new in (("model", [g.name for g in self.groups if g.new and not g.null]),
                           ("null model", [g.name for g in self.groups if g.new and g.null])):
@@ -152,16 +153,21 @@ class Growth:
                          + ("" if len(seqs) == 1 else " (per model)"))
         spans = sorted({s for g in self.groups for s in g.spans})
         if spans:
-            parts.append(f"+{len(spans)} depth span{'s' * (len(spans) > 1)} ({', '.join(map(str, spans))}; "
-                         f"every walk redone)")
-        head = f"grows the store: {', '.join(parts)}" if parts else "nothing added to the store"
+            parts.append(f"+{len(spans)} depth span{'s' * (len(spans) > 1)} ({', '.join(map(str, spans))})")
+        return ", ".join(parts)
+
+    def describe(self) -> str:
+        """One line: "grows the store: +1 layer (1), +2 sequences; 12 blocks to compute, 8 done kept"."""
+        head = f"grows the store: {self.what()}" if self.added else "nothing added to the store"
+        redo = any(g.spans or g.rows for g in self.groups if not g.new and g.depth)
         tail = (f"; {self.hidden} done blocks outside this config kept (hidden from this sweep, "
                 f"read by the analysis)" if self.hidden else "")
-        return f"{head}; {self.todo} blocks to compute, {self.kept} done kept{tail}"
+        return (f"{head}; {self.todo} blocks to compute, {self.kept} done kept"
+                + ("; every walk up the layers redone (its stacks need each J_tt again)" if redo else "")
+                + tail)
 
     def history_entry(self, fingerprint: str) -> dict:
-        return {"date": time.strftime("%Y-%m-%d %H:%M:%S"),
-                "added": self.describe().split(";")[0].removeprefix("grows the store: "),
+        return {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "added": self.what(),
                 "fingerprint": fingerprint}
 
 
@@ -194,7 +200,7 @@ def _group_growth(g: zarr.Group, m: ModelPlan, plan: Plan) -> GroupGrowth:
     spans = (g.attrs.get("depth") or {}).get("spans") or []
     return GroupGrowth(m.name, rows=tuple((lay, n) for lay, n in m.rows if lay not in have),
                        seqs=(S0, max(S0, S)), spans=tuple(s for s in m.depth_spans if s not in spans),
-                       null=m.null is not None)
+                       null=m.null is not None, depth="depth" in g.attrs)
 
 
 def _short(identity: dict) -> dict:

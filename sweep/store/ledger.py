@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import zarr
 
 from sweep.format import schema
@@ -119,7 +120,8 @@ def status_rows(path: str) -> list[dict]:
         g = root[name]
         led = Ledger.read(g)
         kinds = g.attrs.get("layer_kinds") or []
-        for r, (layer, n) in enumerate(zip(led.layers, led.lengths)):
+        for r in np.argsort(led.layers, kind="stable"):       # a grown store's rows: appended
+            layer, n = led.layers[r], led.lengths[r]
             done, flagged, total = led.row_counts(r)
             stored = int(is_done(led.residual[r]).sum())
             rows.append({"model": name, "layer": int(layer), "done": done,
