@@ -99,7 +99,7 @@ def test_member_zero_gives_the_eigenvalues_of_its_weights_written_as_f32_exactly
 
 def test_a_members_weights_lie_within_half_a_step_on_both_routes(files):
     from sweep.generic.local import LocalModel
-    from sweep.generic.quant import apply_whole
+    from sweep.generic.weights import apply_member
     from sweep.worker.model import load_local
 
     q8, _ = files
@@ -107,7 +107,7 @@ def test_a_members_weights_lie_within_half_a_step_on_both_routes(files):
     trained = LocalModel(q8, torch.float64)
     member = LocalModel(q8, torch.float64, quant=1)
     whole = load_local(q8, "float64")
-    apply_whole(whole.hf, q8, 1)
+    apply_member(whole.hf, q8, 1)
     held = dict(whole.hf.named_parameters())
     names = trained.ckpt.sources
     for layer in range(LAYERS):

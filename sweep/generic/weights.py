@@ -115,6 +115,23 @@ class GgufCheckpoint:
         return into[key]
 
 
+def apply_member(model, file: Path, member: int) -> None:
+    """Every parameter of a whole model loaded from GGUF `file` replaced by member `member`'s
+    (the whole-model route, sweep/generic/quant.py), read as the layer-local route reads it;
+    tied tensors stay tied (each is written once, in place)."""
+    from sweep.plan.gguf_file import gguf_config
+
+    _, meta = gguf_config(Path(file), "model.path")
+    if meta is None:
+        raise ValueError(f"{file}: transformers loads this architecture through its packed-block "
+                         f"loader, whose tensors tdos cannot draw one by one")
+    ckpt = GgufCheckpoint(Path(file), model, meta, member)
+    with torch.no_grad():
+        for key, p in model.named_parameters():
+            if key in ckpt.sources:
+                p.copy_(ckpt.tensor(key))
+
+
 def skeleton(local: Path, dtype: torch.dtype, trust_remote_code: bool, device: torch.device,
              member: int | None = None):
     """(model, checkpoint): the model of checkpoint `local` (a directory or a GGUF file) in eval
