@@ -83,10 +83,9 @@ class GgufCheckpoint:
         from sweep.plan.gguf_file import gguf_names, gguf_sources, read_header
 
         self.file = Path(file)
-        reader = read_header(self.file, "model.path")
-        self._tensors = {t.name: t for t in reader.tensors}
-        self._processor, self._names = gguf_names(model, meta, self.file)
-        self.sources = gguf_sources(model, reader, meta, self.file)   # {model key: Source}
+        self._gguf = read_header(self.file, "model.path")
+        self._processor, self._names = gguf_names(model, meta, self._gguf)
+        self.sources = gguf_sources(model, self._gguf, meta)     # {model key: Source}
         self.read_bytes = 0
         self.files_read: set[str] = set()
 
@@ -97,12 +96,14 @@ class GgufCheckpoint:
 
         into: dict = {}
         for _, name in self.sources[key].parts:      # several: an MoE's experts, fused
-            t = self._tensors[name]
-            data = t.data if rows is None else t.data[rows.numpy()]
+            data = self._gguf.data(name)
+            if rows is not None:
+                data = data[rows.numpy()]
             self.read_bytes += data.nbytes
             # a row cut leaves the processors' work unchanged: they act on whole rows of the
             # attention and SSM tensors, never on the embedding's
-            hf.gguf_process(self._processor, dequantize(data, t.tensor_type), name, self._names, into)
+            w = dequantize(data, self._gguf.tensors[name].qtype)
+            hf.gguf_process(self._processor, w, name, self._names, into)
         self.files_read.add(self.file.name)
         return into[key]
 
