@@ -119,6 +119,25 @@ def test_a_gguf_sweeps_as_its_checkpoint_at_the_deepest_layer(files, one_worker,
     assert np.isfinite(eig).all() and np.abs(eig).max() > 0
 
 
+def test_a_qwen3_gguf_gets_its_own_head_dim(tmp_path, one_worker):
+    """transformers 5.25 reads every qwen3 GGUF with head_dim 128; the file's key_length (8
+    here) is what it is. Its sweep agrees with the original checkpoint's up to the float32
+    rounding of rms_norm_eps in the file's metadata (the twin cannot be made: transformers'
+    own loader fails on this file)."""
+    from sweep.plan.checkpoint import inspect_checkpoint
+
+    model = _tiny("qwen3", torch.Generator().manual_seed(2))
+    model.save_pretrained(tmp_path / "qwen3")
+    path = write_gguf(model, tmp_path / "qwen3.gguf")
+    assert inspect_checkpoint(str(path), None, "model.path").block_params == \
+        sum(p.numel() for p in model.model.layers[0].parameters())
+    files = {"qwen3": path, "qwen3-ckpt": tmp_path / "qwen3"}
+    cfg, _ = _sweep(files, ("qwen3",), tmp_path / "q.zarr", one_worker)
+    got, want = (zarr.open_group(cfg.store, path=g, mode="r")["frobenius2"][...]
+                 for g in ("qwen3-gguf", "qwen3-ckpt"))
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+
+
 def test_the_generic_path_reads_a_gguf_as_its_checkpoint(files, one_worker, tmp_path):
     cfg, _ = _sweep(files, ("llama",), tmp_path / "g.zarr", one_worker, engine="generic")
     _assert_same(cfg.store, "llama-gguf", "llama-ckpt")
