@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 ARCH = {"llama": gguf.MODEL_ARCH.LLAMA, "qwen2": gguf.MODEL_ARCH.QWEN2,
-        "mamba": gguf.MODEL_ARCH.MAMBA}
+        "qwen3": gguf.MODEL_ARCH.QWEN3, "mamba": gguf.MODEL_ARCH.MAMBA}
 
 
 def _interleave(w: np.ndarray, heads: int) -> np.ndarray:
@@ -44,6 +44,9 @@ def _metadata(w: gguf.GGUFWriter, config) -> None:
     w.add_layer_norm_rms_eps(config.rms_norm_eps)
     if config.model_type == "llama":
         w.add_rope_dimension_count(config.hidden_size // config.num_attention_heads)
+    if config.model_type == "qwen3":
+        w.add_key_length(config.head_dim)
+        w.add_value_length(config.head_dim)
 
 
 def _tensors(model) -> dict[str, np.ndarray]:

@@ -92,6 +92,7 @@ def test_f16_and_bf16_members_round_back_to_the_stored_value():
     p = perturbed(h, T.F16, seed=1, name="t")
     assert np.count_nonzero(p != h) > 3990
     np.testing.assert_array_equal(p.astype(np.float16), h)       # every draw rounds back
+    np.testing.assert_array_equal(perturbed(h.view(np.uint8), T.F16, seed=1, name="t"), p)  # raw bytes
     below, above = gaps(h, T.F16)
     assert below[-3] == 2.0 ** -11 and above[-3] == 2.0 ** -10   # 1.0: half a gap below
     b = torch.tensor(x, dtype=torch.bfloat16)

@@ -11,8 +11,6 @@ tensors are returned unchanged.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from sweep.generic.null import null_seed
@@ -108,22 +106,3 @@ def perturbed(data: np.ndarray, qtype, seed: int, name: str, rows=None) -> np.nd
     w = dequantize(data, qtype).astype(np.float64)
     return w + u * np.where(u < 0, below, above)
 
-
-def apply_whole(model, file: Path, member: int) -> None:
-    """Every parameter of a whole model loaded from GGUF `file` replaced by member `member`'s
-    (the whole-model route), read as the layer-local route reads it (weights.GgufCheckpoint);
-    tied tensors stay tied (each is written once, in place)."""
-    import torch
-
-    from sweep.generic.weights import GgufCheckpoint
-    from sweep.plan.gguf_file import gguf_config
-
-    _, meta = gguf_config(Path(file), "model.path")
-    if meta is None:
-        raise ValueError(f"{file}: transformers loads this architecture through its packed-block "
-                         f"loader, whose tensors tdos cannot draw one by one")
-    ckpt = GgufCheckpoint(Path(file), model, meta, member)
-    with torch.no_grad():
-        for key, p in model.named_parameters():
-            if key in ckpt.sources:
-                p.copy_(ckpt.tensor(key))

@@ -87,32 +87,49 @@ class GgufCheckpoint:
         from sweep.plan.gguf_file import gguf_names, gguf_sources, read_header
 
         self.file = Path(file)
-        reader = read_header(self.file, "model.path")
-        self._tensors = {t.name: t for t in reader.tensors}
-        self._processor, self._names = gguf_names(model, meta, self.file)
-        self.sources = gguf_sources(model, reader, meta, self.file)   # {model key: Source}
+        self._gguf = read_header(self.file, "model.path")
+        self._processor, self._names = gguf_names(model, meta, self._gguf)
+        self.sources = gguf_sources(model, self._gguf, meta)     # {model key: Source}
         self.read_bytes = 0
         self.files_read: set[str] = set()
         self.member = member
 
     def tensor(self, key: str, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """The model's tensor `key` in float32 (a member's: float64); with `rows`, only those rows (int64, 1-D) are
-        dequantized (a quantized tensor is stored row by row: (rows, bytes per row))."""
+        """The model's tensor `key` in float32 (a member's: float64); with `rows`, only those
+        rows (int64, 1-D) are dequantized (a quantized tensor is stored row by row: (rows,
+        bytes per row))."""
         from gguf import dequantize
 
         into: dict = {}
         for _, name in self.sources[key].parts:      # several: an MoE's experts, fused
-            t = self._tensors[name]
-            data = t.data if rows is None else t.data[rows.numpy()]
+            whole = self._gguf.data(name)
+            qtype = self._gguf.tensors[name].qtype
+            data = whole if rows is None else whole[rows.numpy()]
             self.read_bytes += data.nbytes
             # a row cut leaves the processors' work unchanged: they act on whole rows of the
             # attention and SSM tensors, never on the embedding's
-            values = (dequantize(data, t.tensor_type) if self.member is None else
-                      quant.perturbed(t.data, t.tensor_type, self.member, name,
-                                      None if rows is None else rows.numpy()))
-            hf.gguf_process(self._processor, values, name, self._names, into)
+            w = (dequantize(data, qtype) if self.member is None else
+                 quant.perturbed(whole, qtype, self.member, name, None if rows is None else rows.numpy()))
+            hf.gguf_process(self._processor, w, name, self._names, into)
         self.files_read.add(self.file.name)
         return into[key]
+
+
+def apply_member(model, file: Path, member: int) -> None:
+    """Every parameter of a whole model loaded from GGUF `file` replaced by member `member`'s
+    (the whole-model route, sweep/generic/quant.py), read as the layer-local route reads it;
+    tied tensors stay tied (each is written once, in place)."""
+    from sweep.plan.gguf_file import gguf_config
+
+    _, meta = gguf_config(Path(file), "model.path")
+    if meta is None:
+        raise ValueError(f"{file}: transformers loads this architecture through its packed-block "
+                         f"loader, whose tensors tdos cannot draw one by one")
+    ckpt = GgufCheckpoint(Path(file), model, meta, member)
+    with torch.no_grad():
+        for key, p in model.named_parameters():
+            if key in ckpt.sources:
+                p.copy_(ckpt.tensor(key))
 
 
 def skeleton(local: Path, dtype: torch.dtype, trust_remote_code: bool, device: torch.device,

@@ -65,6 +65,11 @@ PRIVATE = (
             "the processor of an architecture that changes no tensor"),
     Private("transformers.modeling_gguf_pytorch_utils.get_gguf_hf_weights_map",
             "GGUF tensor name -> the model's key, as from_pretrained(gguf_file=...) maps them"),
+    Private("transformers.integrations.gguf.reader._read_metadata",
+            "a GGUF's metadata with its string arrays counted, not read (a 49k-token vocabulary "
+            "parsed by gguf.GGUFReader costs a worker 160 MB): what a worker reads of the file"),
+    Private("transformers.integrations.gguf.reader._read_tensor_table",
+            "a GGUF's tensor table: name, shape (torch order), ggml type and offset of every tensor"),
     Private("transformers.integrations.gguf.is_gguf_arch_supported",
             "whether transformers loads a GGUF architecture through its packed-block loader "
             "(then a worker loads it whole) instead of the per-tensor one read layer-locally"),
@@ -166,6 +171,20 @@ def gguf_metadata(path) -> dict:
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     return load_gguf_checkpoint(str(path), return_tensors=False)
+
+
+def gguf_table(path) -> tuple[dict, list[tuple], int]:
+    """(metadata, [(name, shape, ggml type, offset), ...], where the tensor data begins) of GGUF
+    file `path`, read by transformers' own GGUF reader; string arrays (vocabulary, merges) are
+    counted, not read. Raises (ValueError, struct.error, ...) for a file it cannot parse."""
+    import numpy as np
+    from transformers.integrations.gguf.reader import _read_metadata, _read_tensor_table
+
+    blob = np.memmap(str(path), mode="r", dtype=np.uint8)
+    metadata, count, pos = _read_metadata(blob, str(path))
+    entries, pos = _read_tensor_table(blob, count, pos)
+    align = metadata.get("general.alignment", 32)      # the GGUF format's default
+    return metadata, entries, (pos + align - 1) // align * align
 
 
 def gguf_packed_loader(gguf_arch: str) -> bool:

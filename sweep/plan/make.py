@@ -156,7 +156,11 @@ def _with_quantization(group: list[ModelPlan]) -> list[ModelPlan]:
     from sweep.plan.quantized import check_ensemble
 
     local = Path(m.info.local_dir)
-    check_ensemble(m.spec.path, local if local.is_file() else None, f"{m.spec.where}.quantization")
+    where = f"{m.spec.where}.quantization"
+    check_ensemble(m.spec.path, local if local.is_file() else None, where)
+    if m.info.not_local:                 # a GGUF transformers reads only as a whole
+        raise ConfigError(f"{where}: {m.spec.path}: {m.info.not_local}, so its members cannot be "
+                          f"drawn tensor by tensor — remove `quantization:` from {m.spec.where}")
     S = q.sequences or m.tokens.shape[0]
     members = []
     for k in range(q.ensemble):

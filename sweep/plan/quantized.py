@@ -43,13 +43,13 @@ EXACT = ("F32", "F64")               # no rounding step: left as they are
 STEPPED = (*UNIT, *ROUNDED)
 
 
-def tensor_types(path: Path) -> dict[str, int]:
+def tensor_types(path: Path, where: str) -> dict[str, int]:
     """{GGUF tensor type name: how many tensors of it} of file `path` (its header only)."""
-    from gguf import GGUFReader
+    from sweep.plan.gguf_file import read_header
 
     counts: dict[str, int] = {}
-    for t in GGUFReader(path).tensors:
-        counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
+    for t in read_header(Path(path), where).tensors.values():
+        counts[t.qtype.name] = counts.get(t.qtype.name, 0) + 1
     return counts
 
 
@@ -61,7 +61,7 @@ def check_ensemble(path: str, local: Path | None, where: str) -> dict[str, int]:
     if f is None or not f.is_file() or f.suffix != ".gguf":
         raise ConfigError(f"{where}: {path} is not a GGUF file; its weights carry no "
                           f"quantization step to draw within — {fix}")
-    types = tensor_types(f)
+    types = tensor_types(f, where)
     stepped = {t: n for t, n in types.items() if t in STEPPED}
     unknown = sorted(set(types) - set(STEPPED) - set(EXACT))
     if unknown:

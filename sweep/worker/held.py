@@ -101,7 +101,7 @@ def _load(ref: ModelRef, device: str, key: tuple) -> Whole:
 
         apply_whole(model.hf, Null(*ref.null))
     if ref.quant is not None:                 # a quantization-ensemble member's (docs/nulls.md)
-        from sweep.generic.quant import apply_whole as apply_member
+        from sweep.generic.weights import apply_member
 
         apply_member(model.hf, Path(ref.location), ref.quant)
     return Whole(key, model, provenance.file_state(model.local_dir, recorded))
