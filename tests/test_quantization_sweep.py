@@ -136,3 +136,28 @@ def test_dry_run_counts_the_members(files, tmp_path):
     assert {r.model for r in three.rows} == {"llama", "llama.quant.0", "llama.quant.1",
                                              "llama.quant.2", "oracle"}
     assert "drawn within its bins" in three.worker_parts        # a member's working copies
+
+
+def test_a_larger_ensemble_grows_the_store(files, swept, tmp_path):
+    """ensemble 2 -> 3: member 2 is added and swept, members 0 and 1 keep every chunk."""
+    import hashlib
+    import shutil
+
+    from sweep.format.ledger import is_done
+
+    store = tmp_path / "grown.zarr"
+    shutil.copytree(swept, store)
+
+    def chunks():   # {chunk file: (mtime_ns, sha256)}: zarr v3 keeps chunks under <array>/c/
+        return {str(p.relative_to(store)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+                for p in store.rglob("*") if p.is_file() and "c" in p.relative_to(store).parts}
+
+    before = chunks()
+    with local_client(1) as client:
+        res = run_sweep(config_from_dict(_doc(files, store, 3)), client=client, progress=False)
+    assert res.exit_code == 0
+    after = chunks()
+    assert before and all(after[k] == v for k, v in before.items())
+    root = zarr.open_group(str(store), mode="r")
+    assert quant_families(root)["llama"] == ["llama.quant.0", "llama.quant.1", "llama.quant.2"]
+    assert is_done(root["llama.quant.2"]["ledger"][...][:, :1]).all()

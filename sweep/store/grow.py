@@ -30,9 +30,10 @@ from sweep.format.ledger import PENDING, Ledger
 from sweep.plan.make import ModelPlan, Plan
 
 # config fields that say how much is swept, not what a block is: they may change freely
-# (per model: its `layers`, its `nulls`; a model of another name is another group)
+# (per model: its `layers`, its `nulls`, its quantization ensemble; a model of another name is
+# another group, and so is each null and each ensemble member)
 EXTENT = ("layers", "inputs.sequences", "depth.spans")
-MODEL_EXTENT = ("layers", "nulls")
+MODEL_EXTENT = ("layers", "nulls", "quantization")
 
 
 def refused_changes(old: dict, new: dict) -> list[str]:
@@ -83,8 +84,9 @@ def group_identity(m: ModelPlan) -> dict:
                 "files_sha256": {f: r["sha256"] for f, r in m.checkpoint["files"].items()}}
     if m.null is not None:             # a null names itself beside its base checkpoint's files
         identity["null"] = dict(m.null)
-    if m.quant is not None:            # so does a member of a quantization ensemble
-        identity["quantization"] = dict(m.quant)
+    if m.quant is not None:            # so does a member of a quantization ensemble: its draw
+        # depends on (member, tensor) alone, so a larger ensemble keeps the members it had
+        identity["quantization"] = {k: v for k, v in m.quant.items() if k != "ensemble"}
     return {**identity, "dtype": m.spec.dtype}
 
 
