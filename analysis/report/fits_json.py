@@ -85,7 +85,11 @@ def headline(r) -> dict:
     rejected = bool(np.isfinite(x.gof_p) and x.gof_p < 1 - r.settings.level)
     return {"beta": getattr(x, f), "ci": [lo, hi], "unit": x.ci_unit, "n_modes": x.n_modes,
             "gof_p": x.gof_p, "power_law_rejected": rejected,
-            "reads_as": "a window slope, not an exponent" if rejected else "an exponent"}
+            "reads_as": "a window slope, not an exponent" if rejected else "an exponent",
+            "tests_read_as": "window-slope tests" if rejected else "exponent tests",
+            "window_mode_density": {"value": x.density, "ci": [x.density_lo, x.density_hi],
+                                    "unit": x.ci_unit, "modes": r.primary.modes},
+            "infrared": r.infrared}
 
 
 def write_json(results, path, store_path, settings, comparison=None, family=None):

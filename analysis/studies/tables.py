@@ -37,7 +37,7 @@ from analysis.fit.alternatives import ALTERNATIVES, compare_alternatives
 from analysis.fit.bootstrap import bootstrap_ir_from_hists
 from analysis.fit.fits import WINDOW, fit_ir_exponent, mle_ir_exponent
 from analysis.fit.gof import power_law_gof
-from analysis.fit.window import bootstrap_mle, edge_exponents
+from analysis.fit.window import bootstrap_mle, edge_exponents, infrared_window, window_density
 from analysis.spectrum.observables import block_classes, token_rate_rows
 from analysis.spectrum.rates import EDGES, N_COLS, check_modes, marginal_threshold, mode_key
 from sweep.format.settings import DEFAULT_MODES, MODES, Settings
@@ -75,6 +75,9 @@ class ModeRow:
     gof_p: float                     # its Monte-Carlo p
     local_beta_low: float            # MLE in the window's lowest decade
     local_beta_high: float           # MLE in its highest decade
+    density: float = np.nan          # stable modes per token in the window (window.window_density)
+    density_lo: float = np.nan       # its CI, resampling the same units
+    density_hi: float = np.nan
     floor: float = 0.0               # stable modes below this λ not counted (fp32 resolution)
     n_unresolved: int = 0            # how many that left out
     floor_source: str = ""           # where the floor comes from, in words
@@ -191,6 +194,15 @@ class IRTable:
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines + self.floor_lines())
 
+    def density_lines(self) -> list:
+        """Stable modes per token in the window, by row, of the table's mode count."""
+        cells = [f"{r.key}: {_num(r.get('density', self.modes), '.3g')} [{_num(r.get('density_lo', self.modes), '.3g')}, "
+                 f"{_num(r.get('density_hi', self.modes), '.3g')}]" for r in self.rows]
+        unit = self.rows[-1].get("ci_unit", self.modes) if self.rows else ""
+        return [f"Window mode density ({self.modes} modes per token in [{self.window[0]:g}, "
+                f"{self.window[1]:g}], {self.level:.0%} CI, {unit}), by {self.by}: "
+                + "; ".join(cells) + "."]
+
     def floor_lines(self) -> list:
         """What the all-stable count left out below the resolution floor (fp32), per row."""
         rows = [r for r in self.rows if r.by_mode["all-stable"].floor_source]
@@ -266,14 +278,14 @@ def gof_markdown(table: "IRTable") -> str:
     ci = f"{table.level:.0%} CI"
     head = (f"| {table.by} | count | β cumulative [{ci}] | β MLE in window [{ci}] | modes below "
             f"window | estimators | KS | GOF p | local β low / high decade | R, p vs log-normal | "
-            f"R, p vs exponential | R, p vs stretched exp. |")
+            f"R, p vs exponential | R, p vs stretched exp. | modes per token in window [{ci}] |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in table.rows:
         for m in MODES:
             x = r.by_mode[m]
             if not x.fitted:
                 lines.append(f"| {r.key} | {m} | no modes in the window | – | {x.n_below:,} | – | – "
-                             f"| – | – | – | – | – |")
+                             f"| – | – | – | – | – | 0 |")
                 continue
             alts = [f"{_num(getattr(x, 'R_' + a), '+.2f')}, {_num(getattr(x, 'p_' + a), '.2g')}"
                     for a in ALTERNATIVES]
@@ -282,7 +294,8 @@ def gof_markdown(table: "IRTable") -> str:
                 f"{_mle_cell(x)} | {x.n_below:,} | "
                 f"{'**disagree**' if x.estimators_disagree else 'CIs overlap'} | {_num(x.ks, '.4f')} | "
                 f"{_num(x.gof_p, '.3f')} | {_num(x.local_beta_low)} / {_num(x.local_beta_high)} | "
-                + " | ".join(alts) + " |")
+                + " | ".join(alts) + f" | {_num(x.density, '.3g')} [{_num(x.density_lo, '.3g')}, "
+                f"{_num(x.density_hi, '.3g')}] |")
     return "\n".join(lines)
 
 
@@ -348,12 +361,29 @@ def mode_row(rates_2d, seq, boot, settings, floor=(0.0, "")) -> ModeRow:
     alts = {f"{x}_{name}": getattr(a, x) for name, a in compare_alternatives(flat, w).items()
             for x in ("R", "p")}
     lb, hb = edge_exponents(flat, w)
+    dens = window_density(rates_2d, seq, w, settings.n_boot, settings.level, settings.seed)
     return ModeRow(beta=fit.beta, ci_lo=boot.lo, ci_hi=boot.hi, r2=fit.r2, n_modes=fit.n_modes,
                    s=fit.s, ci_unit=boot.unit, mle_beta=mle.beta,
                    mle_se=mle_ir_exponent(flat, w).se, mle_ci_lo=mle.lo, mle_ci_hi=mle.hi,
                    n_below=mle.n_below, ks=gof.ks, gof_p=gof.p_value, local_beta_low=lb,
-                   local_beta_high=hb, floor=lam_f, n_unresolved=int(low.sum()),
+                   local_beta_high=hb, density=dens.value, density_lo=dens.lo,
+                   density_hi=dens.hi, floor=lam_f, n_unresolved=int(low.sum()),
                    floor_source=floor[1], **alts)
+
+
+def infrared_subwindow(rates_2d, seq, settings) -> dict | None:
+    """The in-window MLE β with its CI and the power law's goodness of fit on the infrared
+    sub-window (window.infrared_window), from per-token rates (N, d); None without one."""
+    w = infrared_window(settings.window)
+    if w is None:
+        return None
+    flat = rates_2d[np.isfinite(rates_2d)]
+    mle = bootstrap_mle(rates_2d, seq, w, settings.n_boot, settings.level, settings.seed)
+    gof = power_law_gof(flat, w, n_sims=settings.n_boot, seed=settings.seed)
+    return {"window": list(w), "estimator": "in-window MLE", "beta": mle.beta,
+            "ci": [mle.lo, mle.hi], "unit": mle.unit, "dof": mle.dof, "n_modes": mle.n_modes,
+            "gof_p": gof.p_value,
+            "power_law_rejected": bool(np.isfinite(gof.p_value) and gof.p_value < 1 - settings.level)}
 
 
 def ir_row(store, agg, layer, L, settings=None, key=None, measured=None):
