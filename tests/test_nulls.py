@@ -193,7 +193,19 @@ def test_compare_carries_the_nulls_and_counts_its_family(store_with_nulls):
     assert [s.name for s in c.sides] == ["a", "b"]                       # nulls are not compared as models
     assert set(c.nulls) == {"a", "b"} and len(c.primary_deltas) == 1
     d = c.primary_deltas[0]
-    assert d.p_adjusted >= d.p_raw and c.family.m == 1 + sum(len(n.comparisons) for n in c.nulls.values())
+    # Δβ, Δ window mode density, and every observable against its nulls
+    assert d.p_adjusted >= d.p_raw and c.family.m == 2 + sum(len(n.comparisons) for n in c.nulls.values())
+    (dd,) = c.density_deltas
+    counts = []
+    for name in ("a", "b"):                              # the oracle: modes in the window by hand
+        st = open_store(store_with_nulls, name)
+        with np.errstate(divide="ignore"):
+            lam = np.concatenate([-np.log(np.abs(st.eigenvalues(0, q)[:32])) for q in range(4)])
+        counts.append(((lam >= 1e-4) & (lam <= 5e-2)).sum(1).mean())
+    assert dd.delta == pytest.approx(counts[0] - counts[1], rel=1e-9)
+    # both models on the same 4 sequences: a paired jackknife, t(3), and its p says so
+    assert dd.law["method"] == "t" and dd.law["dof"] == 3 and dd.p_method == "t(3)"
+    assert dd.lo < dd.delta < dd.hi and np.isfinite(dd.p_adjusted)
     doc = c.to_dict()
     assert doc["family"]["tests"][0]["p_raw"] == d.p_raw and "pairs" in doc
 

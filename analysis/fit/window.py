@@ -39,7 +39,7 @@ import numpy as np
 
 from analysis._plot import axes_or_new, window_lines
 from analysis.fit.fits import WINDOW, fit_ir_exponent, mle_ir_exponent, solve_s
-from analysis.fit.resampling import group_by_sequence, resampling_for
+from analysis.fit.resampling import Resampling, group_by_sequence, resampling_for
 
 MIN_LOCAL = 10               # modes a sub-window needs for a local exponent
 FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -127,6 +127,8 @@ class WindowDensity:
     level: float
     unit: str
     dof: float
+    reps: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)   # (B,) replicates
+    resampling: Resampling | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
         return {"value": self.value, "ci": [self.lo, self.hi], "window": list(self.window),
@@ -143,8 +145,10 @@ def window_density(rates_2d, seq=None, window=WINDOW, n_boot=500, level=0.9,
         return WindowDensity(np.nan, np.nan, np.nan, tuple(window), level, "", np.inf)
     plan = resampling_for(c - c.mean(), s)
     sums = plan.replicate_sums(np.stack([c, np.ones_like(c)], 1), n_boot, seed)   # (B, 2)
-    lo, hi = plan.interval(c.mean(), sums[:, 0] / sums[:, 1], level)
-    return WindowDensity(float(c.mean()), lo, hi, tuple(window), level, plan.unit, float(plan.dof))
+    reps = sums[:, 0] / sums[:, 1]
+    lo, hi = plan.interval(c.mean(), reps, level)
+    return WindowDensity(float(c.mean()), lo, hi, tuple(window), level, plan.unit, float(plan.dof),
+                         reps, plan)
 
 
 @dataclass

@@ -30,7 +30,9 @@ import numpy as np
 
 from analysis.fit.multiplicity import Family, quantile, t_method, welch_dof
 from analysis.fit.resampling import difference_interval, difference_law, verdict
+from analysis.fit.window import window_density
 from analysis.io.aggregate import aggregate
+from analysis.spectrum.observables import token_rate_rows
 from analysis.io.store import StoreError, open_store
 from analysis.studies.depth import compare_depth, depth_study
 from analysis.studies.memory import compare_memory, memory_study
@@ -197,6 +199,7 @@ class Comparison:
     memory_deltas: list = field(default_factory=list)  # studies.memory.MemoryDelta of every pair
     primary: object = None                             # settings.Primary of the verdicts
     primary_deltas: list = field(default_factory=list)  # PrimaryDelta of every pair and shared L
+    density_deltas: list = field(default_factory=list)  # DensityDelta of every pair
     nulls: dict = field(default_factory=dict)          # {name: NullStudy} of models with nulls
     family: Family | None = None                       # the tests counted and Holm-corrected
 
@@ -230,6 +233,7 @@ class Comparison:
                 "primary": self.primary.describe() if self.primary else None,
                 "primary_pairs": [d.to_dict() for d in self.primary_deltas],
                 "pairs": [d.to_dict() for d in self.deltas],          # diagnostics: cumulative fit, both counts
+                "density_pairs": [d.to_dict() for d in self.density_deltas],
                 "nulls": {n: v.to_dict() for n, v in self.nulls.items()},
                 "family": self.family.to_dict() if self.family else None,
                 **({"depth": {"models": {n: d.to_dict() for n, d in self.depth.items()},
@@ -269,9 +273,57 @@ def compare_models(sources, settings: Settings | None = None, nulls: dict | None
         c.memory_deltas = compare_memory(c.memory, c.memory_layers, settings.level)
     c.primary = settings.primary_for(False)
     c.primary_deltas = primary_deltas(sides, stores, settings, c.primary)
+    c.density_deltas = density_deltas(sides, stores, settings, c.primary)
     c.nulls = _null_studies(sides, stores, settings, c.primary) if nulls is None else dict(nulls)
     c.family = comparison_family(c, label or f"tdos compare of {len(sides)} models")
     return c
+
+
+@dataclass
+class DensityDelta:
+    """Δ of the window mode density (stable modes per token in the window) between two models
+    at their representative layers and the shared L, with the distribution its p comes from."""
+    a: str
+    b: str
+    layer_a: int
+    layer_b: int
+    L: int
+    modes: str
+    delta: float
+    lo: float
+    hi: float
+    level: float
+    law: dict = field(repr=False, default_factory=dict)    # resampling.difference_law
+    units: tuple = ()
+    p_adjusted: float = float("nan")
+    p_method: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.lo, self.hi, self.level, self.p_adjusted)
+
+    def to_dict(self) -> dict:
+        return {"a": self.a, "b": self.b, "layer_a": self.layer_a, "layer_b": self.layer_b,
+                "L": self.L, "modes": self.modes, "delta_density": self.delta,
+                "ci": [self.lo, self.hi], "units": list(self.units), "level": self.level,
+                "p_adjusted": self.p_adjusted, "p_method": self.p_method, "verdict": self.verdict}
+
+
+def density_deltas(sides, stores, settings, primary) -> list:
+    """DensityDelta of every pair (the primary's mode count), each model resampled as its β."""
+    dens = [window_density(*token_rate_rows(st, s.layer, s.L, skip=settings.skip_positions)[primary.modes],
+                           settings.window, settings.n_boot, settings.level, settings.seed + i)
+            for i, (s, st) in enumerate(zip(sides, stores))]
+    out = []
+    for i, (a, x) in enumerate(zip(sides, dens)):
+        for b, y in zip(sides[i + 1:], dens[i + 1:]):
+            if x.resampling is None or y.resampling is None:
+                continue
+            args = (x.value, x.reps, x.resampling, y.value, y.reps, y.resampling, settings.level)
+            out.append(DensityDelta(a.name, b.name, a.layer, b.layer, a.L, primary.modes,
+                                    *difference_interval(*args), settings.level,
+                                    difference_law(*args), (x.unit, y.unit)))
+    return out
 
 
 def _null_studies(sides, stores, settings, primary) -> dict:
@@ -342,11 +394,17 @@ def comparison_family(c: Comparison, label) -> Family:
     fam = Family(label, {"model pairs": len(c.sides) * (len(c.sides) - 1) // 2,
                          "lengths": len({d.L for d in c.primary_deltas}),
                          "depth and memory differences": len(c.depth_deltas) + len(c.memory_deltas),
+                         "window mode density differences": len(c.density_deltas),
                          "models with nulls": len(nulls), "observables against nulls": len(obs)},
                  c.settings.level)
     tests = [fam.add(f"Δβ {d.a} − {d.b}, layers {d.layer_a}/{d.layer_b}, L = {d.L} "
                      f"({estimator_words(c.primary)})", d.delta, *d.ci, dof=d.dof)
              for d in c.primary_deltas]
+    dens = [fam.add(f"Δ window mode density {d.a} − {d.b}, layers {d.layer_a}/{d.layer_b}, L = "
+                    f"{d.L} ({d.modes} modes per token in the window)", d.delta, d.lo, d.hi,
+                    **({"dof": d.law["dof"]} if d.law["method"] == "t" else
+                       {"replicates": d.law["replicates"], "unit": " / ".join(sorted(set(d.units)))}))
+            for d in c.density_deltas if np.isfinite(d.delta)]
     # a difference not taken (laws differ, a law rejected) has no test: no empty row
     differences = [d for d in (*c.depth_deltas, *c.memory_deltas) if np.isfinite(d.delta)]
     others = [fam.add(difference_name(d), d.delta, d.lo, d.hi, **difference_replicates_of(c, d))
@@ -355,6 +413,8 @@ def comparison_family(c: Comparison, label) -> Family:
     fam.correct()
     for d, t in zip(c.primary_deltas, tests):
         d.p_raw, d.p_adjusted = t.p_raw, t.p_adjusted
+    for d, t in zip([d for d in c.density_deltas if np.isfinite(d.delta)], dens):
+        d.p_adjusted, d.p_method = t.p_adjusted, t.p_method
     for d, t in zip(differences, others):       # their own sections print the corrected verdict
         d.p_adjusted = t.p_adjusted
     for n, ns in nulls.items():

@@ -10,7 +10,7 @@ sit relative to the window (the reason the two β differ). Every number is compu
 one `Settings` (window, level, replicates, seed, positions skipped).
 
 **Resolution before counting.** In an fp32 store the all-stable count leaves out the stable
-modes below the resolution floor (`resolution_floor`): the λ below which the precision study
+modes below the resolution floor (rates.resolution_floor): the λ below which the precision study
 (studies/precision.py) finds fp32's rates off by more than 10 % against an fp64 twin of the
 same config at that layer, or, at a layer without such a twin, the dtype table's marginal
 floor (sweep/format/dtypes.py), which no measurement backs: that all-stable β is then
@@ -39,10 +39,8 @@ from analysis.fit.fits import WINDOW, fit_ir_exponent, mle_ir_exponent
 from analysis.fit.gof import power_law_gof
 from analysis.fit.window import bootstrap_mle, edge_exponents, infrared_window, window_density
 from analysis.spectrum.observables import block_classes, token_rate_rows
-from analysis.spectrum.rates import EDGES, N_COLS, check_modes, marginal_threshold, mode_key
+from analysis.spectrum.rates import N_COLS, check_modes, floor_edge, mode_key, resolution_floor
 from sweep.format.settings import DEFAULT_MODES, MODES, Settings
-
-FP64_ONLY = "fp64-only"     # the label of an all-stable β whose fp32 floor no measurement backs
 
 
 def default_lengths(lmax, configured=None):
@@ -305,28 +303,6 @@ def symmetry_modes(sr, window) -> dict:
     lam = np.asarray(sr.removed)
     return {"sym_removed": int(sr.scale + sr.marginal), "sym_stable": int(lam.size),
             "sym_below": int((lam < lo).sum()), "sym_inside": int(((lam >= lo) & (lam <= hi)).sum())}
-
-
-def resolution_floor(dtype, measured=None) -> tuple:
-    """(floor, source) of the all-stable count of a store in `dtype` at one layer (module
-    docstring): none in fp64; the precision study's `measured` (λ*, how) in fp32 when there is
-    one, else the dtype table's marginal floor, labelled FP64_ONLY."""
-    if dtype != "float32":
-        return 0.0, ""
-    if measured is not None and np.isfinite(measured[0]):
-        return float(measured[0]), f"fp32 resolution λ* = {measured[0]:.2g} {measured[1]}"
-    thr = marginal_threshold(dtype)
-    return thr, (f"dtype table's marginal floor {thr:g} (sweep/format/dtypes.py; no fp64 twin "
-                 f"measured this layer's resolution, so this β is {FP64_ONLY} for paper comparisons)")
-
-
-def floor_edge(floor) -> tuple:
-    """(λ, column): the first global bin edge ≥ floor and the histogram column just below it
-    (columns 0..column hold only rates < λ); (0, −1) for no floor."""
-    if floor <= 0:
-        return 0.0, -1
-    j = int(np.searchsorted(EDGES, floor, "left"))
-    return float(EDGES[j]), j
 
 
 def bootstrap_from_agg(agg, layer, L, modes, window, n_boot, level, seed, n_seqs=None, floor=0.0):
