@@ -30,11 +30,15 @@ def verdict_lines(c: Comparison) -> list:
     """One sentence per pair at the shared L (the primary estimator, Holm-corrected), then each
     model's primary β minus its own nulls'."""
     out = [f"- {c.primary.describe()}"] if c.primary else []
+    if c.beta_word != "Δβ":
+        out.append("- the power law is rejected over the window (GOF p: " + ", ".join(
+            f"{n} {p:.3g}" for n, p in c.gof_p.items()) + "): every β test is a **window-slope "
+            "test**; the window mode density below needs no law")
     for d in c.primary_deltas:
         if d.L != c.sides[0].L:
             continue
         m = t_method(d.dof)
-        out.append(f"- {d.a} (layer {d.layer_a}) − {d.b} (layer {d.layer_b}), L = {d.L}: Δβ = "
+        out.append(f"- {d.a} (layer {d.layer_a}) − {d.b} (layer {d.layer_b}), L = {d.L}: {c.beta_word} = "
                    f"{d.delta:+.3f} {_ci(*d.ci)}, p raw {format_p(d.p_raw, m)}, p Holm "
                    f"{format_p(d.p_adjusted, m)} ({m}) → **{d.verdict}**")
     for d in c.density_deltas:

@@ -30,6 +30,7 @@ import numpy as np
 
 from analysis.fit.multiplicity import Family, quantile, t_method, welch_dof
 from analysis.fit.resampling import difference_interval, difference_law, verdict
+from analysis.fit.gof import power_law_gof
 from analysis.fit.window import window_density
 from analysis.io.aggregate import aggregate
 from analysis.spectrum.observables import token_rate_rows
@@ -200,6 +201,7 @@ class Comparison:
     primary: object = None                             # settings.Primary of the verdicts
     primary_deltas: list = field(default_factory=list)  # PrimaryDelta of every pair and shared L
     density_deltas: list = field(default_factory=list)  # DensityDelta of every pair
+    gof_p: dict = field(default_factory=dict)          # {name: power law's GOF p, primary count}
     nulls: dict = field(default_factory=dict)          # {name: NullStudy} of models with nulls
     family: Family | None = None                       # the tests counted and Holm-corrected
 
@@ -216,6 +218,12 @@ class Comparison:
     def memory_layers(self) -> dict:
         """{name: representative layer}: where the memory comparison is made."""
         return {s.name: s.layer for s in self.sides}
+
+    @property
+    def beta_word(self) -> str:
+        """"Δβ", or "Δ window slope β" when a side's power law is rejected (p < 1 − level)."""
+        rejected = any(p < 1 - self.settings.level for p in self.gof_p.values())
+        return "Δ window slope β" if rejected else "Δβ"
 
     def _side(self, name) -> ModelSide:
         return next(s for s in self.sides if s.name == name)
@@ -234,6 +242,8 @@ class Comparison:
                 "primary_pairs": [d.to_dict() for d in self.primary_deltas],
                 "pairs": [d.to_dict() for d in self.deltas],          # diagnostics: cumulative fit, both counts
                 "density_pairs": [d.to_dict() for d in self.density_deltas],
+                "gof_p": self.gof_p, "beta_tests_read_as": "window-slope tests"
+                if self.beta_word != "Δβ" else "exponent tests",
                 "nulls": {n: v.to_dict() for n, v in self.nulls.items()},
                 "family": self.family.to_dict() if self.family else None,
                 **({"depth": {"models": {n: d.to_dict() for n, d in self.depth.items()},
@@ -274,6 +284,7 @@ def compare_models(sources, settings: Settings | None = None, nulls: dict | None
     c.primary = settings.primary_for(False)
     c.primary_deltas = primary_deltas(sides, stores, settings, c.primary)
     c.density_deltas = density_deltas(sides, stores, settings, c.primary)
+    c.gof_p = {s.name: _gof_p(st, s, settings, c.primary) for s, st in zip(sides, stores)}
     c.nulls = _null_studies(sides, stores, settings, c.primary) if nulls is None else dict(nulls)
     c.family = comparison_family(c, label or f"tdos compare of {len(sides)} models")
     return c
@@ -307,6 +318,13 @@ class DensityDelta:
                 "L": self.L, "modes": self.modes, "delta_density": self.delta,
                 "ci": [self.lo, self.hi], "units": list(self.units), "level": self.level,
                 "p_adjusted": self.p_adjusted, "p_method": self.p_method, "verdict": self.verdict}
+
+
+def _gof_p(st, side, settings, primary) -> float:
+    """The power law's Monte-Carlo GOF p over the window, primary count, (layer, L) of a side."""
+    rates, _ = token_rate_rows(st, side.layer, side.L, skip=settings.skip_positions)[primary.modes]
+    flat = rates[np.isfinite(rates)]
+    return power_law_gof(flat, settings.window, n_sims=settings.n_boot, seed=settings.seed).p_value
 
 
 def density_deltas(sides, stores, settings, primary) -> list:
@@ -397,7 +415,7 @@ def comparison_family(c: Comparison, label) -> Family:
                          "window mode density differences": len(c.density_deltas),
                          "models with nulls": len(nulls), "observables against nulls": len(obs)},
                  c.settings.level)
-    tests = [fam.add(f"Δβ {d.a} − {d.b}, layers {d.layer_a}/{d.layer_b}, L = {d.L} "
+    tests = [fam.add(f"{c.beta_word} {d.a} − {d.b}, layers {d.layer_a}/{d.layer_b}, L = {d.L} "
                      f"({estimator_words(c.primary)})", d.delta, *d.ci, dof=d.dof)
              for d in c.primary_deltas]
     dens = [fam.add(f"Δ window mode density {d.a} − {d.b}, layers {d.layer_a}/{d.layer_b}, L = "
