@@ -109,7 +109,7 @@ def main() -> None:
     gguf = Path(ap.parse_args().gguf).resolve()
     work = Path(tempfile.mkdtemp(prefix="gguf-check-"))
     runs = {e: sweep(gguf, work, e) for e in ("generic", "auto")}
-    plan, _, _, budget, _ = runs["generic"]
+    plan = runs["generic"][0]
     info = plan.models[0].info
     ids = torch.from_numpy(zarr.open_group(str(work / "smol-generic.zarr"), path="smollm2",
                                            mode="r")["tokens"][0])
@@ -117,7 +117,7 @@ def main() -> None:
     h, diag = oracle(gguf, ids)
     oracle_s = time.perf_counter() - t
     err = {e: _errors(work / f"smol-{e}.zarr", h, diag) for e in runs}
-    dry = budget.worker_bytes / 2**30
+    dry = {e: runs[e][3].worker_bytes / 2**30 for e in runs}
     path = {"generic": "generic path (transformers' own layer code)",
             "auto": "hand-written LLaMA path (compute.engine auto)"}
     lines = [
@@ -131,13 +131,12 @@ def main() -> None:
         *[f"| {path[e]} | {err[e][0]:.1e} | {err[e][1]:.1e} | {err[e][2]:.1e} | {runs[e][1]:.0f} s |"
           for e in runs], "",
         "| memory | GiB |", "|---|---|",
-        *[f"| worker peak RSS (VmHWM), layer-local sweep, {path[e]} | {runs[e][2]:.3f} "
-          f"({100 * (runs[e][2] / dry - 1):+.0f} % of the dry run's) |" for e in runs],
-        f"| dry run's per-worker figure (sweep/budget.py, generic) | {dry:.3f} |",
+        *[f"| {path[e]}: worker peak RSS (VmHWM) / the dry run's per-worker figure | "
+          f"{runs[e][2]:.3f} / {dry[e]:.3f} ({100 * (runs[e][2] / dry[e] - 1):+.0f} %) |" for e in runs],
         f"| the whole model dequantized, float32 ({info.n_params:,} parameters x 4 B) | "
         f"{info.n_params * 4 / 2**30:.3f} |",
         f"| the whole model dequantized, float64 | {info.n_params * 8 / 2**30:.3f} |",
-        "", f"dry run, per worker: {budget.worker_parts}",
+        "", *[f"dry run, per worker, {e}: {runs[e][3].worker_parts}" for e in runs],
     ]
     print("\n".join(lines))
 

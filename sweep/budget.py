@@ -57,6 +57,12 @@ LOAD_S_PER_GB = 16.7                # cold task of Mamba-370M fp32: 24.9 s for 1
 FP64_LOAD_FACTOR = 1.67             # its fp64 cold task: 41.7 s
 JAC_CHUNK = 512                     # cotangents per batched backward (sweep.generic.decode)
 GRAPH_PER_TOKEN = 20                # a memory task's kept graph: activations of block_params / d
+# the hand-written attention blocks (sweep/blocks/attention.py) vmap the attention part over
+# a chunk of tokens whose (chunk, d, d) temporaries fill at most 16 MiB (at most 8 tokens):
+# benchmarks/gguf_check.py measured 86 / 249 / 291 MiB of peak workspace for 2 / 8 / 16
+# tokens at d = 576, float64 (a chunk of 6): 16-18 (chunk, d, d) arrays at once
+FAST_ATTENTION_ARRAYS = 18
+FAST_ATTENTION_ARCHS = ("gpt2", "gpt_neox", "llama")
 
 
 @dataclass(frozen=True)
@@ -290,6 +296,9 @@ def _worker_bytes(m, cfg, process: int) -> tuple[int, str]:
     jac = B * d * d * real
     eig = 4 * d * d * dt.complex_bytes                     # a complex (d, d) and LAPACK's copies
     work = JAC_CHUNK * 8 * m.info.block_params // d * real if m.engine == "generic" else 0
+    if m.engine == "fast" and m.info.arch in FAST_ATTENTION_ARCHS:
+        chunk = max(1, min(8, (16 << 20) // (d * d * real), B))
+        work = FAST_ATTENTION_ARRAYS * chunk * d * d * real
     h = L * d * real                                       # one sequence's h_l
     if m.info.not_local:
         weights = m.info.n_params * real
@@ -322,7 +331,8 @@ def _worker_bytes(m, cfg, process: int) -> tuple[int, str]:
     graph = L * GRAPH_PER_TOKEN * m.info.block_params // d * real if cfg.memory is not None else 0
     memory = graph + 3 * h if graph else 0
     parts = (f"process {_gib(process)} + {held} + max(block: J_tt {_gib(jac)} + eig "
-             f"{_gib(eig)}" + (f" + backward {_gib(work)}" if work else "")
+             f"{_gib(eig)}" + (f" + {'backward' if m.engine == 'generic' else 'attention workspace'} "
+                               f"{_gib(work)}" if work else "")
              + (f" + stacks {_gib(walk)}" if walk else "") + f" + h_l {_gib(h)}, "
              f"residual task {_gib(stream)}" + (f", memory task {_gib(memory)}" if memory else "")
              + f") [{m.name}, {m.spec.dtype}"

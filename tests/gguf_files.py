@@ -5,7 +5,8 @@ family: its tensors under the `gguf` package's own name map (gguf.get_tensor_nam
 llama.cpp's layout (LLaMA's q/k rows interleaved per head, Mamba's A stored as -exp(A_log) and
 its conv1d squeezed), and the metadata keys transformers' GGUF reader maps onto the config.
 Matrices go in `qtype` (F32, F16, BF16, Q8_0, Q4_0, Q4_1: quantized by gguf.quants), 1-D
-tensors and rows that are not whole blocks in F32, as llama.cpp keeps them. No tokenizer is written unless asked.
+tensors and rows that are not whole blocks in F32, as llama.cpp keeps them. No tokenizer is
+written unless asked.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Load a checkpoint on a worker: the transformers model the plan described, ready to sweep.
 
-`load_local` builds the model from one local checkpoint directory or GGUF file (a sweep worker passes the
-one the plan resolved, ModelRef.location, and never resolves a config path itself): with
+`load_local` builds the model from one local checkpoint directory or GGUF file (a sweep
+worker passes the one the plan resolved, ModelRef.location, and never resolves a config path
+itself): with
 `AutoModelForCausalLM` in the compute dtype (mamba_ssm-format directories are mapped onto
 transformers' Mamba), its attention switched to tdos' registered function
 (sweep/generic/attention.py) and, in float64, its expert matmuls to transformers' eager
