@@ -43,12 +43,15 @@ def test_an_unknown_source_is_refused(tmp_path):
         render(t, tmp_path)
 
 
-def test_a_pick_can_match_several_keys_and_a_substring(tmp_path):
+def test_picks_by_several_keys_and_substring_and_an_underflowed_p(tmp_path):
     doc = {"tests": [{"kind": "random_init", "observable": "window slope β (mle)", "p": 0.5},
                      {"kind": "shuffled", "observable": "log ‖J‖²", "p": 0.25},
                      {"kind": "shuffled", "observable": "window slope β (mle)", "p": 0.125}]}
     body = "{{run:tests[kind=shuffled&observable~=β].p}} {{run:tests[observable~=J].p}}\n"
     assert render(_template(tmp_path, body, doc), tmp_path).splitlines()[1] == "0.125 0.25"
+    zero = _template(tmp_path, "{{run:tests[0].q|p.2g}} {{run:tests[1].q|p.2g}}\n",
+                     {"tests": [{"q": 0.0}, {"q": 3.14e-7}]})
+    assert render(zero, tmp_path).splitlines()[1] == "< 1e\u2212300 3.1e\u221207"
     t = _template(tmp_path, "{{run:tests[kind=shuffled&observable~=γ].p}}\n", doc)
     with pytest.raises(DocError, match="no element with kind=shuffled&observable~=γ"):
         render(t, tmp_path)

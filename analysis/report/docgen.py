@@ -15,7 +15,7 @@ A path is dotted keys; `name[key=value]` picks the element of a list of objects 
 equals `value` (numbers compared as numbers), `name[key~=text]` the one whose `key` contains
 `text`, `name[kind=shuffled&observable~=β]` the one meeting both, `name[3]` the fourth element. The format is
 Python's format spec; `ci` before it prints a pair as an interval, `%` prints a fraction as a
-percentage; a minus sign prints as U+2212, as the docs write it. A path that does not resolve
+percentage, `p` prints a p-value that underflowed to 0 as "< 1e−300"; a minus sign prints as U+2212, as the docs write it. A path that does not resolve
 is an error naming the template line, so a renamed field cannot leave a stale number.
 
 `make docs` renders every template into docs/; tests/test_docgen.py renders them again from
@@ -86,6 +86,10 @@ def render_value(value, fmt: str | None) -> str:
         return f"[{render_value(lo, fmt[2:])}, {render_value(hi, fmt[2:])}]"
     if value is None:
         return "n/a"
+    if fmt.startswith("p") and value == 0:
+        return "< 1e\u2212300"          # a p that underflowed: the float says no more than that
+    if fmt.startswith("p"):
+        fmt = fmt[1:]
     if fmt.startswith("%"):
         return _sign(format(100 * value, fmt[1:] or ".0f")) + " %"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
