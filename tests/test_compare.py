@@ -75,6 +75,16 @@ def test_tdos_compare_writes_the_report_of_two_stores(tmp_path, capsys):
         assert (t["p_raw"] < 0.1) == (not lo <= 0 <= hi), t
     md = (out / "compare.md").read_text()
     assert "Δβ" in md and "| p from |" in md and "(the paper's estimator)" not in md
+    # the power law's GOF per model decides whether the β tests are window-slope tests
+    assert set(doc["gof_p"]) == {"mamba-syn", "neox-syn"}
+    rejected = any(p < 0.1 for p in doc["gof_p"].values())
+    assert doc["beta_tests_read_as"] == ("window-slope tests" if rejected else "exponent tests")
+    assert ("**window-slope test**" in md) == rejected
+    names = [t["name"] for t in fam["tests"]]
+    assert any(n.startswith("Δ window slope β" if rejected else "Δβ ") for n in names)
+    (dens,) = doc["density_pairs"]                          # the window mode density, paired
+    assert dens["ci"][0] <= dens["delta_density"] <= dens["ci"][1] and dens["p_method"].startswith("t(")
+    assert any(n.startswith("Δ window mode density") for n in names)
     printed = capsys.readouterr().out
     assert "mamba-syn (layer 2) − neox-syn (layer 2)" in printed and "comparison:" in printed
 

@@ -143,7 +143,15 @@ def test_every_observable_the_store_holds_is_read_and_absent_ones_are_skipped(tm
     st = open_store(write_store(tmp_path / "s.zarr", [a, *nulls]), "a")
     s = Settings(n_boot=50)
     got = {c.observable: c for c in null_study(st, 0, 32, s, s.primary_for(False)).comparisons}
-    assert set(got) == {"β (mle:symmetry-removed)", "log ‖J_tt‖_F² (token mean of the log)"}
+    density = "window mode density (symmetry-removed modes per token in the window)"
+    assert set(got) == {"β (mle:symmetry-removed)", "log ‖J_tt‖_F² (token mean of the log)", density}
+    # the density's oracle: the stored rates counted in the window by hand, token by token
+    with np.errstate(divide="ignore"):
+        lam = np.concatenate([-np.log(np.abs(st.eigenvalues(0, q))) for q in range(2)])   # (64, d)
+    lo, hi = s.window
+    by_hand = ((lam >= lo) & (lam <= hi)).sum(1).mean()
+    assert got[density].trained.value == pytest.approx(by_hand, rel=1e-9)
+    assert got[density].trained.lo < by_hand < got[density].trained.hi
     f = got["log ‖J_tt‖_F² (token mean of the log)"]
     assert f.trained.value == pytest.approx(2.0, abs=0.15) and f.delta == pytest.approx(1.0, abs=0.2)
     assert f.lo > 0 and f.rank == 3 and f.trained.unit == "jackknife over 2 sequences, t(1)"
@@ -158,7 +166,8 @@ def test_analyze_reads_nulls_under_their_model(tmp_path):
     doc = json.loads((tmp_path / "fits.json").read_text())
     assert set(doc["models"]) == {"a"}                                   # nulls are not models
     fam = doc["family"]
-    assert fam["correction"] == "Holm step-down" and fam["m"] == len(fam["tests"]) == 1
+    # β and the window mode density, each against the one null kind
+    assert fam["correction"] == "Holm step-down" and fam["m"] == len(fam["tests"]) == 2
     assert all(t["p_adjusted"] >= t["p_raw"] for t in fam["tests"])
     c = doc["models"]["a"]["nulls"]["comparisons"][0]
     assert c["delta"] > 0.15 and c["p_adjusted"] >= c["p_raw"] and c["rank"] == 2
@@ -168,7 +177,14 @@ def test_analyze_reads_nulls_under_their_model(tmp_path):
     assert (tmp_path / "tdos_vs_nulls.png").exists()
     assert "window slope" not in headline_lines(r)[2]
     r.row().by_mode[r.primary.modes].gof_p = 0.0                          # the power law rejected
-    assert "β: a window slope, not an exponent (power law rejected, p = 0)" in headline_lines(r)[2]
+    lines = headline_lines(r)
+    assert "β: a window slope, not an exponent (power law rejected, p = 0)" in lines[2]
+    ir = doc["models"]["a"]["primary"]["headline"]["infrared"]
+    assert ir["window"] == [1e-4, 5e-3] and np.isfinite(ir["beta"]) and np.isfinite(ir["gof_p"])
+    assert any("**window-slope test**" in x and "infrared sub-window [0.0001, 0.005]" in x
+               for x in lines)
+    dens = doc["models"]["a"]["primary"]["headline"]["window_mode_density"]
+    assert dens["value"] == r.row().by_mode[r.primary.modes].density > 0
 
 
 def test_compare_carries_the_nulls_and_counts_its_family(store_with_nulls):
@@ -177,7 +193,19 @@ def test_compare_carries_the_nulls_and_counts_its_family(store_with_nulls):
     assert [s.name for s in c.sides] == ["a", "b"]                       # nulls are not compared as models
     assert set(c.nulls) == {"a", "b"} and len(c.primary_deltas) == 1
     d = c.primary_deltas[0]
-    assert d.p_adjusted >= d.p_raw and c.family.m == 1 + sum(len(n.comparisons) for n in c.nulls.values())
+    # Δβ, Δ window mode density, and every observable against its nulls
+    assert d.p_adjusted >= d.p_raw and c.family.m == 2 + sum(len(n.comparisons) for n in c.nulls.values())
+    (dd,) = c.density_deltas
+    counts = []
+    for name in ("a", "b"):                              # the oracle: modes in the window by hand
+        st = open_store(store_with_nulls, name)
+        with np.errstate(divide="ignore"):
+            lam = np.concatenate([-np.log(np.abs(st.eigenvalues(0, q)[:32])) for q in range(4)])
+        counts.append(((lam >= 1e-4) & (lam <= 5e-2)).sum(1).mean())
+    assert dd.delta == pytest.approx(counts[0] - counts[1], rel=1e-9)
+    # both models on the same 4 sequences: a paired jackknife, t(3), and its p says so
+    assert dd.law["method"] == "t" and dd.law["dof"] == 3 and dd.p_method == "t(3)"
+    assert dd.lo < dd.delta < dd.hi and np.isfinite(dd.p_adjusted)
     doc = c.to_dict()
     assert doc["family"]["tests"][0]["p_raw"] == d.p_raw and "pairs" in doc
 

@@ -141,7 +141,8 @@ def test_analyze_records_each_kind_and_its_p_method(two_kinds, tmp_path):
     analyze(two_kinds, tmp_path, Settings(n_boot=30, lengths=(32,)), progress=False)
     doc = json.loads((tmp_path / "fits.json").read_text())
     tests = doc["family"]["tests"]
-    assert len(tests) == 2 and all(t["p_method"] == "t(1)" for t in tests)
+    # β and the window mode density, each against each of the two kinds
+    assert len(tests) == 4 and all(t["p_method"] == "t(1)" for t in tests)
     nulls = doc["models"]["a"]["nulls"]
     assert set(nulls["kinds"]) == {"random_init", "shuffled"}
     assert all(v["sequences"] == 2 and v["same_tokens"] for v in nulls["kinds"].values())

@@ -12,7 +12,8 @@ from analysis.io.aggregate import aggregate
 from analysis.spectrum.observables import block_classes
 from analysis.studies.precision import (RESOLVED_MAX, compare_precision, match_tokens,
                                         measured_floors, precision_pairs)
-from analysis.studies.tables import FP64_ONLY, beta_vs_length, ir_row
+from analysis.spectrum.rates import FP64_ONLY
+from analysis.studies.tables import beta_vs_length, ir_row
 from sweep.format.settings import Settings
 
 # true eigenvalues of every J_tt (real, so a real V gives a real matrix): slow modes from

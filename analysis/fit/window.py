@@ -18,6 +18,16 @@ circular blocks of k tokens within a single one, k from the data). The MLE depen
 only through each token's count of in-window modes c_t and their sum of ln(λ/lo) S_t, so a
 replicate is (Σ S*)/(Σ c*) solved for β (`fits.solve_s`).
 
+Window mode density: the stable modes per token inside the window, a token mean with the
+plan's interval. Where the power law is rejected, β is a window slope and the density is the
+plainer number: how many slow modes a token has in the window, with no law assumed.
+
+The infrared sub-window (`infrared_window`): the window without its top decade, [lo, hi/10]
+([1e-4, 5e-3] for [1e-4, 5e-2]). The top decade is where the rates leave the infrared and
+join the bulk (the local exponent bends there in the demo's models, and the whole trained-vs-
+null difference of the demo's NeoX sits in it), so the lower part is where a power law may
+still hold; it keeps ≥ 1 decade (a window narrower than 2 decades has none).
+
 Local exponent: the same MLE, with its CI, in sliding sub-windows one decade wide whose
 centres step by `step` decades across `span`: where a spectrum bends, β(λ) moves.
 """
@@ -29,7 +39,7 @@ import numpy as np
 
 from analysis._plot import axes_or_new, window_lines
 from analysis.fit.fits import WINDOW, fit_ir_exponent, mle_ir_exponent, solve_s
-from analysis.fit.resampling import group_by_sequence, resampling_for
+from analysis.fit.resampling import Resampling, group_by_sequence, resampling_for
 
 MIN_LOCAL = 10               # modes a sub-window needs for a local exponent
 FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -98,6 +108,47 @@ def bootstrap_mle(rates_2d, seq=None, window=WINDOW, n_boot=500, level=0.9, seed
     lo, hi = plan.interval(mle.beta, betas[:, 0], level) if np.isfinite(point[0]) else (np.nan, np.nan)
     return MLEInterval(mle.beta, lo, hi, mle.n_modes, int((flat[flat > 0] < window[0]).sum()),
                        tuple(window), level, len(betas), plan.unit, betas[:, 0], float(plan.dof))
+
+
+def infrared_window(window) -> tuple | None:
+    """(lo, hi/10): the window without its top decade (module docstring); None when that
+    leaves less than one decade."""
+    lo, hi = window
+    return (lo, hi / 10) if hi / lo >= 100 else None
+
+
+@dataclass
+class WindowDensity:
+    """Stable modes per token inside `window`, with the plan's interval."""
+    value: float
+    lo: float
+    hi: float
+    window: tuple
+    level: float
+    unit: str
+    dof: float
+    reps: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)   # (B,) replicates
+    resampling: Resampling | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "ci": [self.lo, self.hi], "window": list(self.window),
+                "level": self.level, "unit": self.unit, "dof": self.dof}
+
+
+def window_density(rates_2d, seq=None, window=WINDOW, n_boot=500, level=0.9,
+                   seed=0) -> WindowDensity:
+    """Modes per token in `window` from per-token rates (N, d) (NaN = no stable mode), `seq`
+    each row's sequence; the interval resamples sequences as every interval does."""
+    order, s = group_by_sequence(seq, len(rates_2d))
+    c = window_stats(np.asarray(rates_2d, np.float64)[order], [window])[:, 0, 0]   # (N,)
+    if not len(c):
+        return WindowDensity(np.nan, np.nan, np.nan, tuple(window), level, "", np.inf)
+    plan = resampling_for(c - c.mean(), s)
+    sums = plan.replicate_sums(np.stack([c, np.ones_like(c)], 1), n_boot, seed)   # (B, 2)
+    reps = sums[:, 0] / sums[:, 1]
+    lo, hi = plan.interval(c.mean(), reps, level)
+    return WindowDensity(float(c.mean()), lo, hi, tuple(window), level, plan.unit, float(plan.dof),
+                         reps, plan)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from analysis.report.compare import comparison_markdown, write_comparison
 from analysis.report.ensemble import add_ensembles
 from analysis.report.depth import FIGURE as DEPTH_FIGURE
 from analysis.report.depth import figure as depth_figure
-from analysis.report.fits_json import write_json
+from analysis.report.fits_json import headline, write_json
 from analysis.report.markdown import table_markdown, write_report
 from analysis.report.memory import FIGURE as MEMORY_FIGURE
 from analysis.report.memory import figure as memory_figure
@@ -43,7 +43,7 @@ from analysis.report.nulls import figure as null_figure
 from analysis.studies.depth import DepthStudy, depth_study
 from analysis.studies.memory import MemoryStudy, memory_study
 from analysis.studies.precision import compare_precision, measured_floors, precision_pairs
-from analysis.studies.tables import IRTable, beta_vs_length, default_lengths
+from analysis.studies.tables import IRTable, beta_vs_length, default_lengths, infrared_subwindow
 from sweep.format.schema import SSM_KINDS, trained_models
 from sweep.format.settings import MODES, Settings
 
@@ -90,6 +90,7 @@ class ModelResult:
     primary: object = None                 # settings.Primary: the β of headlines and verdicts
     why_layer: str = ""                    # the rule that picked the representative layer and L
     nulls: NullStudy | None = None         # its observables against its null models
+    infrared: dict | None = None           # the primary count on the infrared sub-window
 
     @property
     def modes(self) -> str:
@@ -162,6 +163,10 @@ def _against_nulls(st, agg_all, res, out) -> None:
     res.nulls = null_study(st, res.layer, res.L, s, res.primary)
     if res.nulls is None:
         return
+    if headline(res).power_law_rejected:       # a β test is then a test of a window slope
+        for c in res.nulls.comparisons:
+            if c.observable.startswith("β ("):
+                c.observable = f"window slope {c.observable}"
     def agg_of(name):
         return agg_all.model(name).skipping(s.skip_positions)
     save(null_figure(agg_of, st, res.layer, res.L, res.primary.modes, s.window,
@@ -188,6 +193,7 @@ def analyze_model(st, agg, out, settings, progress=True, floors=None) -> ModelRe
     res.primary = primary_of(st, settings)
     res.why_layer = why_representative(st, settings=settings)
     rows = token_rate_rows(st, layer, L, skip=settings.skip_positions)
+    res.infrared = infrared_subwindow(*rows[res.primary.modes], settings)
     res.sensitivity = {m: window_sensitivity(*rows[m], settings.window, settings.n_boot,
                                              settings.level, settings.seed) for m in MODES}
     res.files = _model_figures(st, agg, res, out, rows)

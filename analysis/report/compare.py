@@ -30,16 +30,25 @@ def verdict_lines(c: Comparison) -> list:
     """One sentence per pair at the shared L (the primary estimator, Holm-corrected), then each
     model's primary β minus its own nulls'."""
     out = [f"- {c.primary.describe()}"] if c.primary else []
+    if c.beta_word != "Δβ":
+        out.append("- the power law is rejected over the window (GOF p: " + ", ".join(
+            f"{n} {p:.3g}" for n, p in c.gof_p.items()) + "): every β test is a **window-slope "
+            "test**; the window mode density below needs no law")
     for d in c.primary_deltas:
         if d.L != c.sides[0].L:
             continue
         m = t_method(d.dof)
-        out.append(f"- {d.a} (layer {d.layer_a}) − {d.b} (layer {d.layer_b}), L = {d.L}: Δβ = "
+        out.append(f"- {d.a} (layer {d.layer_a}) − {d.b} (layer {d.layer_b}), L = {d.L}: {c.beta_word} = "
                    f"{d.delta:+.3f} {_ci(*d.ci)}, p raw {format_p(d.p_raw, m)}, p Holm "
                    f"{format_p(d.p_adjusted, m)} ({m}) → **{d.verdict}**")
+    for d in c.density_deltas:
+        out.append(f"- window mode density ({d.modes} modes per token in the window), {d.a} − "
+                   f"{d.b}, L = {d.L}: Δ = {d.delta:+.3g} {_ci(d.lo, d.hi)} "
+                   f"({' / '.join(sorted(set(d.units)))}), p Holm "
+                   f"{format_p(d.p_adjusted, d.p_method)} ({d.p_method}) → **{d.verdict}**")
     for name, ns in c.nulls.items():
         for x in ns.comparisons:
-            if x.observable.startswith("β"):
+            if x.observable.startswith(("β", "window slope β")):
                 out.append(f"- {name} − its {len(x.nulls)} {x.kind} nulls ({x.sequences} seq, "
                            f"{x.trained.positions}): Δβ = {x.delta:+.3f} {_ci(x.lo, x.hi)}, p Holm "
                            f"{format_p(x.p_adjusted, x.p_method)} ({x.p_method}) → **{x.verdict}**")

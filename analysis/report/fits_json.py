@@ -71,7 +71,7 @@ def model_doc(r) -> dict:
         doc["memory"] = r.memory.to_dict()
     if r.primary is not None:
         doc["primary"] = {"estimator": r.primary.estimator, "modes": r.primary.modes,
-                          "why": r.primary.why, "headline": headline(r).to_dict()}
+                          "why": r.primary.why, "headline": headline_doc(r)}
     if r.nulls is not None:
         doc["nulls"] = r.nulls.to_dict()
     return doc
@@ -82,6 +82,17 @@ def headline(r):
     (analysis/studies/primary.py), from the same Table I cell."""
     row = r.row()
     return headline_of(row.by_mode[r.primary.modes], r.primary, r.settings, r.name, r.layer, row.L)
+
+
+def headline_doc(r) -> dict:
+    """fits.json's headline: the Headline, what its tests read as, the window mode density at
+    the same (layer, L) and the infrared sub-window beside a rejected power law."""
+    h, x = headline(r), r.row().by_mode[r.primary.modes]
+    return {**h.to_dict(),
+            "tests_read_as": "window-slope tests" if h.power_law_rejected else "exponent tests",
+            "window_mode_density": {"value": x.density, "ci": [x.density_lo, x.density_hi],
+                                    "unit": x.ci_unit, "modes": r.primary.modes},
+            "infrared": r.infrared}
 
 
 def write_json(results, path, store_path, settings, comparison=None, family=None):

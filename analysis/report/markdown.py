@@ -122,9 +122,30 @@ def headline_lines(r) -> list:
     against = against or "no nulls in the store"
     return ["| primary estimator | layer, L | primary β [CI] | against its nulls |", "|---|---|---|---|",
             f"| {p.describe()} | {r.layer}, {r.L} | {cell} | {against} |", "",
+            *_infrared_lines(h, r.infrared), *_density_line(r),
             f"CI: {r.settings.level:.0%}, resampling {h.unit}; {h.n_modes:,} modes in the window. "
             f"Representative: {r.why_layer}. Every other estimator and mode "
             f"count below is a **diagnostic**, not a result.", ""]
+
+
+def _infrared_lines(h, ir) -> list:
+    """The infrared sub-window `ir` beside a rejected power law: its own slope, CI and GOF."""
+    if not h.power_law_rejected or not ir:
+        return []
+    word = "rejected" if ir["power_law_rejected"] else "not rejected"
+    return [f"The power law is rejected over the window, so every β test below is a **window-slope "
+            f"test**. Beside it, the infrared sub-window [{ir['window'][0]:g}, {ir['window'][1]:g}] "
+            f"(the window without its top decade, where a power law may hold): {ir['estimator']} "
+            f"β = {ir['beta']:+.3f} [{ir['ci'][0]:+.3f}, {ir['ci'][1]:+.3f}] ({ir['unit']}), "
+            f"{ir['n_modes']:,} modes, power law {word} (GOF p = {ir['gof_p']:.3g}).", ""]
+
+
+def _density_line(r) -> list:
+    """The window mode density at the headline (layer, L): an observable of its own."""
+    x = r.row().by_mode[r.primary.modes]
+    return [f"Window mode density: {x.density:.3g} [{x.density_lo:.3g}, {x.density_hi:.3g}] "
+            f"{r.primary.modes} modes per token in [{r.settings.window[0]:g}, "
+            f"{r.settings.window[1]:g}] ({r.settings.level:.0%} CI, {x.ci_unit}).", ""]
 
 
 def _model_section(name, r, rel) -> list:
@@ -146,6 +167,7 @@ def _model_section(name, r, rel) -> list:
           f"### Two estimators and the power-law test (layer {r.layer})", "",
           *estimator_lines(r), gof_markdown(r.table), "", *power_law_lines(r),
           f"### β across depth (L = {r.L})", "", r.depth.to_markdown(), "",
+          *r.depth.density_lines(), "",
           *laws_markdown(r.laws.to_dict() if r.laws is not None else None),
           *(depth_markdown(r.stacks) if r.stacks is not None else []),
           *(memory_markdown(r.memory) if r.memory is not None else [])]

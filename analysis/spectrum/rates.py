@@ -80,6 +80,32 @@ def mode_key(modes: str) -> str:
     return check_modes(modes).replace("-", "_")
 
 
+FP64_ONLY = "fp64-only"     # the label of an all-stable β whose fp32 floor no measurement backs
+
+
+def resolution_floor(dtype, measured=None) -> tuple:
+    """(floor, source) of the all-stable count of a store in `dtype` at one layer
+    (studies/tables.py, "Resolution before counting"): none in fp64; in fp32 the precision
+    study's `measured` (λ*, how) when there is one, else the dtype table's marginal floor,
+    labelled FP64_ONLY."""
+    if dtype != "float32":
+        return 0.0, ""
+    if measured is not None and np.isfinite(measured[0]):
+        return float(measured[0]), f"fp32 resolution λ* = {measured[0]:.2g} {measured[1]}"
+    thr = marginal_threshold(dtype)
+    return thr, (f"dtype table's marginal floor {thr:g} (sweep/format/dtypes.py; no fp64 twin "
+                 f"measured this layer's resolution, so this β is {FP64_ONLY} for paper comparisons)")
+
+
+def floor_edge(floor) -> tuple:
+    """(λ, column): the first global bin edge ≥ floor and the histogram column just below it
+    (columns 0..column hold only rates < λ); (0, −1) for no floor."""
+    if floor <= 0:
+        return 0.0, -1
+    j = int(np.searchsorted(EDGES, floor, "left"))
+    return float(EDGES[j]), j
+
+
 def marginal_threshold(dtype) -> float:
     """The marginal floor of a compute dtype or its complex partner (a store's eigenvalues)."""
     return dtypes.of(dtype).marginal

@@ -31,7 +31,10 @@ import numpy as np
 
 from analysis.fit.multiplicity import Family, quantile, t_method, welch_dof
 from analysis.fit.resampling import difference_interval, difference_law, verdict
+from analysis.fit.gof import power_law_gof
+from analysis.fit.window import window_density
 from analysis.io.aggregate import aggregate
+from analysis.spectrum.observables import token_rate_rows
 from analysis.io.store import StoreError, open_store
 from analysis.studies.depth import compare_depth, depth_study
 from analysis.studies.memory import compare_memory, memory_study
@@ -199,6 +202,8 @@ class Comparison:
     memory_deltas: list = field(default_factory=list)  # studies.memory.MemoryDelta of every pair
     primary: object = None                             # settings.Primary of the verdicts
     primary_deltas: list = field(default_factory=list)  # PrimaryDelta of every pair and shared L
+    density_deltas: list = field(default_factory=list)  # DensityDelta of every pair
+    gof_p: dict = field(default_factory=dict)          # {name: power law's GOF p, primary count}
     nulls: dict = field(default_factory=dict)          # {name: NullStudy} of models with nulls
     family: Family | None = None                       # the tests counted and Holm-corrected
 
@@ -216,6 +221,12 @@ class Comparison:
         """{name: representative layer}: where the memory comparison is made."""
         return {s.name: s.layer for s in self.sides}
 
+    @property
+    def beta_word(self) -> str:
+        """"Δβ", or "Δ window slope β" when a side's power law is rejected (p < 1 − level)."""
+        rejected = any(p < 1 - self.settings.level for p in self.gof_p.values())
+        return "Δ window slope β" if rejected else "Δβ"
+
     def _side(self, name) -> ModelSide:
         return next(s for s in self.sides if s.name == name)
 
@@ -232,6 +243,9 @@ class Comparison:
                 "primary": self.primary.describe() if self.primary else None,
                 "primary_pairs": [d.to_dict() for d in self.primary_deltas],
                 "pairs": [d.to_dict() for d in self.deltas],          # diagnostics: cumulative fit, both counts
+                "density_pairs": [d.to_dict() for d in self.density_deltas],
+                "gof_p": self.gof_p, "beta_tests_read_as": "window-slope tests"
+                if self.beta_word != "Δβ" else "exponent tests",
                 "nulls": {n: v.to_dict() for n, v in self.nulls.items()},
                 "family": self.family.to_dict() if self.family else None,
                 **({"depth": {"models": {n: d.to_dict() for n, d in self.depth.items()},
@@ -271,9 +285,65 @@ def compare_models(sources, settings: Settings | None = None, nulls: dict | None
         c.memory_deltas = compare_memory(c.memory, c.memory_layers, settings.level)
     c.primary = settings.primary_for(False)
     c.primary_deltas = primary_deltas(sides, stores, settings, c.primary)
+    c.density_deltas = density_deltas(sides, stores, settings, c.primary)
+    c.gof_p = {s.name: _gof_p(st, s, settings, c.primary) for s, st in zip(sides, stores)}
     c.nulls = _null_studies(sides, stores, settings, c.primary) if nulls is None else dict(nulls)
     c.family = comparison_family(c, label or f"tdos compare of {len(sides)} models")
     return c
+
+
+@dataclass
+class DensityDelta:
+    """Δ of the window mode density (stable modes per token in the window) between two models
+    at their representative layers and the shared L, with the distribution its p comes from."""
+    a: str
+    b: str
+    layer_a: int
+    layer_b: int
+    L: int
+    modes: str
+    delta: float
+    lo: float
+    hi: float
+    level: float
+    law: dict = field(repr=False, default_factory=dict)    # resampling.difference_law
+    units: tuple = ()
+    p_adjusted: float = float("nan")
+    p_method: str = ""
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.lo, self.hi, self.level, self.p_adjusted)
+
+    def to_dict(self) -> dict:
+        return {"a": self.a, "b": self.b, "layer_a": self.layer_a, "layer_b": self.layer_b,
+                "L": self.L, "modes": self.modes, "delta_density": self.delta,
+                "ci": [self.lo, self.hi], "units": list(self.units), "level": self.level,
+                "p_adjusted": self.p_adjusted, "p_method": self.p_method, "verdict": self.verdict}
+
+
+def _gof_p(st, side, settings, primary) -> float:
+    """The power law's Monte-Carlo GOF p over the window, primary count, (layer, L) of a side."""
+    rates, _ = token_rate_rows(st, side.layer, side.L, skip=settings.skip_positions)[primary.modes]
+    flat = rates[np.isfinite(rates)]
+    return power_law_gof(flat, settings.window, n_sims=settings.n_boot, seed=settings.seed).p_value
+
+
+def density_deltas(sides, stores, settings, primary) -> list:
+    """DensityDelta of every pair (the primary's mode count), each model resampled as its β."""
+    dens = [window_density(*token_rate_rows(st, s.layer, s.L, skip=settings.skip_positions)[primary.modes],
+                           settings.window, settings.n_boot, settings.level, settings.seed + i)
+            for i, (s, st) in enumerate(zip(sides, stores))]
+    out = []
+    for i, (a, x) in enumerate(zip(sides, dens)):
+        for b, y in zip(sides[i + 1:], dens[i + 1:]):
+            if x.resampling is None or y.resampling is None:
+                continue
+            args = (x.value, x.reps, x.resampling, y.value, y.reps, y.resampling, settings.level)
+            out.append(DensityDelta(a.name, b.name, a.layer, b.layer, a.L, primary.modes,
+                                    *difference_interval(*args), settings.level,
+                                    difference_law(*args), (x.unit, y.unit)))
+    return out
 
 
 def _null_studies(sides, stores, settings, primary) -> dict:
@@ -346,12 +416,18 @@ def comparison_family(c: Comparison, label) -> Family:
     fam = Family(label, {"model pairs": len(c.sides) * (len(c.sides) - 1) // 2,
                          "lengths": len({d.L for d in c.primary_deltas}),
                          "depth and memory differences": len(taken),
+                         "window mode density differences": len(c.density_deltas),
                          "models with nulls": len(nulls), "observables against nulls": len(obs),
                          "null kinds, each its own comparison": len(kinds)},
                  c.settings.level)
-    tests = [fam.add(f"Δβ {d.a} − {d.b}, layers {d.layer_a}/{d.layer_b}, L = {d.L} "
+    tests = [fam.add(f"{c.beta_word} {d.a} − {d.b}, layers {d.layer_a}/{d.layer_b}, L = {d.L} "
                      f"({estimator_words(c.primary)})", d.delta, *d.ci, dof=d.dof)
              for d in c.primary_deltas]
+    dens = [fam.add(f"Δ window mode density {d.a} − {d.b}, layers {d.layer_a}/{d.layer_b}, L = "
+                    f"{d.L} ({d.modes} modes per token in the window)", d.delta, d.lo, d.hi,
+                    **({"dof": d.law["dof"]} if d.law["method"] == "t" else
+                       {"replicates": d.law["replicates"], "unit": " / ".join(sorted(set(d.units)))}))
+            for d in c.density_deltas if np.isfinite(d.delta)]
     differences = taken     # a difference not taken (laws differ, a law rejected): no row
     others = [fam.add(difference_name(d), d.delta, d.lo, d.hi, **difference_replicates_of(c, d))
               for d in differences]
@@ -359,6 +435,8 @@ def comparison_family(c: Comparison, label) -> Family:
     fam.correct()
     for d, t in zip(c.primary_deltas, tests):
         d.p_raw, d.p_adjusted = t.p_raw, t.p_adjusted
+    for d, t in zip([d for d in c.density_deltas if np.isfinite(d.delta)], dens):
+        d.p_adjusted, d.p_method = t.p_adjusted, t.p_method
     for d, t in zip(differences, others):       # their own sections print the corrected verdict
         d.p_adjusted = t.p_adjusted
     for n, ns in nulls.items():

@@ -46,7 +46,7 @@ import numpy as np
 
 from analysis.fit.multiplicity import Family, p_from_t, quantile, t_method
 from analysis.fit.resampling import resampling_for
-from analysis.fit.window import bootstrap_mle
+from analysis.fit.window import bootstrap_mle, window_density
 from analysis.io.aggregate import aggregate
 from analysis.spectrum.observables import token_rate_rows
 from analysis.studies.depth import kernel_points
@@ -183,6 +183,15 @@ def _dof(interval) -> float:
     return float(d) if d is not None else np.inf
 
 
+def _window_density(st, layer, L, settings, primary: Primary) -> Estimate | None:
+    """Stable modes per token in the fit window (window.window_density), the primary count."""
+    rates, seq = token_rate_rows(st, layer, L, skip=settings.skip_positions)[primary.modes]
+    if not len(rates):
+        return None
+    d = window_density(rates, seq, settings.window, settings.n_boot, settings.level, settings.seed)
+    return Estimate(d.value, d.lo, d.hi, d.unit, d.dof, f"t < {L}")
+
+
 def primary_beta(st, layer, L, settings, primary: Primary) -> Estimate | None:
     """The primary β of (layer, L) over st's sequences: the in-window MLE or the cumulative
     fit, its interval resampling tokens as Table I does."""
@@ -225,7 +234,9 @@ def observables(st, layer, L, settings, primary: Primary, law=None) -> tuple[dic
     """({observable: Estimate} of one model group over its sequences st.n_seqs: those its
     store holds; the memory law compared). `law`: the memory law to read (a null reads its
     trained model's); None: the law this group's own profile prefers, when it fits."""
-    out = {f"β ({primary.name})": primary_beta(st, layer, L, settings, primary)}
+    out = {f"β ({primary.name})": primary_beta(st, layer, L, settings, primary),
+           f"window mode density ({primary.modes} modes per token in the window)":
+           _window_density(st, layer, L, settings, primary)}
     for name, reader, log in (("log ‖J_tt‖_F² (token mean of the log)", "frobenius2", True),
                               ("non-normality of J_tt (token mean)", "nonnormality", False)):
         if reader in st.group:

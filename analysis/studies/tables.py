@@ -10,7 +10,7 @@ sit relative to the window (the reason the two β differ). Every number is compu
 one `Settings` (window, level, replicates, seed, positions skipped).
 
 **Resolution before counting.** In an fp32 store the all-stable count leaves out the stable
-modes below the resolution floor (`resolution_floor`): the λ below which the precision study
+modes below the resolution floor (rates.resolution_floor): the λ below which the precision study
 (studies/precision.py) finds fp32's rates off by more than 10 % against an fp64 twin of the
 same config at that layer, or, at a layer without such a twin, the dtype table's marginal
 floor (sweep/format/dtypes.py), which no measurement backs: that all-stable β is then
@@ -37,12 +37,10 @@ from analysis.fit.alternatives import ALTERNATIVES, compare_alternatives
 from analysis.fit.bootstrap import bootstrap_ir_from_hists
 from analysis.fit.fits import WINDOW, fit_ir_exponent, mle_ir_exponent
 from analysis.fit.gof import power_law_gof
-from analysis.fit.window import bootstrap_mle, edge_exponents
+from analysis.fit.window import bootstrap_mle, edge_exponents, infrared_window, window_density
 from analysis.spectrum.observables import block_classes, token_rate_rows
-from analysis.spectrum.rates import EDGES, N_COLS, check_modes, marginal_threshold, mode_key
+from analysis.spectrum.rates import N_COLS, check_modes, floor_edge, mode_key, resolution_floor
 from sweep.format.settings import DEFAULT_MODES, MODES, Settings
-
-FP64_ONLY = "fp64-only"     # the label of an all-stable β whose fp32 floor no measurement backs
 
 
 def default_lengths(lmax, configured=None):
@@ -75,6 +73,9 @@ class ModeRow:
     gof_p: float                     # its Monte-Carlo p
     local_beta_low: float            # MLE in the window's lowest decade
     local_beta_high: float           # MLE in its highest decade
+    density: float = np.nan          # stable modes per token in the window (window.window_density)
+    density_lo: float = np.nan       # its CI, resampling the same units
+    density_hi: float = np.nan
     floor: float = 0.0               # stable modes below this λ not counted (fp32 resolution)
     n_unresolved: int = 0            # how many that left out
     floor_source: str = ""           # where the floor comes from, in words
@@ -192,6 +193,15 @@ class IRTable:
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines + self.floor_lines())
 
+    def density_lines(self) -> list:
+        """Stable modes per token in the window, by row, of the table's mode count."""
+        cells = [f"{r.key}: {_num(r.get('density', self.modes), '.3g')} [{_num(r.get('density_lo', self.modes), '.3g')}, "
+                 f"{_num(r.get('density_hi', self.modes), '.3g')}]" for r in self.rows]
+        unit = self.rows[-1].get("ci_unit", self.modes) if self.rows else ""
+        return [f"Window mode density ({self.modes} modes per token in [{self.window[0]:g}, "
+                f"{self.window[1]:g}], {self.level:.0%} CI, {unit}), by {self.by}: "
+                + "; ".join(cells) + "."]
+
     def floor_lines(self) -> list:
         """What the all-stable count left out below the resolution floor (fp32), per row."""
         rows = [r for r in self.rows if r.by_mode["all-stable"].floor_source]
@@ -289,14 +299,14 @@ def gof_markdown(table: "IRTable") -> str:
     ci = f"{table.level:.0%} CI"
     head = (f"| {table.by} | count | β cumulative [{ci}] | β MLE in window [{ci}] | modes below "
             f"window | estimators | KS | GOF p | local β low / high decade | R, p vs log-normal | "
-            f"R, p vs exponential | R, p vs stretched exp. |")
+            f"R, p vs exponential | R, p vs stretched exp. | modes per token in window [{ci}] |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in table.rows:
         for m in MODES:
             x = r.by_mode[m]
             if not x.fitted:
                 lines.append(f"| {r.key} | {m} | no modes in the window | – | {x.n_below:,} | – | – "
-                             f"| – | – | – | – | – |")
+                             f"| – | – | – | – | – | 0 |")
                 continue
             alts = [f"{_num(getattr(x, 'R_' + a), '+.2f')}, {_num(getattr(x, 'p_' + a), '.2g')}"
                     for a in ALTERNATIVES]
@@ -305,7 +315,8 @@ def gof_markdown(table: "IRTable") -> str:
                 f"{_mle_cell(x)} | {x.n_below:,} | "
                 f"{'**disagree**' if x.estimators_disagree else 'CIs overlap'} | {_num(x.ks, '.4f')} | "
                 f"{_num(x.gof_p, '.3f')} | {_num(x.local_beta_low)} / {_num(x.local_beta_high)} | "
-                + " | ".join(alts) + " |")
+                + " | ".join(alts) + f" | {_num(x.density, '.3g')} [{_num(x.density_lo, '.3g')}, "
+                f"{_num(x.density_hi, '.3g')}] |")
     return "\n".join(lines)
 
 
@@ -315,28 +326,6 @@ def symmetry_modes(sr, window) -> dict:
     lam = np.asarray(sr.removed)
     return {"sym_removed": int(sr.scale + sr.marginal), "sym_stable": int(lam.size),
             "sym_below": int((lam < lo).sum()), "sym_inside": int(((lam >= lo) & (lam <= hi)).sum())}
-
-
-def resolution_floor(dtype, measured=None) -> tuple:
-    """(floor, source) of the all-stable count of a store in `dtype` at one layer (module
-    docstring): none in fp64; the precision study's `measured` (λ*, how) in fp32 when there is
-    one, else the dtype table's marginal floor, labelled FP64_ONLY."""
-    if dtype != "float32":
-        return 0.0, ""
-    if measured is not None and np.isfinite(measured[0]):
-        return float(measured[0]), f"fp32 resolution λ* = {measured[0]:.2g} {measured[1]}"
-    thr = marginal_threshold(dtype)
-    return thr, (f"dtype table's marginal floor {thr:g} (sweep/format/dtypes.py; no fp64 twin "
-                 f"measured this layer's resolution, so this β is {FP64_ONLY} for paper comparisons)")
-
-
-def floor_edge(floor) -> tuple:
-    """(λ, column): the first global bin edge ≥ floor and the histogram column just below it
-    (columns 0..column hold only rates < λ); (0, −1) for no floor."""
-    if floor <= 0:
-        return 0.0, -1
-    j = int(np.searchsorted(EDGES, floor, "left"))
-    return float(EDGES[j]), j
 
 
 def bootstrap_from_agg(agg, layer, L, modes, window, n_boot, level, seed, n_seqs=None, floor=0.0):
@@ -371,11 +360,13 @@ def mode_row(rates_2d, seq, boot, settings, floor=(0.0, "")) -> ModeRow:
     alts = {f"{x}_{name}": getattr(a, x) for name, a in compare_alternatives(flat, w).items()
             for x in ("R", "p")}
     lb, hb = edge_exponents(flat, w)
+    dens = window_density(rates_2d, seq, w, settings.n_boot, settings.level, settings.seed)
     return ModeRow(beta=fit.beta, ci_lo=boot.lo, ci_hi=boot.hi, r2=fit.r2, n_modes=fit.n_modes,
                    s=fit.s, ci_unit=boot.unit, mle_beta=mle.beta,
                    mle_se=mle_ir_exponent(flat, w).se, mle_ci_lo=mle.lo, mle_ci_hi=mle.hi,
                    n_below=mle.n_below, ks=gof.ks, gof_p=gof.p_value, local_beta_low=lb,
-                   local_beta_high=hb, mle_ci_unit=mle.unit, floor=lam_f,
+                   local_beta_high=hb, mle_ci_unit=mle.unit, density=dens.value,
+                   density_lo=dens.lo, density_hi=dens.hi, floor=lam_f,
                    n_unresolved=int(low.sum()), floor_source=floor[1], **alts)
 
 
@@ -392,6 +383,21 @@ def count_row(store, agg, layer, L, modes, settings, rows=None, measured=None):
     boot, done = bootstrap_from_agg(agg, layer, L, modes, settings.window, settings.n_boot,
                                     settings.level, settings.seed, floor=floor[0])
     return mode_row(*rows[modes], boot, settings, floor), boot.fit, done
+
+
+def infrared_subwindow(rates_2d, seq, settings) -> dict | None:
+    """The in-window MLE β with its CI and the power law's goodness of fit on the infrared
+    sub-window (window.infrared_window), from per-token rates (N, d); None without one."""
+    w = infrared_window(settings.window)
+    if w is None:
+        return None
+    flat = rates_2d[np.isfinite(rates_2d)]
+    mle = bootstrap_mle(rates_2d, seq, w, settings.n_boot, settings.level, settings.seed)
+    gof = power_law_gof(flat, w, n_sims=settings.n_boot, seed=settings.seed)
+    return {"window": list(w), "estimator": "in-window MLE", "beta": mle.beta,
+            "ci": [mle.lo, mle.hi], "unit": mle.unit, "dof": mle.dof, "n_modes": mle.n_modes,
+            "gof_p": gof.p_value,
+            "power_law_rejected": bool(np.isfinite(gof.p_value) and gof.p_value < 1 - settings.level)}
 
 
 def ir_row(store, agg, layer, L, settings=None, key=None, measured=None):
