@@ -81,3 +81,21 @@ $(SMOLLM2):
 # from the JSON each names (analysis/report/docgen.py); tests/test_docgen.py checks they agree.
 docs: .venv/.ready
 	$(PY) -m analysis.report.docgen
+
+# After `make demo`: the demo's results docs/demo.md quotes, copied into docs/demo/ (fits.json,
+# compare.json, the --skip-positions 1 analysis and the figures the pages show), then the
+# pages rendered from them (docs/demo-models.md, "Retraining").
+DEMO_FIGURES := mamba/fig1_collective_spectrum.png mamba/fig2_intrinsic.png \
+                mamba/fig4_effective_vs_length.png mamba/fig5_tdos_vs_length.png mamba/table1.md \
+                mamba/window_sensitivity.png neox/fig1_collective_spectrum.png \
+                neox/fig5_tdos_vs_length.png neox/self_averaging.png neox/table1.md \
+                neox/tdos_vs_nulls.png
+.PHONY: demo-docs
+demo-docs: .venv/.ready
+	.venv/bin/tdos analyze out/demo.zarr --skip-positions 1 --out out/demo-skip1
+	cp out/demo-report/fits.json docs/demo/fits.json
+	cp out/demo-compare/compare.json docs/demo/compare.json
+	cp out/demo-skip1/fits.json docs/demo/skip1-fits.json
+	cp out/demo-compare/compare_beta.png docs/demo/compare_beta.png
+	for f in $(DEMO_FIGURES); do cp out/demo-report/$$f docs/demo/$$(echo $$f | tr / _); done
+	$(PY) -m analysis.report.docgen

@@ -3,11 +3,13 @@ JSON it names, to exactly the page committed in docs/ (analysis/report/docgen.py
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from analysis.report.docgen import DocError, render
+from analysis.report.docgen import DocError, render, render_all
 
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _template(tmp_path, body, doc):
@@ -39,3 +41,24 @@ def test_an_unknown_source_is_refused(tmp_path):
     t = _template(tmp_path, "{{other:a}}\n", {"a": 1})
     with pytest.raises(DocError, match="source 'other' is not named"):
         render(t, tmp_path)
+
+
+def test_picks_by_several_keys_and_substring_and_an_underflowed_p(tmp_path):
+    doc = {"tests": [{"kind": "random_init", "observable": "window slope β (mle)", "p": 0.5},
+                     {"kind": "shuffled", "observable": "log ‖J‖²", "p": 0.25},
+                     {"kind": "shuffled", "observable": "window slope β (mle)", "p": 0.125}]}
+    body = "{{run:tests[kind=shuffled&observable~=β].p}} {{run:tests[observable~=J].p}}\n"
+    assert render(_template(tmp_path, body, doc), tmp_path).splitlines()[1] == "0.125 0.25"
+    zero = _template(tmp_path, "{{run:tests[0].q|p.2g}} {{run:tests[1].q|p.2g}}\n",
+                     {"tests": [{"q": 0.0}, {"q": 3.14e-7}]})
+    assert render(zero, tmp_path).splitlines()[1] == "< 1e\u2212300 3.1e\u221207"
+    t = _template(tmp_path, "{{run:tests[kind=shuffled&observable~=γ].p}}\n", doc)
+    with pytest.raises(DocError, match="no element with kind=shuffled&observable~=γ"):
+        render(t, tmp_path)
+
+
+def test_committed_docs_are_their_templates_rendered():
+    pages = render_all(ROOT / "docs" / "templates", ROOT / "docs", ROOT)
+    assert pages, "docs/templates holds no template"
+    for path, text in pages.items():
+        assert path.read_text() == text, f"{path.relative_to(ROOT)} is not its template rendered: run make docs"

@@ -11,7 +11,7 @@ AutoTokenizer path like any other checkpoint's.
         --steps 520 --warmup 40 --minutes 55 --seed 0 --d-model 128 --batch 16 --seq-len 128
 
 (the first stage of the shipped Mamba; every stage's exact command is in the README.md model
-cards, and docs/demo.md, Demo models, summarises them). Mamba trains through
+cards, and docs/demo-models.md summarises them). Mamba trains through
 training/mamba_train_scan.py's training path (mixer_forward and the fused scan).
 
 Writes config.json + model.safetensors (float32) and a README.md model card into --out.

@@ -12,9 +12,10 @@ and whose placeholders name a value in one of them and how to print it:
     {{demo:models.neox.blocks.done|,d}}                     ->  1,024
 
 A path is dotted keys; `name[key=value]` picks the element of a list of objects whose `key`
-equals `value` (numbers compared as numbers), `name[3]` the fourth element. The format is
+equals `value` (numbers compared as numbers), `name[key~=text]` the one whose `key` contains
+`text`, `name[kind=shuffled&observable~=β]` the one meeting both, `name[3]` the fourth element. The format is
 Python's format spec; `ci` before it prints a pair as an interval, `%` prints a fraction as a
-percentage; a minus sign prints as U+2212, as the docs write it. A path that does not resolve
+percentage, `p` prints a p-value that underflowed to 0 as "< 1e−300"; a minus sign prints as U+2212, as the docs write it. A path that does not resolve
 is an error naming the template line, so a renamed field cannot leave a stale number.
 
 `make docs` renders every template into docs/; tests/test_docgen.py renders them again from
@@ -37,15 +38,23 @@ class DocError(ValueError):
 
 
 def _pick(value, pick: str, path: str):
-    """`value[pick]`: an index, or the list element whose key equals the given value."""
+    """`value[pick]`: an index, or the first list element that meets every condition of
+    `pick` (joined by `&`): `key=value` equal, `key~=text` containing text."""
     if "=" not in pick:
         return value[int(pick)]
-    key, want = pick.split("=", 1)
+    conditions = [c.split("=", 1) for c in pick.split("&")]
     for item in value:
-        got = item.get(key) if isinstance(item, dict) else None
-        if got is not None and (str(got) == want or _same_number(got, want)):
+        if isinstance(item, dict) and all(_meets(item, key, want) for key, want in conditions):
             return item
-    raise KeyError(f"no element with {key} = {want} in {path}")
+    raise KeyError(f"no element with {pick} in {path}")
+
+
+def _meets(item: dict, key: str, want: str) -> bool:
+    if key.endswith("~"):
+        got = item.get(key[:-1])
+        return got is not None and want in str(got)
+    got = item.get(key)
+    return got is not None and (str(got) == want or _same_number(got, want))
 
 
 def _same_number(got, want: str) -> bool:
@@ -77,6 +86,10 @@ def render_value(value, fmt: str | None) -> str:
         return f"[{render_value(lo, fmt[2:])}, {render_value(hi, fmt[2:])}]"
     if value is None:
         return "n/a"
+    if fmt.startswith("p") and value == 0:
+        return "< 1e\u2212300"          # a p that underflowed: the float says no more than that
+    if fmt.startswith("p"):
+        fmt = fmt[1:]
     if fmt.startswith("%"):
         return _sign(format(100 * value, fmt[1:] or ".0f")) + " %"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
