@@ -3,11 +3,13 @@ JSON it names, to exactly the page committed in docs/ (analysis/report/docgen.py
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from analysis.report.docgen import DocError, render
+from analysis.report.docgen import DocError, render, render_all
 
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _template(tmp_path, body, doc):
@@ -29,6 +31,15 @@ def test_paths_picks_and_formats(tmp_path):
                                    "by sequences, first L 8")
 
 
+def test_a_pick_by_two_keys(tmp_path):
+    doc = {"tests": [{"obs": "beta", "kind": "random_init", "p": 0.01},
+                     {"obs": "beta", "kind": "shuffled", "p": 0.2}]}
+    out = render(_template(tmp_path, "{{run:tests[obs=beta&kind=shuffled].p|.2f}}\n", doc), tmp_path)
+    assert out.splitlines()[1] == "0.20"
+    with pytest.raises(DocError, match="obs = gamma|obs=gamma"):
+        render(_template(tmp_path, "{{run:tests[obs=gamma&kind=shuffled].p}}\n", doc), tmp_path)
+
+
 def test_a_missing_path_names_the_line(tmp_path):
     t = _template(tmp_path, "line one\n{{run:models.x.beta|+.3f}}\n", {"models": {}})
     with pytest.raises(DocError, match=r"t\.md:3: .*models\.x\.beta.*not in r\.json"):
@@ -39,3 +50,4 @@ def test_an_unknown_source_is_refused(tmp_path):
     t = _template(tmp_path, "{{other:a}}\n", {"a": 1})
     with pytest.raises(DocError, match="source 'other' is not named"):
         render(t, tmp_path)
+

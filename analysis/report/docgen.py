@@ -12,7 +12,8 @@ and whose placeholders name a value in one of them and how to print it:
     {{demo:models.neox.blocks.done|,d}}                     ->  1,024
 
 A path is dotted keys; `name[key=value]` picks the element of a list of objects whose `key`
-equals `value` (numbers compared as numbers), `name[3]` the fourth element. The format is
+equals `value` (numbers compared as numbers; `[k1=v1&k2=v2]`: both), `name[3]` the fourth
+element. The format is
 Python's format spec; `ci` before it prints a pair as an interval, `%` prints a fraction as a
 percentage; a minus sign prints as U+2212, as the docs write it. A path that does not resolve
 is an error naming the template line, so a renamed field cannot leave a stale number.
@@ -37,15 +38,19 @@ class DocError(ValueError):
 
 
 def _pick(value, pick: str, path: str):
-    """`value[pick]`: an index, or the list element whose key equals the given value."""
+    """`value[pick]`: an index, or the first list element whose keys equal the given values
+    (`key=value`, several joined by `&`)."""
     if "=" not in pick:
         return value[int(pick)]
-    key, want = pick.split("=", 1)
+    wants = [cond.split("=", 1) for cond in pick.split("&")]
     for item in value:
-        got = item.get(key) if isinstance(item, dict) else None
-        if got is not None and (str(got) == want or _same_number(got, want)):
+        if isinstance(item, dict) and all(_equal(item.get(key), want) for key, want in wants):
             return item
-    raise KeyError(f"no element with {key} = {want} in {path}")
+    raise KeyError(f"no element with {pick.replace('&', ' and ')} in {path}")
+
+
+def _equal(got, want: str) -> bool:
+    return got is not None and (str(got) == want or _same_number(got, want))
 
 
 def _same_number(got, want: str) -> bool:
