@@ -79,11 +79,10 @@ $(SMOLLM2):
 
 # The real model's report (docs/real.md): SmolLM2 in float64 at its representative layer 15
 # and the stack 15-16, against 4 nulls of each kind and a quantization ensemble of 3 on the
-# first sequence, with token memory; then the same store grown by layers 0 and 29 (trained
-# model only); then the report. Timed against its dry runs by benchmarks/bench_real.py.
+# first sequence, with token memory; then the report. Timed against its dry run by
+# benchmarks/bench_real.py.
 real: .venv/.ready $(SMOLLM2) $(SMOLLM2_TEXT)
 	.venv/bin/tdos sweep configs/smollm2-real.yaml
-	.venv/bin/tdos sweep configs/smollm2-real-layers.yaml
 	.venv/bin/tdos analyze out/smollm2-real.zarr --out out/smollm2-real-report
 
 # Pages whose numbers come from committed results: docs/templates/*.md rendered into docs/

@@ -2,9 +2,10 @@
 
     .venv/bin/python benchmarks/bench_real.py        (after `make venv` and `make smollm2`)
 
-runs, from the repository root, what `make real` runs: for each of its two configs the dry
-run (its "~X core-hours on CPU (~Y min wall on N worker(s))" line read back) and then the
-sweep, each as its own process, then `tdos analyze`. It writes results/real.{json,md} with the
+runs, from the repository root, what `make real` runs: the dry run of its config (its "~X
+core-hours on CPU (~Y min wall on N worker(s))" line read back) and then the sweep, each as
+its own process, then `tdos analyze`, into a store and report of its own (out/bench-real*,
+so make real's are left alone). It writes results/real.{json,md} with the
 seconds of every step, the CPU seconds its processes used (user + sys of the waited-for
 children: the sweep and its local workers), the load average sampled every 15 s while it ran,
 and the core count. On a shared machine the wall time stretches with the load: the record
@@ -26,8 +27,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "results"
-CONFIGS = ("configs/smollm2-real.yaml", "configs/smollm2-real-layers.yaml")
-STORE, REPORT = "out/smollm2-real.zarr", "out/smollm2-real-report"
+CONFIGS = ("configs/smollm2-real.yaml",)
+STORE, REPORT = "out/bench-real.zarr", "out/bench-real-report"
 ESTIMATE = re.compile(r"~([\d.]+) core-hours on CPU \(~([\d.]+) min wall on (\d+) worker")
 
 
@@ -69,9 +70,9 @@ def main() -> None:
     sampler, steps = LoadSampler(), []
     sampler.start()
     for cfg in CONFIGS:
-        dry = timed(["sweep", cfg, "--dry-run"])
+        dry = timed(["sweep", cfg, "--dry-run", "--store", STORE])
         core_h, wall_min, workers = ESTIMATE.search(dry.pop("stdout")).groups()
-        run = timed(["sweep", cfg])
+        run = timed(["sweep", cfg, "--store", STORE])
         run.pop("stdout")
         steps.append({"config": cfg, "dry_run_seconds": dry["seconds"],
                       "estimate_core_hours": float(core_h), "estimate_wall_min": float(wall_min),
