@@ -51,3 +51,12 @@ def test_an_unknown_source_is_refused(tmp_path):
     with pytest.raises(DocError, match="source 'other' is not named"):
         render(t, tmp_path)
 
+
+def test_committed_docs_are_their_templates_rendered():
+    """Every page generated from docs/templates is committed exactly as its template renders
+    from the committed JSON it names: a number retyped in the page, or a JSON re-run without
+    `make docs`, fails here."""
+    pages = render_all(ROOT / "docs" / "templates", ROOT / "docs", ROOT)
+    assert pages, "no template in docs/templates"
+    for path, text in pages.items():
+        assert path.read_text() == text, f"{path.relative_to(ROOT)} differs from its template: run make docs"
