@@ -31,6 +31,15 @@ def test_paths_picks_and_formats(tmp_path):
                                    "by sequences, first L 8")
 
 
+def test_a_pick_by_two_keys(tmp_path):
+    doc = {"tests": [{"obs": "beta", "kind": "random_init", "p": 0.01},
+                     {"obs": "beta", "kind": "shuffled", "p": 0.2}]}
+    out = render(_template(tmp_path, "{{run:tests[obs=beta&kind=shuffled].p|.2f}}\n", doc), tmp_path)
+    assert out.splitlines()[1] == "0.20"
+    with pytest.raises(DocError, match="obs = gamma|obs=gamma"):
+        render(_template(tmp_path, "{{run:tests[obs=gamma&kind=shuffled].p}}\n", doc), tmp_path)
+
+
 def test_a_missing_path_names_the_line(tmp_path):
     t = _template(tmp_path, "line one\n{{run:models.x.beta|+.3f}}\n", {"models": {}})
     with pytest.raises(DocError, match=r"t\.md:3: .*models\.x\.beta.*not in r\.json"):
@@ -58,7 +67,10 @@ def test_picks_by_several_keys_and_substring_and_an_underflowed_p(tmp_path):
 
 
 def test_committed_docs_are_their_templates_rendered():
+    """Every page generated from docs/templates is committed exactly as its template renders
+    from the committed JSON it names: a number retyped in the page, or a JSON re-run without
+    `make docs`, fails here."""
     pages = render_all(ROOT / "docs" / "templates", ROOT / "docs", ROOT)
-    assert pages, "docs/templates holds no template"
+    assert pages, "no template in docs/templates"
     for path, text in pages.items():
-        assert path.read_text() == text, f"{path.relative_to(ROOT)} is not its template rendered: run make docs"
+        assert path.read_text() == text, f"{path.relative_to(ROOT)} differs from its template: run make docs"

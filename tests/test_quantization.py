@@ -230,7 +230,7 @@ def test_analyze_reports_each_observable_over_the_ensemble_and_its_verdict_needs
     assert beta.verdict.startswith("does not hold at every member")
     assert beta.against_nulls["a.quant.1"].p_raw == beta.p_ensemble > 0.1
     trained = null_study(st, 0, 16, settings, primary).comparisons[0]     # the trained one alone
-    assert trained.p_raw < 0.01
+    assert trained.p_raw < 0.05                  # t(3) on 4 nulls: 0.011 here, below the level
 
 
 def test_the_shipped_smollm2_config_loads_with_its_ensemble():
@@ -241,3 +241,19 @@ def test_the_shipped_smollm2_config_loads_with_its_ensemble():
     assert m.quantization.ensemble >= 2 and m.nulls.random_init >= 2 and m.nulls.shuffled >= 2
     assert cfg.inputs.windows == "document" and cfg.inputs.bos == "always"
     assert {0, 29} <= set(cfg.layers) and len(cfg.layers) >= 4
+
+
+def test_the_ensemble_family_reads_p_back_with_the_t_its_interval_used(tmp_path):
+    """Holm's raw p of an observable is p_ensemble: read back from the deciding comparison's
+    interval with its t(k − 1), never with the normal quantile (which gave 6e-11 for a
+    p_ensemble of 1e-4 on SmolLM2's kernel alignment)."""
+    from analysis.io.store import open_store
+    from analysis.studies.ensemble import ensemble_study
+    from sweep.format.settings import Primary, Settings
+
+    st = open_store(_ensemble_store(tmp_path, [-0.2, -0.2, -0.2]), "a")
+    study = ensemble_study(st, 0, 16, Settings(n_boot=20, lengths=(16,)),
+                           Primary("mle", "symmetry-removed", "the test's"))
+    for spread, test in zip([s for s in study.spreads if np.isfinite(s.p_ensemble)], study.family.tests):
+        assert test.p_raw == pytest.approx(spread.p_ensemble, rel=1e-6)
+        assert test.p_method == "t(3)" and spread.p_adjusted >= spread.p_ensemble

@@ -114,15 +114,20 @@ def ensemble_study(st, layer, L, settings, primary) -> EnsembleStudy | None:
     if tested:
         study.family = Family(f"{st.name} with its quantization ensemble against its nulls",
                               {"observables": len(tested)}, settings.level)
-        tests = [study.family.add(s.observable, *_interval_of(s)) for s in tested]
+        tests = [study.family.add(s.observable, *_interval_of(s), dof=_worst(s).dof) for s in tested]
         study.family.correct()
         for s, t in zip(tested, tests):
             s.p_adjusted = t.p_adjusted
     return study
 
 
+def _worst(s: Spread) -> NullComparison:
+    """The comparison (trained value or member) that gave the ensemble's p."""
+    return max(s.against_nulls.values(), key=lambda c: c.p_raw)
+
+
 def _interval_of(s: Spread) -> tuple[float, float, float]:
-    """(d, lo, hi) of the member whose comparison gave the ensemble's p: the family reads its
-    raw p back from that interval (multiplicity.interval_p), so it is p_ensemble."""
-    worst = max(s.against_nulls.values(), key=lambda c: c.p_raw)
+    """(d, lo, hi) of the comparison that gave the ensemble's p: the family reads its raw p
+    back from that interval with the same t(k − 1) (`dof=`), so it is p_ensemble."""
+    worst = _worst(s)
     return worst.delta, worst.lo, worst.hi

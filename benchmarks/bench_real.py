@@ -1,0 +1,118 @@
+"""Wall time of `make real` against its dry runs' estimates, as a new user runs it.
+
+    .venv/bin/python benchmarks/bench_real.py        (after `make venv` and `make smollm2`)
+
+runs, from the repository root, what `make real` runs: the dry run of its config (its "~X
+core-hours on CPU (~Y min wall on N worker(s))" line read back) and then the sweep, each as
+its own process, then `tdos analyze`, into a store and report of its own (out/bench-real*,
+so make real's are left alone). It writes results/real.{json,md} with the
+seconds of every step, the CPU seconds its processes used (user + sys of the waited-for
+children: the sweep and its local workers), the load average sampled every 15 s while it ran,
+and the core count. On a shared machine the wall time stretches with the load: the record
+sets the estimate beside both the measured wall and the CPU time spread over the workers
+(CPU seconds / workers), which is what the wall would be with the cores to itself.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "benchmarks" / "results"
+CONFIGS = ("configs/smollm2-real.yaml",)
+STORE, REPORT = "out/bench-real.zarr", "out/bench-real-report"
+ESTIMATE = re.compile(r"~([\d.]+) core-hours on CPU \(~([\d.]+) min wall on (\d+) worker")
+
+
+def tdos() -> list[str]:
+    """The `tdos` beside this interpreter (the venv's), else `python -m sweep`."""
+    exe = Path(sys.executable).parent / "tdos"
+    return [str(exe)] if exe.is_file() else [sys.executable, "-m", "sweep"]
+
+
+def cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(args: list[str]) -> dict:
+    """Run `tdos args`, return its seconds, CPU seconds and stdout."""
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    out = subprocess.run(tdos() + args, cwd=REPO, check=True, capture_output=True, text=True)
+    return {"argv": ["tdos", *args], "seconds": time.perf_counter() - t0,
+            "cpu_seconds": cpu_seconds() - c0, "stdout": out.stdout}
+
+
+class LoadSampler(threading.Thread):
+    """The 1-minute load average every `every` seconds until stopped."""
+
+    def __init__(self, every=15.0):
+        super().__init__(daemon=True)
+        self.every, self.samples, self.stop = every, [], threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self.stop.wait(self.every)
+
+
+def main() -> None:
+    if "--keep" not in sys.argv:
+        shutil.rmtree(REPO / STORE, ignore_errors=True)   # from scratch, as a fresh clone
+    sampler, steps = LoadSampler(), []
+    sampler.start()
+    for cfg in CONFIGS:
+        dry = timed(["sweep", cfg, "--dry-run", "--store", STORE])
+        core_h, wall_min, workers = ESTIMATE.search(dry.pop("stdout")).groups()
+        run = timed(["sweep", cfg, "--store", STORE])
+        run.pop("stdout")
+        steps.append({"config": cfg, "dry_run_seconds": dry["seconds"],
+                      "estimate_core_hours": float(core_h), "estimate_wall_min": float(wall_min),
+                      "workers": int(workers), "sweep": run})
+        print(f"{cfg}: estimate {wall_min} min, measured {run['seconds'] / 60:.1f} min wall, "
+              f"{run['cpu_seconds'] / 60:.1f} CPU min", flush=True)
+    analyze = timed(["analyze", STORE, "--out", REPORT])
+    analyze.pop("stdout")
+    sampler.stop.set()
+    estimate = sum(s["estimate_wall_min"] for s in steps)
+    wall = sum(s["sweep"]["seconds"] for s in steps) / 60
+    idle = sum(s["sweep"]["cpu_seconds"] / s["workers"] for s in steps) / 60
+    record = {"command": "python benchmarks/bench_real.py", "cpus": os.cpu_count(),
+              "date": time.strftime("%Y-%m-%d %H:%M:%S"), "steps": steps, "analyze": analyze,
+              "load_samples": sampler.samples,
+              "load_mean": sum(sampler.samples) / max(len(sampler.samples), 1),
+              "estimate_wall_min": estimate, "sweep_wall_min": wall,
+              "sweep_cpu_min_per_worker": idle,
+              "total_wall_min": wall + analyze["seconds"] / 60}
+    OUT.mkdir(exist_ok=True)
+    (OUT / "real.json").write_text(json.dumps(record, indent=1) + "\n")
+    (OUT / "real.md").write_text(summary(record))
+    print(summary(record))
+
+
+def summary(r: dict) -> str:
+    lines = ["# `make real`, timed against its dry runs", "",
+             f"`{r['command']}` on {r['cpus']} cores, {r['date']}; load average while it ran "
+             f"{r['load_mean']:.1f} (min {min(r['load_samples']):.1f}, max "
+             f"{max(r['load_samples']):.1f}): other jobs shared the cores.", "",
+             "| step | dry-run estimate, min wall | measured, min wall | CPU min / worker |",
+             "|---|---|---|---|"]
+    lines += [f"| `tdos sweep {s['config']}` | {s['estimate_wall_min']:.1f} | "
+              f"{s['sweep']['seconds'] / 60:.1f} | {s['sweep']['cpu_seconds'] / 60 / s['workers']:.1f} |"
+              for s in r["steps"]]
+    lines += [f"| `tdos analyze` | | {r['analyze']['seconds'] / 60:.1f} | |",
+              f"| sweeps | {r['estimate_wall_min']:.1f} | {r['sweep_wall_min']:.1f} | "
+              f"{r['sweep_cpu_min_per_worker']:.1f} |", ""]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
