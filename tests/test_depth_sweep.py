@@ -238,11 +238,15 @@ def test_tdos_analyze_and_compare_show_the_depth_sections(swept, tmp_path):
     pairs = json.loads((tmp_path / "cmp" / "compare.json").read_text())["depth"]["pairs"]
     assert {(p["what"], p["span"]) for p in pairs} >= {("beta", 3), ("top_lyapunov", None)}
     fam = json.loads((tmp_path / "cmp" / "compare.json").read_text())["family"]["tests"]
-    boot = [t for t in fam if t["p_method"].startswith("bootstrap B=")]
-    assert len(boot) == len(pairs)                      # every depth difference, its own p
-    for t in boot:                                      # never below what B replicates resolve
-        B = int(t["p_method"].split("=")[1].split()[0])
-        assert t["p_raw"] >= 2 / (1 + B) and t["name"].startswith(("Δβ", "Δγ₁")), t
-    assert any("cumulative fit, all-stable modes" in t["name"] for t in boot)
+    depth_tests = [t for t in fam if t["name"].startswith(("Δβ", "Δγ₁")) and
+                   (": stack of" in t["name"] or ": top Lyapunov" in t["name"])]
+    assert len(depth_tests) == len(pairs)               # every depth difference, its own p
+    for t in depth_tests:       # from its interval's own law: t over sequences, or replicates
+        m = t["p_method"]
+        assert m.startswith(("t(", "bootstrap B=")), t
+        if m.startswith("bootstrap B="):                # never below what B replicates resolve
+            B = int(m.split("=")[1].split()[0])
+            assert t["p_raw"] >= 2 / (1 + B), t
+    assert any("cumulative fit, all-stable modes" in t["name"] for t in depth_tests)
     assert "Depth curves side by side" in (tmp_path / "cmp" / "compare.md").read_text()
     assert (tmp_path / "cmp" / "compare_depth.png").is_file()

@@ -19,6 +19,7 @@ from sweep.cli import main
 from sweep.config.load import config_from_dict
 from sweep.errors import StoreMismatch
 from sweep.format.ledger import is_done
+from sweep.format.settings import Settings
 from sweep.run import run_sweep
 
 L, B = 8, 4
@@ -108,7 +109,7 @@ def test_layers_grow_and_the_grown_store_equals_a_fresh_one(checkpoint, worker, 
     a, b = open_store(str(store)), open_store(str(fresh))
     assert (a.layers, a.row_layers) == ([0, 1, 3], [0, 3, 1])     # readers see layers ascending
     assert a.block_counts() == b.block_counts()
-    assert [r["layer"] for r in summary_rows(str(store), n_boot=20)] == [0, 1, 3]   # tdos status --spectra
+    assert [r["layer"] for r in summary_rows(str(store), Settings(n_boot=20))] == [0, 1, 3]   # tdos status --spectra
     for layer in (0, 1, 3):
         np.testing.assert_allclose(a.eigenvalues(layer), b.eigenvalues(layer), rtol=1e-12, atol=1e-13)
     ha, hb = (aggregate(str(s)).model("llama") for s in (store, fresh))   # histograms, read by row
