@@ -177,9 +177,10 @@ def test_quantization_config_errors_name_the_field_and_an_unquantized_checkpoint
         config_from_dict(doc)
 
 
-def _ensemble_store(tmp_path, member_betas):
-    """Model `a` (β = −0.2), four nulls (β = −0.7) and one member per entry of `member_betas`,
-    written through the real writer; members carry the sweep's `quantization` attribute."""
+def _ensemble_store(tmp_path, member_betas, shuffled=None):
+    """Model `a` (β = −0.2), four random_init nulls (β = −0.7), four shuffled ones of β
+    `shuffled` when given, and one member per entry of `member_betas`, written through the
+    real writer; members carry the sweep's `quantization` attribute."""
     import zarr
     from synthetic_store import null_models, synthetic_model, write_store
 
@@ -187,7 +188,10 @@ def _ensemble_store(tmp_path, member_betas):
     a = synthetic_model("a", "attention", -0.2, rows=1, **kw)
     members = [synthetic_model(f"a.quant.{k}", "attention", b, rows=1, seed=500 + k, **kw)
                for k, b in enumerate(member_betas)]
-    path = write_store(tmp_path / "s.zarr", [a, *null_models(a, -0.7, n=4, **kw), *members])
+    nulls = null_models(a, -0.7, n=4, **kw)
+    if shuffled is not None:
+        nulls += null_models(a, shuffled, n=4, kind="shuffled", seed=300, **kw)
+    path = write_store(tmp_path / "s.zarr", [a, *nulls, *members])
     root = zarr.open_group(str(path), mode="r+")
     for k in range(len(member_betas)):
         root[f"a.quant.{k}"].attrs["quantization"] = {"of": "a", "member": k,
@@ -214,8 +218,9 @@ def test_analyze_reports_each_observable_over_the_ensemble_and_its_verdict_needs
     vals = [m["value"] for m in beta["members"].values()]
     assert beta["min"] == min(vals) and beta["max"] == max(vals) and beta["sd"] > 0
     assert all(abs(v + 0.2) < 0.15 for v in vals)       # the members' known β
-    assert beta["verdict"].startswith("stands at every member")
-    assert beta["p_adjusted"] >= beta["p_ensemble"] >= max(c["p_raw"] for c in beta["against_nulls"].values())
+    vs = beta["against_nulls"]["random_init"]
+    assert vs["verdict"].startswith("stands at every member against its random_init nulls")
+    assert vs["p_adjusted"] >= vs["p_ensemble"] >= max(c["p_raw"] for c in vs["comparisons"].values())
     md = (tmp_path / "r" / "report.md").read_text()
     assert "## Quantization ensembles" in md and "stands at every member" in md
     # one member that looks like the nulls: the verdict no longer holds with the ensemble
@@ -227,8 +232,9 @@ def test_analyze_reports_each_observable_over_the_ensemble_and_its_verdict_needs
     st = open_store(_ensemble_store(tmp_path / "b", [-0.2, -0.7, -0.2]), "a")
     primary = Primary("mle", "symmetry-removed", "the test's")
     beta = ensemble_study(st, 0, 16, settings, primary).spreads[0]
-    assert beta.verdict.startswith("does not hold at every member")
-    assert beta.against_nulls["a.quant.1"].p_raw == beta.p_ensemble > 0.1
+    vs = beta.against_nulls["random_init"]
+    assert vs.verdict.startswith("does not hold at every member")
+    assert vs.comparisons["a.quant.1"].p_raw == vs.p_ensemble > 0.1
     trained = null_study(st, 0, 16, settings, primary).comparisons[0]     # the trained one alone
     assert trained.p_raw < 0.05                  # t(3) on 4 nulls: 0.011 here, below the level
 
@@ -254,6 +260,27 @@ def test_the_ensemble_family_reads_p_back_with_the_t_its_interval_used(tmp_path)
     st = open_store(_ensemble_store(tmp_path, [-0.2, -0.2, -0.2]), "a")
     study = ensemble_study(st, 0, 16, Settings(n_boot=20, lengths=(16,)),
                            Primary("mle", "symmetry-removed", "the test's"))
-    for spread, test in zip([s for s in study.spreads if np.isfinite(s.p_ensemble)], study.family.tests):
-        assert test.p_raw == pytest.approx(spread.p_ensemble, rel=1e-6)
-        assert test.p_method == "t(3)" and spread.p_adjusted >= spread.p_ensemble
+    tested = [a for s in study.spreads for a in s.against_nulls.values() if np.isfinite(a.p_ensemble)]
+    assert tested and len(tested) == len(study.family.tests)
+    for vs, test in zip(tested, study.family.tests):
+        assert test.p_raw == pytest.approx(vs.p_ensemble, rel=1e-6)
+        assert test.p_method == "t(3)" and vs.p_adjusted >= vs.p_ensemble
+
+
+def test_the_ensemble_reads_each_null_kind_on_its_own(tmp_path):
+    """random_init nulls far from the model, shuffled ones at its β: pooled, they would make
+    one wide "null distribution"; per kind, the verdict stands against random_init and not
+    against shuffled, each its own family member."""
+    from analysis.io.store import open_store
+    from analysis.studies.ensemble import ensemble_study
+    from sweep.format.settings import Primary, Settings
+
+    st = open_store(_ensemble_store(tmp_path, [-0.2, -0.2, -0.2], shuffled=-0.2), "a")
+    study = ensemble_study(st, 0, 16, Settings(n_boot=20, lengths=(16,)),
+                           Primary("mle", "symmetry-removed", "the test's"))
+    beta = study.spreads[0]
+    assert set(beta.against_nulls) == {"random_init", "shuffled"}
+    assert beta.against_nulls["random_init"].verdict.startswith("stands at every member")
+    assert beta.against_nulls["shuffled"].verdict.startswith("does not hold")
+    assert all(len(c.nulls) == 4 for a in beta.against_nulls.values() for c in a.comparisons.values())
+    assert study.family.dims["null kinds, each its own comparison"] == 2

@@ -24,20 +24,24 @@ def ensemble_markdown(study, heading="###") -> list:
           f"(docs/nulls.md, \"The quantization ensemble\"). They are read here, not as models "
           f"of their own, and they are not nulls.", "",
           "| observable | trained [CI] | members min … max | members sd | "
-          "(trained − member mean) / sd | p ensemble | p Holm | verdict with the ensemble |",
-          "|---|---|---|---|---|---|---|---|"]
+          "(trained − member mean) / sd | against nulls: p ensemble, p Holm, verdict |",
+          "|---|---|---|---|---|---|"]
     for s in study.spreads:
         v, t = s.values, s.trained
         z = (t.value - v.mean()) / s.sd if np.isfinite(s.sd) and s.sd > 0 else np.nan
+        verdicts = "; ".join(f"{_num(a.p_ensemble, '.2g')}, {_num(a.p_adjusted, '.2g')}: "
+                             f"**{a.verdict}**" for a in s.against_nulls.values()) or "no nulls"
         md.append(f"| {s.observable} | {_num(t.value)} [{_num(t.lo)}, {_num(t.hi)}] | "
                   f"{_num(v.min())} … {_num(v.max())} | {_num(s.sd, '.3g')} | {_num(z, '+.2f')} | "
-                  f"{_num(s.p_ensemble, '.2g')} | {_num(s.p_adjusted, '.2g')} | **{s.verdict}** |")
-    md += ["", "Rule: a trained-vs-null verdict stands with the ensemble only when it holds at "
-           "every member. Each member is compared with the same nulls as the trained value "
-           "(its own interval); p ensemble is the largest raw p of the trained value and the "
-           "members (an intersection-union test), adjusted by Holm over this table's "
-           "observables; every Δ must have the trained value's sign. Members sweep the first "
-           "sequences only, so their own intervals are wider than the trained value's.", ""]
+                  f"{verdicts} |")
+    seqs = study.spreads[0].sequences if study.spreads else 0
+    md += ["", f"The trained value and the members are read on the members' {seqs} sequence(s). "
+           "Rule: a trained-vs-null verdict stands with the ensemble only when it holds at "
+           "every member, one null kind at a time: on the sequences the trained model, the "
+           "members and that kind's nulls share, each member is compared with those nulls as the "
+           "trained value is (its own interval); p ensemble is the largest raw p of the trained "
+           "value and the members (an intersection-union test), adjusted by Holm over this "
+           "table's (observable, kind) pairs; every Δ must have the trained value's sign.", ""]
     return md
 
 

@@ -7,14 +7,16 @@ within its own rounding bin, swept on the first sequences of the model's tokens.
 the trained value is set beside the members' values: their min, max and sd (k − 1 degrees of
 freedom), and how far the trained value lies from the members' range, in units of that sd.
 
-A trained-vs-null verdict stands with the ensemble only when it holds at every member: each
-member's observable is compared with the same nulls in the same way as the trained value
-(studies/nulls.py NullComparison, its own interval and p), and the ensemble's p of an
-observable is the largest of the trained and the members' raw p (an intersection-union test:
-"Δ ≠ 0 at every member" is rejected at level α only where each member rejects at α, Berger
-1982); those p are adjusted by Holm over the model's observables (multiplicity.py), and the
-verdict reads "stands" only where that adjusted p is below 1 − level with every Δ of the
-trained value's sign.
+The spread sets the trained value and the members on the same tokens (the members' sequences).
+A trained-vs-null verdict stands with the ensemble only when it holds at every member, one null
+kind at a time (kinds are never pooled: studies/nulls.py): on the tokens the trained model, the
+members and that kind's nulls share, each member's observable is compared with those nulls in
+the same way as the trained value (NullComparison, its own interval and p), and the
+ensemble's p of an (observable, kind) is the largest of the trained and the members' raw p (an
+intersection-union test: "Δ ≠ 0 at every member" is rejected at level α only where each member
+rejects at α, Berger 1982); those p are adjusted by Holm over the model's (observable, kind)
+pairs (multiplicity.py), and the verdict reads "stands" only where that adjusted p is below
+1 − level with every Δ of the trained value's sign.
 """
 from __future__ import annotations
 
@@ -23,18 +25,59 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analysis.fit.multiplicity import Family
-from analysis.studies.nulls import NullComparison, observables
+from analysis.studies.nulls import FirstSequences, NullComparison, by_kind, observables
+
+
+@dataclass
+class AgainstNulls:
+    """One observable of the trained model and every member against the nulls of one kind."""
+    kind: str
+    sequences: int                    # the sequences the trained model, members and nulls share
+    comparisons: dict                 # {trained or member name: NullComparison}
+    level: float = 0.9
+    p_adjusted: float = np.nan        # p_ensemble, Holm over the model's (observable, kind)
+
+    @property
+    def worst(self) -> NullComparison:
+        """The comparison (trained value or member) that gives the ensemble's p."""
+        return max(self.comparisons.values(), key=lambda c: c.p_raw)
+
+    @property
+    def p_ensemble(self) -> float:
+        p = [c.p_raw for c in self.comparisons.values()]
+        return float(max(p)) if p and np.all(np.isfinite(p)) else np.nan
+
+    @property
+    def same_sign(self) -> bool:
+        signs = {np.sign(c.delta) for c in self.comparisons.values()}
+        return len(signs) == 1 and 0 not in signs
+
+    @property
+    def verdict(self) -> str:
+        if not np.isfinite(self.p_adjusted):
+            return "not measured"
+        stands = self.p_adjusted < 1 - self.level and self.same_sign
+        return (f"stands at every member against its {self.kind} nulls" if stands else
+                f"does not hold at every member against its {self.kind} nulls") + \
+            f" at {self.level * 100:g} %"
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "sequences": self.sequences,
+                "comparisons": {k: {"delta": c.delta, "ci": [c.lo, c.hi], "p_raw": c.p_raw,
+                                    "p_method": c.p_method} for k, c in self.comparisons.items()},
+                "p_ensemble": self.p_ensemble, "p_adjusted": self.p_adjusted,
+                "verdict": self.verdict}
 
 
 @dataclass
 class Spread:
-    """One observable of one model over its ensemble; `against_nulls` when it has nulls."""
+    """One observable of one model over its ensemble, on the members' tokens; `against_nulls`
+    {kind: AgainstNulls} when it has nulls."""
     observable: str
-    trained: object                   # nulls.Estimate
+    trained: object                   # nulls.Estimate, on the members' sequences
     members: dict                     # {member name: nulls.Estimate}
-    against_nulls: dict = field(default_factory=dict)   # {trained or member name: NullComparison}
-    p_ensemble: float = np.nan        # max of the raw p of the trained value and every member
-    p_adjusted: float = np.nan        # that p, Holm over the model's observables
+    sequences: int = 0                # the members' sequences
+    against_nulls: dict = field(default_factory=dict)
     level: float = 0.9
 
     @property
@@ -46,30 +89,13 @@ class Spread:
         v = self.values
         return float(v.std(ddof=1)) if len(v) > 1 else np.nan
 
-    @property
-    def same_sign(self) -> bool:
-        signs = {np.sign(c.delta) for c in self.against_nulls.values()}
-        return len(signs) == 1 and 0 not in signs
-
-    @property
-    def verdict(self) -> str:
-        if not self.against_nulls:
-            return "no nulls"
-        if not np.isfinite(self.p_adjusted):
-            return "not measured"
-        stands = self.p_adjusted < 1 - self.level and self.same_sign
-        return ("stands at every member" if stands else "does not hold at every member") + \
-            f" at {self.level * 100:g} %"
-
     def to_dict(self) -> dict:
         v = self.values
-        return {"observable": self.observable, "trained": vars(self.trained),
+        return {"observable": self.observable, "sequences": self.sequences,
+                "trained": vars(self.trained),
                 "members": {k: vars(e) for k, e in self.members.items()},
                 "min": float(v.min()), "max": float(v.max()), "sd": self.sd,
-                "against_nulls": {k: {"delta": c.delta, "ci": [c.lo, c.hi], "p_raw": c.p_raw}
-                                  for k, c in self.against_nulls.items()},
-                "p_ensemble": self.p_ensemble, "p_adjusted": self.p_adjusted,
-                "level": self.level, "verdict": self.verdict}
+                "against_nulls": {k: a.to_dict() for k, a in self.against_nulls.items()}}
 
 
 @dataclass
@@ -94,40 +120,50 @@ def ensemble_study(st, layer, L, settings, primary) -> EnsembleStudy | None:
     members = st.ensemble
     if not members:
         return None
-    trained, law = observables(st, layer, L, settings, primary)
-    by_member = {m: observables(st.model(m), layer, L, settings, primary, law)[0] for m in members}
-    by_null = {n: observables(st.model(n), layer, L, settings, primary, law)[0] for n in st.nulls}
+    S = min(st.n_seqs, *(st.model(m).n_seqs for m in members))
+    trained, law = _observables(st, S, layer, L, settings, primary)
+    by_member = {m: _observables(st.model(m), S, layer, L, settings, primary, law)[0]
+                 for m in members}
     study = EnsembleStudy(st.name, layer, L, members)
     for name, est in trained.items():
         got = {m: obs[name] for m, obs in by_member.items() if name in obs}
-        if len(got) < len(members):
-            continue                          # a member that lacks it: no spread to report
-        spread = Spread(name, est, got, level=settings.level)
-        nulls = {n: obs[name] for n, obs in by_null.items() if name in obs}
-        if nulls:
-            for who, e in {st.name: est, **got}.items():
-                spread.against_nulls[who] = NullComparison(who, name, e, nulls, settings.level)
-            p = [c.p_raw for c in spread.against_nulls.values()]
-            spread.p_ensemble = float(max(p)) if np.all(np.isfinite(p)) else np.nan
-        study.spreads.append(spread)
-    tested = [s for s in study.spreads if np.isfinite(s.p_ensemble)]
+        if len(got) == len(members):          # a member that lacks it: no spread to report
+            study.spreads.append(Spread(name, est, got, S, level=settings.level))
+    for kind, names in by_kind(st).items():
+        _against(study, st, kind, names, layer, L, settings, primary, law)
+    tested = [a for s in study.spreads for a in s.against_nulls.values()
+              if np.isfinite(a.p_ensemble)]
     if tested:
         study.family = Family(f"{st.name} with its quantization ensemble against its nulls",
-                              {"observables": len(tested)}, settings.level)
-        tests = [study.family.add(s.observable, *_interval_of(s), dof=_worst(s).dof) for s in tested]
+                              {"observables": len(study.spreads),
+                               "null kinds, each its own comparison": len(by_kind(st))},
+                              settings.level)
+        names = {id(a): s.observable for s in study.spreads for a in s.against_nulls.values()}
+        tests = [study.family.add(f"{names[id(a)]} against its {a.kind} nulls", a.worst.delta,
+                                  a.worst.lo, a.worst.hi, dof=a.worst.dof) for a in tested]
         study.family.correct()
-        for s, t in zip(tested, tests):
-            s.p_adjusted = t.p_adjusted
+        for a, t in zip(tested, tests):
+            a.p_adjusted = t.p_adjusted
     return study
 
 
-def _worst(s: Spread) -> NullComparison:
-    """The comparison (trained value or member) that gave the ensemble's p."""
-    return max(s.against_nulls.values(), key=lambda c: c.p_raw)
+def _observables(model, S, layer, L, settings, primary, law=None):
+    return observables(FirstSequences(model, S), layer, L, settings, primary, law)
 
 
-def _interval_of(s: Spread) -> tuple[float, float, float]:
-    """(d, lo, hi) of the comparison that gave the ensemble's p: the family reads its raw p
-    back from that interval with the same t(k − 1) (`dof=`), so it is p_ensemble."""
-    worst = _worst(s)
-    return worst.delta, worst.lo, worst.hi
+def _against(study, st, kind, names, layer, L, settings, primary, law) -> None:
+    """Every spread's trained value and members against the nulls `names` of one kind, on the
+    sequences all of them share (the family reads each p back from the interval that gave it,
+    with the same t(k − 1))."""
+    S = min(st.n_seqs, *(st.model(m).n_seqs for m in study.members),
+            *(st.model(n).n_seqs for n in names))
+    who = {st.name: st, **{m: st.model(m) for m in study.members}}
+    est = {w: _observables(g, S, layer, L, settings, primary, law)[0] for w, g in who.items()}
+    nulls = {n: _observables(st.model(n), S, layer, L, settings, primary, law)[0] for n in names}
+    for spread in study.spreads:
+        name = spread.observable
+        of_kind = {n: obs[name] for n, obs in nulls.items() if name in obs}
+        if of_kind and all(name in e for e in est.values()):
+            spread.against_nulls[kind] = AgainstNulls(kind, S, {
+                w: NullComparison(w, name, e[name], of_kind, settings.level, kind, S)
+                for w, e in est.items()}, settings.level)

@@ -319,7 +319,7 @@ class NullStudy:
                 "comparisons": [c.to_dict() for c in self.comparisons]}
 
 
-def _by_kind(st) -> dict:
+def by_kind(st) -> dict:
     """{kind: [null names]} in the store's order."""
     out = {}
     for n in st.nulls:
@@ -338,7 +338,7 @@ def null_study(st, layer, L, settings, primary: Primary) -> NullStudy | None:
         return None
     study = NullStudy(st.name, layer, L, {n: st.model(n).null for n in st.nulls})
     trained_on = {}                 # (sequences, L): the trained observables there, read once
-    for kind, names in _by_kind(st).items():
+    for kind, names in by_kind(st).items():
         S = min(st.n_seqs, *(st.model(n).n_seqs for n in names))
         Lk = min(L, *(st.model(n).layer_length.get(layer, L) for n in names))
         if (S, Lk) not in trained_on:
