@@ -87,6 +87,20 @@ def test_tdos_compare_writes_the_report_of_two_stores(tmp_path, capsys):
     assert any(n.startswith("Δ window mode density") for n in names)
     printed = capsys.readouterr().out
     assert "mamba-syn (layer 2) − neox-syn (layer 2)" in printed and "comparison:" in printed
+    # fp32: each side's all-stable β counts what Table I counts above the resolution floor, and
+    # says which floor (here the dtype table's, labelled fp64-only: no fp64 twin measured one)
+    from analysis import aggregate, open_store
+    from analysis.studies.tables import ir_row
+    from sweep.format.settings import Settings
+
+    side = doc["models"][0]
+    assert side["all_stable_floor"]["lambda"] > 0 and "fp64-only" in side["all_stable_floor"]["why"]
+    assert "the all-stable count leaves out stable modes below" in md
+    st = open_store(tmp_path / "a.zarr", "mamba-syn")
+    row, _ = ir_row(st, aggregate(str(tmp_path / "a.zarr")).model("mamba-syn"), 2, 32,
+                    Settings(n_boot=50))
+    (at32,) = [p for p in side["beta_vs_L"]["all-stable"] if p["key"] == 32]
+    assert at32["beta"] == row.by_mode["all-stable"].beta
 
 
 def test_compare_of_one_model_is_refused_in_one_line(tmp_path, capsys):

@@ -100,7 +100,9 @@ def comparison_markdown(c: Comparison, heading_level=2, rel="") -> list:
           *verdict_lines(c), "",
           *([c.family.describe(), "", *c.family.table(), ""] if c.family else []),
           "The tables below are **diagnostics** (the cumulative fit under both counts, each "
-          "interval alone, uncorrected).", ""]
+          "interval alone, uncorrected).", "",
+          *[f"- {x.label}: the all-stable count leaves out stable modes below λ = "
+            f"{x.floor[0]:.3g} ({x.floor[1]})." for x in c.sides if x.floor[1]], ""]
     for m in MODES:
         md += [f"{h}# β against L [{m}]", "", *beta_table(c, m), ""]
     md += [f"{h}# Every Δβ (against L at the representative layers, then against relative depth "

@@ -35,6 +35,7 @@ from analysis.fit.gof import power_law_gof
 from analysis.fit.window import window_density
 from analysis.io.aggregate import aggregate
 from analysis.spectrum.observables import token_rate_rows
+from analysis.spectrum.rates import resolution_floor
 from analysis.io.store import StoreError, open_store
 from analysis.studies.depth import compare_depth, depth_study
 from analysis.studies.memory import compare_memory, memory_study
@@ -95,6 +96,7 @@ class ModelSide:
     L: int                     # the shared L of the depth points
     by_length: dict = field(default_factory=dict)
     by_layer: dict = field(default_factory=dict)
+    floor: tuple = (0.0, "")   # (λ, why): all-stable modes below λ left out (fp32 resolution)
 
     def depth(self, layer) -> float:
         return layer / max(self.n_layers - 1, 1)
@@ -134,9 +136,11 @@ def representative_layer(st, settings) -> int:
     return 24 if 24 in st.layers else st.layers[len(st.layers) // 2]
 
 
-def _boot(agg, layer, L, modes, settings, seed):
+def _boot(agg, layer, L, modes, settings, seed, floor=(0.0, "")):
+    """β's bootstrap of one count; the all-stable count above `floor` (as Table I counts it)."""
     boot, _ = bootstrap_from_agg(agg, layer, L, modes, settings.window, settings.n_boot,
-                                 settings.level, seed)
+                                 settings.level, seed,
+                                 floor=floor[0] if modes == "all-stable" else 0.0)
     return boot
 
 
@@ -159,11 +163,13 @@ def model_sides(resolved, settings) -> list:
     for i, ((label, path, name), st, ly) in enumerate(zip(resolved, stores, layers)):
         agg = aggregate(path).model(name).skipping(settings.skip_positions)
         seed = settings.seed + i
-        side = ModelSide(label, name, path, st.arch, model_layers(st), ly, L)
+        side = ModelSide(label, name, path, st.arch, model_layers(st), ly, L,
+                         floor=resolution_floor(st.dtype))
         for m in MODES:
-            side.by_length[m] = {x: _boot(agg, ly, x, m, settings, seed) for x in lengths}
-            side.by_layer[m] = {y: _boot(agg, y, min(L, st.layer_length[y]), m, settings, seed)
-                                for y in st.layers}
+            side.by_length[m] = {x: _boot(agg, ly, x, m, settings, seed, side.floor)
+                                 for x in lengths}
+            side.by_layer[m] = {y: _boot(agg, y, min(L, st.layer_length[y]), m, settings, seed,
+                                         side.floor) for y in st.layers}
         sides.append(side)
     return sides
 
@@ -238,7 +244,8 @@ class Comparison:
                 "models": [{"label": s.label, "name": s.name, "store": os.path.abspath(s.store),
                             "arch": s.arch, "n_layers": s.n_layers, "layer": s.layer, "L": s.L,
                             "beta_vs_L": {m: pts(s.by_length[m]) for m in MODES},
-                            "beta_vs_layer": {m: pts(s.by_layer[m]) for m in MODES}}
+                            "beta_vs_layer": {m: pts(s.by_layer[m]) for m in MODES},
+                            "all_stable_floor": {"lambda": s.floor[0], "why": s.floor[1]}}
                            for s in self.sides],
                 "primary": self.primary.describe() if self.primary else None,
                 "primary_pairs": [d.to_dict() for d in self.primary_deltas],

@@ -49,6 +49,7 @@ from analysis.fit.resampling import resampling_for
 from analysis.fit.window import bootstrap_mle, window_density
 from analysis.io.aggregate import aggregate
 from analysis.spectrum.observables import token_rate_rows
+from analysis.spectrum.rates import floor_edge, resolution_floor
 from analysis.studies.depth import kernel_points
 from analysis.studies.memory import COMPARED, fit_memory, memory_profile
 from analysis.studies.tables import bootstrap_from_agg
@@ -203,8 +204,11 @@ def primary_beta(st, layer, L, settings, primary: Primary) -> Estimate | None:
         m = bootstrap_mle(rates, seq, settings.window, settings.n_boot, settings.level, settings.seed)
         return Estimate(m.beta, m.lo, m.hi, m.unit, _dof(m), where)
     agg = aggregate(st.path, progress=None).model(st.name).skipping(settings.skip_positions)
+    floor, why = resolution_floor(st.dtype) if primary.modes == "all-stable" else (0.0, "")
     b, _ = bootstrap_from_agg(agg, layer, L, primary.modes, settings.window, settings.n_boot,
-                              settings.level, settings.seed, n_seqs=st.n_seqs)
+                              settings.level, settings.seed, n_seqs=st.n_seqs, floor=floor)
+    if why:                             # as Table I counts it, and said
+        where += f", all-stable λ ≥ {floor_edge(floor)[0]:.3g} ({why})"
     return Estimate(b.beta, b.lo, b.hi, b.unit, _dof(b), where)
 
 
