@@ -10,8 +10,12 @@ of one residual block (J_tt and its eigenvalues, one thread, d_model = 1024) fro
 benchmarks/results (hand-written paths: bench_block_mamba-T32, Mamba-370M layer 24,
 32-token blocks; bench_block_attention-v3, GPT-2-medium / Pythia-410M shapes, 8-token
 blocks; the generic path: bench_generic, Qwen3-0.6B and Mamba-2-370m shapes), scaled by
-(d_model / 1024)^3 because the eigensolver and the J_tt products are cubic in d_model, plus
-each worker's start-up and model loads (bench_block_mamba-T32's cold task). Against the
+(d_model / 1024)^3 because the eigensolver and the J_tt products are cubic in d_model (or, where
+a path was also measured at another width, the power law through the two: `at_width`), plus
+each worker's start-up and model loads (bench_block_mamba-T32's cold task), plus the walks of
+`depth:` (each walked token's frame update per layer and eig + SVD per stack, measured at
+d_model = 576; `_depth_seconds`). `make real`'s two sweeps check the whole model against
+their measured wall time (benchmarks/bench_real.py, within 30 %). Against the
 recorded `tdos sweep configs/mamba370m-paper.yaml` on the random-init 370M (2 workers,
 435 s wall = 0.24 core-hours, benchmarks/README.md) it gives 0.21 core-hours. Token memory
 (`memory:`) adds its cotangents times one cotangent's measured backward
@@ -47,6 +51,20 @@ SECONDS_PER_TOKEN = {
     ("attention", "float32"): 0.830, ("attention", "float64"): 1.669,  # bench_block_attention-v3
     ("generic", "float32"): 1.30, ("generic", "float64"): 2.60,        # bench_generic
 }
+# measured at other widths: {(family, dtype): {d_model: seconds per token}}. Between two
+# measured widths the cost follows the power law through them; beyond the last, (d / d)^3.
+# d = 576: SmolLM2-135M's fast LLaMA path in float64 on 2 idle workers, J_tt 0.059 + eig
+# 0.122 s per token (benchmarks/bench_task_costs.py on configs/smollm2-real.yaml)
+SECONDS_AT_WIDTH = {
+    ("attention", "float64"): {576: 0.181},
+}
+# a walk up the layers (`depth:`, sweep/numerics/depth.py), per walked token and d = 576: each
+# layer's frame update (QR of J U, SVD, Benettin's QR) and each stack's eig and SVD cost about
+# the same, 0.39 s (bench_task_costs on configs/smollm2-real.yaml: 37.5 s for 32 tokens, two
+# layers and one stack; bench_depth: update and stack within 5 % of each other), on top of the
+# layer's J_tt and eig above; float64 whatever the compute dtype, cubic in d_model
+DEPTH_SECONDS_PER_STEP = 0.39
+DEPTH_D = 576
 # token memory: seconds of one cotangent's backward through a layer's whole-sequence call at
 # d_model = 1024 and L = 512, float32, one core (benchmarks/results/bench_memory.md; the Mamba-1
 # scan on mamba.py's parallel scan); linear in L, quadratic in d_model
@@ -191,6 +209,7 @@ def size_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = N
         store_bytes += _store_bytes(m, planned, cfg)
         seconds += planned * _seconds_per_token(m)
         seconds += _memory_seconds(m, cfg)
+        seconds += _depth_seconds(m, S)
         seconds += n * _load_seconds(m.info, m.spec.dtype)
         need, what = _worker_bytes(m, cfg, process.bytes)
         if need > peak:
@@ -239,7 +258,34 @@ def _seconds_per_token(m) -> float:
         family = "generic"
     else:
         family = "mamba" if m.info.arch == "mamba" else "attention"
-    return SECONDS_PER_TOKEN[family, m.spec.dtype] * (m.info.d_model / D_REF) ** 3
+    points = {D_REF: SECONDS_PER_TOKEN[family, m.spec.dtype],
+              **SECONDS_AT_WIDTH.get((family, m.spec.dtype), {})}
+    return at_width(points, m.info.d_model)
+
+
+def at_width(points: dict, d: int) -> float:
+    """Seconds at width d from {width: seconds} measured: the power law through the two
+    measured widths around d, else the nearest one scaled by (d / width)^3."""
+    widths = sorted(points)
+    below = [w for w in widths if w <= d]
+    above = [w for w in widths if w >= d]
+    if below and above and below[-1] != above[0]:
+        a, b = below[-1], above[0]
+        k = math.log(points[b] / points[a]) / math.log(b / a)
+        return points[a] * (d / a) ** k
+    w = below[-1] if below else above[0]
+    return points[w] * (d / w) ** 3
+
+
+def _depth_seconds(m, sequences: int) -> float:
+    """The walks' frame updates and stacks (module docstring): every walked token runs one
+    update per layer of the run and one eig + SVD per stack that ends inside it."""
+    if not m.depth_spans:
+        return 0.0
+    run = len(m.rows)
+    stacks = sum(run - s + 1 for s in m.depth_spans if s <= run)
+    walked = sequences * m.rows[0][1]              # the run's rows share one token count
+    return walked * (run + stacks) * DEPTH_SECONDS_PER_STEP * (m.info.d_model / DEPTH_D) ** 3
 
 
 def _memory_seconds(m, cfg) -> float:

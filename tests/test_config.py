@@ -3,6 +3,7 @@ any compute with its one-line message naming the field and the fix."""
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
@@ -264,6 +265,39 @@ def test_core_hours_match_the_recorded_paper_sweep(tiny_checkpoints, tmp_path):
     budget = size_sweep(Plan(paper, models), workers=2)
     assert budget.blocks == 44
     assert 0.5 < budget.core_seconds / 870 < 2
+
+
+def test_cost_between_measured_widths_follows_their_power_law():
+    """SmolLM2's d = 576 was measured beside the d = 1024 blocks: at a measured width the
+    measurement, between two the power law through them, beyond the last d^3."""
+    from sweep.budget import at_width
+
+    points = {1024: 1.669, 576: 0.181}
+    assert at_width(points, 576) == 0.181 and at_width(points, 1024) == 1.669
+    k = math.log(1.669 / 0.181) / math.log(1024 / 576)
+    assert at_width(points, 768) == pytest.approx(0.181 * (768 / 576) ** k)
+    assert 0.181 < at_width(points, 768) < 1.669
+    assert at_width(points, 2048) == pytest.approx(1.669 * 8)
+    assert at_width(points, 288) == pytest.approx(0.181 / 8)
+    assert at_width({1024: 1.0}, 512) == pytest.approx(1 / 8)
+
+
+def test_depth_walks_are_counted_per_layer_and_per_stack(tiny_checkpoints, tmp_path):
+    """A walk over a run of 4 layers with spans 2 and 4 makes, per walked token, 4 frame
+    updates and 3 + 1 stacks: 8 steps of DEPTH_SECONDS_PER_STEP at d = 576, cubic in d."""
+    import dataclasses
+
+    from sweep.budget import DEPTH_D, DEPTH_SECONDS_PER_STEP, size_sweep
+    from sweep.plan.make import Plan
+
+    plan = load_plan(_write(tmp_path, _base(tiny_checkpoints, tmp_path)))
+    cfg, m = plan.config, plan.models[0]
+    run = tuple((layer, 8) for layer in range(4))
+    bare = size_sweep(Plan(cfg, (dataclasses.replace(m, rows=run),)), workers=2)
+    walked = size_sweep(Plan(cfg, (dataclasses.replace(m, rows=run, depth_spans=(2, 4)),)), workers=2)
+    steps = cfg.inputs.sequences * 8 * (4 + 3 + 1)
+    assert walked.core_seconds - bare.core_seconds == pytest.approx(
+        steps * DEPTH_SECONDS_PER_STEP * (m.info.d_model / DEPTH_D) ** 3)
 
 
 def test_budget_mirrors_the_workers_constants():
