@@ -38,8 +38,11 @@ from analysis.fit.multiplicity import Family
 from analysis.studies.compare import compare_models
 from analysis.studies.ensemble import ensemble_study
 from analysis.studies.nulls import NullStudy, null_study
+from analysis.studies.nulls_depth import DepthNullStudy, depth_null_study
 from analysis.report.nulls import FIGURE as NULL_FIGURE
 from analysis.report.nulls import figure as null_figure
+from analysis.report.nulls import DEPTH_FIGURE as NULLS_DEPTH_FIGURE
+from analysis.report.nulls import depth_figure as nulls_depth_figure
 from analysis.studies.depth import DepthStudy, depth_study
 from analysis.studies.memory import MemoryStudy, memory_study
 from analysis.studies.precision import compare_precision, measured_floors, precision_pairs
@@ -90,6 +93,7 @@ class ModelResult:
     primary: object = None                 # settings.Primary: the β of headlines and verdicts
     why_layer: str = ""                    # the rule that picked the representative layer and L
     nulls: NullStudy | None = None         # its observables against its null models
+    nulls_depth: DepthNullStudy | None = None   # β and mode density against them at every layer
     infrared: dict | None = None           # the primary count on the infrared sub-window
 
     @property
@@ -174,6 +178,12 @@ def _against_nulls(st, agg_all, res, out) -> None:
                      f"all on the nulls' tokens (legend) [{res.primary.modes} modes]",
                      res.nulls.kinds), out / NULL_FIGURE)
     res.files.append(NULL_FIGURE)
+    res.nulls_depth = depth_null_study(st, res.L, s, res.primary, headline(res).power_law_rejected)
+    if res.nulls_depth is not None:
+        save(nulls_depth_figure(res.nulls_depth, f"{st.name}: against its nulls across depth, "
+                                f"on the nulls' tokens [{res.primary.modes} modes]"),
+             out / NULLS_DEPTH_FIGURE)
+        res.files.append(NULLS_DEPTH_FIGURE)
 
 
 def analyze_model(st, agg, out, settings, progress=True, floors=None) -> ModelResult:

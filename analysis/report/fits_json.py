@@ -74,6 +74,8 @@ def model_doc(r) -> dict:
                           "why": r.primary.why, "headline": headline_doc(r)}
     if r.nulls is not None:
         doc["nulls"] = r.nulls.to_dict()
+    if r.nulls_depth is not None:
+        doc["nulls_across_depth"] = r.nulls_depth.to_dict()
     return doc
 
 

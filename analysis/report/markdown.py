@@ -10,7 +10,7 @@ from analysis.report.depth import markdown as depth_markdown
 from analysis.report.inputs import inputs_lines
 from analysis.report.fits_json import headline
 from analysis.report.memory import markdown as memory_markdown
-from analysis.report.nulls import null_markdown
+from analysis.report.nulls import depth_null_markdown, null_markdown
 from analysis.studies.paper import NOTE, reference, reference_line
 from analysis.report.text import ESTIMATOR_SENTENCE, FIGURE_CAPTIONS, symmetry_sentences
 from analysis.spectrum.rates import SCALE_RESIDUAL_MAX
@@ -151,6 +151,7 @@ def _density_line(r) -> list:
 def _model_section(name, r, rel) -> list:
     empty = [f"- **{line}**" for line in (r.empty_window_line(m) for m in MODES) if line]
     md = [f"## {name} ({r.arch}, {r.dtype})", "", *headline_lines(r), *null_markdown(r.nulls),
+          *depth_null_markdown(r.nulls_depth),
           f"- blocks: {r.counts['done']} done ({r.counts['flagged']} of them flagged, excluded), "
           f"{r.counts['pending']} pending of {r.counts['planned']} planned",
           f"- inputs: {inputs_line(r.inputs)}", *inputs_lines(r.inputs),

@@ -1,13 +1,16 @@
 """report.md lines and the figure of a model against its nulls (studies/nulls.py)."""
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
-from analysis._plot import axes_or_new, window_lines
+from analysis._plot import axes_or_new, interval_bars, new_figure, window_lines
 from analysis.fit.multiplicity import format_p
 from analysis.spectrum.observables import tdos
 
 FIGURE = "tdos_vs_nulls.png"
+DEPTH_FIGURE = "nulls_across_depth.png"
 
 
 def _num(v, fmt="+.4g") -> str:
@@ -89,3 +92,47 @@ def figure(agg_of, st, layer, L, modes, window, title, kinds=None):
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     return ax.figure
+
+
+def depth_null_markdown(study, heading="###") -> list:
+    """The across-depth family (studies/nulls_depth.py): one row per (layer, observable, kind)."""
+    if study is None:
+        return []
+    md = [f"{heading} Against its nulls across depth (layers {', '.join(map(str, study.layers))})", "",
+          f"{study.family.describe()} Each row: the trained value on its nulls' tokens, the "
+          f"nulls' values, Δ with its t(k − 1) interval and p, as in the table above; the "
+          f"representative layer's family is separate.", "",
+          "| layer | observable | kind | tokens | trained [CI] | nulls (each) | Δ [CI] | p raw | "
+          "p Holm | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for layer, c in study.rows:
+        nulls = "; ".join(_num(v.value) for v in c.nulls.values())
+        md.append(f"| {layer} | {c.observable} | {c.kind} | {c.sequences} seq, {c.trained.positions} "
+                  f"| {_est(c.trained)} | {nulls} | {_num(c.delta)} [{_num(c.lo)}, {_num(c.hi)}] | "
+                  f"{format_p(c.p_raw, c.p_method)} | {format_p(c.p_adjusted, c.p_method)} | "
+                  f"**{c.verdict}** |")
+    return md + [""]
+
+
+def depth_figure(study, title):
+    """One panel per observable: the trained value with its interval at every layer (on the
+    nulls' tokens) and each kind's nulls, one point per null."""
+    names = list(dict.fromkeys(c.observable for _, c in study.rows))
+    fig = new_figure(5.0 * len(names), 4.0)
+    for ax, name in zip(fig.subplots(1, len(names), squeeze=False)[0], names):
+        rows = [(ly, c) for ly, c in study.rows if c.observable == name]
+        for i, kind in enumerate(dict.fromkeys(c.kind for _, c in rows)):
+            of = [(ly, c) for ly, c in rows if c.kind == kind]
+            x = np.array([ly for ly, _ in of], float)
+            for j, (ly, c) in enumerate(of):
+                ax.plot(np.full(len(c.nulls), ly + 0.15 * (i + 1)), c.null_values, "o", ms=3,
+                        color=f"C{i + 1}", label=f"{kind} nulls ({len(c.nulls)} per layer)" if j == 0 else None)
+            if i == 0:
+                interval_bars(ax, x, [c.trained.value for _, c in of], [c.trained.lo for _, c in of],
+                              [c.trained.hi for _, c in of], color="k", fmt="s-", ms=4, capsize=3,
+                              label=f"trained ({of[0][1].sequences} seq, {of[0][1].trained.positions})")
+        ax.set_xlabel("layer")
+        ax.set_ylabel(textwrap.fill(name, 45), fontsize=8)
+        ax.set_xticks(study.layers)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    return fig

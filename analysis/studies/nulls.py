@@ -184,7 +184,7 @@ def _dof(interval) -> float:
     return float(d) if d is not None else np.inf
 
 
-def _window_density(st, layer, L, settings, primary: Primary) -> Estimate | None:
+def window_density_of(st, layer, L, settings, primary: Primary) -> Estimate | None:
     """Stable modes per token in the fit window (window.window_density), the primary count."""
     rates, seq = token_rate_rows(st, layer, L, skip=settings.skip_positions)[primary.modes]
     if not len(rates):
@@ -240,7 +240,7 @@ def observables(st, layer, L, settings, primary: Primary, law=None) -> tuple[dic
     trained model's); None: the law this group's own profile prefers, when it fits."""
     out = {f"β ({primary.name})": primary_beta(st, layer, L, settings, primary),
            f"window mode density ({primary.modes} modes per token in the window)":
-           _window_density(st, layer, L, settings, primary)}
+           window_density_of(st, layer, L, settings, primary)}
     for name, reader, log in (("log ‖J_tt‖_F² (token mean of the log)", "frobenius2", True),
                               ("non-normality of J_tt (token mean)", "nonnormality", False)):
         if reader in st.group:
