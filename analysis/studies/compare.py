@@ -40,6 +40,7 @@ from analysis.io.store import StoreError, open_store
 from analysis.studies.depth import compare_depth, depth_study
 from analysis.studies.memory import compare_memory, memory_study
 from analysis.studies.nulls import Estimate, null_study, primary_beta
+from analysis.studies.primary import MAX_L, representative
 from analysis.studies.tables import bootstrap_from_agg, default_lengths
 from sweep.format.schema import trained_models
 from sweep.format.settings import MODES, Settings
@@ -130,12 +131,6 @@ def resolve(sources) -> list:
     return [(lab if labels.count(n) > 1 else n, p, n) for lab, p, n in out]
 
 
-def representative_layer(st, settings) -> int:
-    if settings.layer is not None and settings.layer in st.layers:
-        return settings.layer
-    return 24 if 24 in st.layers else st.layers[len(st.layers) // 2]
-
-
 def _boot(agg, layer, L, modes, settings, seed, floor=(0.0, "")):
     """β's bootstrap of one count; the all-stable count above `floor` (as Table I counts it)."""
     boot, _ = bootstrap_from_agg(agg, layer, L, modes, settings.window, settings.n_boot,
@@ -153,12 +148,12 @@ def shared_lengths(stores, layers, settings) -> list:
 def model_sides(resolved, settings) -> list:
     """ModelSide of every resolved model, each resampled with its own seed."""
     stores = [open_store(p, n) for _, p, n in resolved]
-    layers = [representative_layer(st, settings) for st in stores]
+    layers = [representative(st, settings=settings)[0] for st in stores]   # as `tdos analyze`'s
     lengths = shared_lengths(stores, layers, settings)
     if not lengths:
         raise StoreError("the models share no length L at their representative layers — "
                          "choose --lengths that every model has")
-    L = max(x for x in lengths if x <= 128) if min(lengths) <= 128 else lengths[0]
+    L = max(x for x in lengths if x <= MAX_L) if min(lengths) <= MAX_L else lengths[0]
     sides = []
     for i, ((label, path, name), st, ly) in enumerate(zip(resolved, stores, layers)):
         agg = aggregate(path).model(name).skipping(settings.skip_positions)
