@@ -119,9 +119,9 @@ def primary_deltas(sides, stores, settings, primary) -> list:
 
 
 def comparison_family(c, label) -> Family:
-    """The family of Comparison `c` (compare.py): the primary Δβ of every pair and L, the depth and memory
-    differences, each model's observables against its nulls (c.nulls); Holm-corrected, the
-    adjusted p written back."""
+    """The family of Comparison `c` (compare.py): the primary Δβ of every pair and L, the
+    depth and memory differences, each model's observables against its nulls (c.nulls);
+    Holm-corrected, the adjusted p written back."""
     nulls = c.nulls
     obs = {o.observable for ns in nulls.values() for o in ns.comparisons}
     kinds = {o.kind for ns in nulls.values() for o in ns.comparisons}
