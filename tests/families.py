@@ -162,15 +162,20 @@ def tolerance(family: str, eigenvalues: bool = False) -> float:
     return 2e-5 if eigenvalues else 1e-6
 
 
-def save_family(name: str, root: Path, gen: torch.Generator) -> Path:
-    """The family's tiny checkpoint, written by save_pretrained into root/name: float32
-    weights moved off their structured init by `gen` (families written in FAMILIES' order
-    from one generator get the same weights every run)."""
+def tiny_model(name: str, gen: torch.Generator):
+    """The family's tiny model (LAYERS layers, float32, eval mode), every weight moved off its
+    structured init by `gen` (models made in one order from one generator get the same
+    weights every run)."""
     from conftest import _perturb
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(FAMILIES[name]()).eval()
     _perturb(model, gen)
-    model.save_pretrained(root / name)
+    return model
+
+
+def save_family(name: str, root: Path, gen: torch.Generator) -> Path:
+    """The family's tiny checkpoint (`tiny_model`), written by save_pretrained into root/name."""
+    tiny_model(name, gen).save_pretrained(root / name)
     return root / name

@@ -108,3 +108,23 @@ def test_compare_of_one_model_is_refused_in_one_line(tmp_path, capsys):
     assert main(["compare", str(tmp_path / "a.zarr"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "at least two models" in err
+
+
+def test_compare_picks_each_models_representative_layer_as_tdos_analyze_does(tmp_path):
+    """One rule (analysis.studies.primary.representative) for the comparison and the report:
+    analysis.layer when stored, else the paper's layer 24 when stored, else the middle stored
+    layer; store rows out of layer order (a grown store) change none of it."""
+    from analysis import open_store
+    from analysis.studies.compare import model_sides, resolve
+    from analysis.studies.primary import representative
+    from sweep.format.settings import Settings
+
+    kw = {"arch": "gpt_neox", "rows": 3, "lmax": 16, "d": 24, "n_ir": 12}
+    paper = synthetic_model(name="paper", layers=[30, 2, 24], seed=1, **kw)
+    middle = synthetic_model(name="middle", layers=[7, 1, 4], seed=2, **kw)
+    write_store(tmp_path / "s.zarr", [paper, middle])
+    resolved = resolve([tmp_path / "s.zarr"])
+    for layer, want in ((None, [24, 4]), (7, [24, 7]), (2, [2, 4]), (5, [24, 4])):
+        s = Settings(n_boot=20, layer=layer)
+        assert [side.layer for side in model_sides(resolved, s)] == want, layer
+        assert [representative(open_store(p, n), settings=s)[0] for _, p, n in resolved] == want

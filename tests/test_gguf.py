@@ -18,23 +18,14 @@ import numpy as np
 import pytest
 import torch
 import zarr
-from conftest import _perturb, local_client
-from families import DEEPEST, FAMILIES
+from conftest import local_client
+from families import DEEPEST, tiny_model
 from gguf_files import write_gguf
 
 from sweep.config.load import config_from_dict
 from sweep.run import run_sweep
 
 SEQS, L = 2, 6
-
-
-def _tiny(name: str, gen: torch.Generator):
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(FAMILIES[name]()).eval()
-    _perturb(model, gen)
-    return model
 
 
 def twin(gguf, out):
@@ -59,14 +50,14 @@ def files(tmp_path_factory):
     gen = torch.Generator().manual_seed(1)
     out = {}
     for name in ("llama", "qwen2", "mamba"):
-        model = _tiny(name, gen)
+        model = tiny_model(name, gen)
         out[name] = write_gguf(model, root / f"{name}.gguf")
         out[f"{name}-ckpt"] = twin(out[name], root / f"{name}-twin")
         if name != "mamba":          # an F32 file holds the checkpoint's weights exactly
             _assert_same_weights(model, out[f"{name}-ckpt"])
-    out["llama-q8"] = write_gguf(_tiny("llama", gen), root / "llama-q8.gguf", "Q8_0")
+    out["llama-q8"] = write_gguf(tiny_model("llama", gen), root / "llama-q8.gguf", "Q8_0")
     out["llama-q8-ckpt"] = twin(out["llama-q8"], root / "llama-q8-twin")
-    out["qwen3-model"] = model = _tiny("qwen3", gen)
+    out["qwen3-model"] = model = tiny_model("qwen3", gen)
     model.save_pretrained(root / "qwen3")
     out["qwen3"], out["qwen3-ckpt"] = write_gguf(model, root / "qwen3.gguf"), root / "qwen3"
     return out

@@ -17,8 +17,8 @@ import tempfile
 import numpy as np
 import pytest
 import torch
-from conftest import _perturb, local_client
-from families import FAMILIES
+from conftest import local_client
+from families import LAYERS, tiny_model
 
 from analysis import open_store
 from sweep.cli import main
@@ -26,21 +26,14 @@ from sweep.config.load import ConfigError, config_from_dict
 from sweep.generic.null import Null, apply_whole, null_seed
 from sweep.run import run_sweep
 
-SEQS, L, LAYERS = 2, 6, 4
+SEQS, L = 2, 6
 NULLS = ("llama.random_init.0", "llama.shuffled.0")
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    config = FAMILIES["llama"]()
-    config.num_hidden_layers = LAYERS
-    model = AutoModelForCausalLM.from_config(config).eval()
-    _perturb(model, torch.Generator().manual_seed(1))
     path = tmp_path_factory.mktemp("nulls") / "llama"
-    model.save_pretrained(path)
+    tiny_model("llama", torch.Generator().manual_seed(1)).save_pretrained(path)
     return path
 
 

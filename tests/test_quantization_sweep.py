@@ -1,5 +1,6 @@
 """Issue 49 item 4, the sweep: a quantization ensemble swept on real worker processes from a
-small Q8_0 LLaMA GGUF written by the `gguf` package's writer.
+small Q8_0 LLaMA GGUF (4 layers) written by the `gguf` package's writer, at its first layer and
+its deepest, where the layer-local worker runs 3 stand-ins below it, each the member's own.
 
 The oracle is a second GGUF, written here: the same metadata, every tensor replaced in the
 file's own layout by member 0's weights (sweep.generic.quant.perturbed on the raw blocks),
@@ -7,7 +8,7 @@ stored as F32. Swept as an ordinary model in float32, it must give member 0's st
 eigenvalues exactly: the member's weights pass through transformers' own tensor processor on
 the worker, the oracle's through the plain F32 route. Beside it: the store names its members
 (not nulls), a member's resident weights lie within half a step of the trained ones on both
-routes, and the dry run counts the members.
+routes, the dry run counts the members, and a larger ensemble grows the store.
 """
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ import numpy as np
 import pytest
 import torch
 import zarr
-from conftest import _perturb, local_client
-from families import FAMILIES
+from conftest import local_client
+from families import DEEPEST, tiny_model
 from gguf_files import _metadata, write_gguf
 
 from analysis import open_store
@@ -26,20 +27,14 @@ from sweep.format.schema import null_families, quant_families, trained_models
 from sweep.generic.quant import gaps, perturbed
 from sweep.run import run_sweep
 
-SEQS, L, LAYERS = 2, 6, 2
+SEQS, L = 2, 6
+LAYERS = (0, DEEPEST)       # the first layer, and the deepest: 3 stand-ins below it
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    """(Q8_0 GGUF, the F32 GGUF of its member 0) of a 2-layer LLaMA, d = 32."""
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    config = FAMILIES["llama"]()
-    config.num_hidden_layers = LAYERS
-    model = AutoModelForCausalLM.from_config(config).eval()
-    with torch.no_grad():
-        _perturb(model, torch.Generator().manual_seed(1))
+    """(Q8_0 GGUF, the F32 GGUF of its member 0) of a 4-layer LLaMA, d = 32."""
+    model = tiny_model("llama", torch.Generator().manual_seed(1))
     d = tmp_path_factory.mktemp("quant")
     q8 = write_gguf(model, d / "llama-q8.gguf", "Q8_0")
     w = gguf.GGUFWriter(str(d / "member0.gguf"), "llama")
@@ -59,7 +54,7 @@ def _doc(files, store, ensemble=2) -> dict:
                                                                           "sequences": 1}},
                        {"path": str(member0), "name": "oracle"}],
             "inputs": {"sequences": SEQS, "length": L, "seed": 3},
-            "layers": "all", "store": str(store), "compute": {"token_block": 3, "live_every": 0}}
+            "layers": list(LAYERS), "store": str(store), "compute": {"token_block": 3, "live_every": 0}}
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +81,7 @@ def test_the_store_names_its_members_and_they_are_not_nulls(swept):
 def test_member_zero_gives_the_eigenvalues_of_its_weights_written_as_f32_exactly(swept):
     st = open_store(swept, "llama")
     member, oracle, trained = st.model("llama.quant.0"), st.model("oracle"), st
-    for layer in range(LAYERS):
+    for layer in LAYERS:
         got = member.eigenvalues(layer, 0)
         np.testing.assert_array_equal(got, oracle.eigenvalues(layer, 0))
         other = st.model("llama.quant.1").eigenvalues(layer, 0)
@@ -110,7 +105,7 @@ def test_a_members_weights_lie_within_half_a_step_on_both_routes(files):
     apply_member(whole.hf, q8, 1)
     held = dict(whole.hf.named_parameters())
     names = trained.ckpt.sources
-    for layer in range(LAYERS):
+    for layer in LAYERS:
         trained.resident(layer)
         member.resident(layer)
         for (key, p), q in zip(trained.layers[layer].named_parameters(),
@@ -130,7 +125,7 @@ def test_dry_run_counts_the_members(files, tmp_path):
     from sweep.plan.make import make_plan
 
     three = size_sweep(make_plan(config_from_dict(_doc(files, tmp_path / "b.zarr", 3))), workers=1)
-    per_model = SEQS * -(-L // 3) * LAYERS
+    per_model = SEQS * -(-L // 3) * len(LAYERS)
     # the model and the oracle on every sequence, three members on 1 of 2
     assert three.blocks == 2 * per_model + 3 * per_model // SEQS
     assert {r.model for r in three.rows} == {"llama", "llama.quant.0", "llama.quant.1",
@@ -139,7 +134,8 @@ def test_dry_run_counts_the_members(files, tmp_path):
 
 
 def test_a_larger_ensemble_grows_the_store(files, swept, tmp_path):
-    """ensemble 2 -> 3: member 2 is added and swept, members 0 and 1 keep every chunk."""
+    """ensemble 2 -> 3: member 2 is added and swept, members 0 and 1 keep every chunk and say
+    the ensemble is 3 now; a config of 2 again hides member 2, and the size stays 3."""
     import hashlib
     import shutil
 
@@ -152,12 +148,21 @@ def test_a_larger_ensemble_grows_the_store(files, swept, tmp_path):
         return {str(p.relative_to(store)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
                 for p in store.rglob("*") if p.is_file() and "c" in p.relative_to(store).parts}
 
+    def sizes():
+        root = zarr.open_group(str(store), mode="r")
+        return [root[n].attrs["quantization"]["ensemble"] for n in quant_families(root)["llama"]]
+
     before = chunks()
+    assert sizes() == [2, 2]
     with local_client(1) as client:
         res = run_sweep(config_from_dict(_doc(files, store, 3)), client=client, progress=False)
-    assert res.exit_code == 0
-    after = chunks()
+        assert res.exit_code == 0
+        after = chunks()
+        assert sizes() == [3, 3, 3]
+        res = run_sweep(config_from_dict(_doc(files, store, 2)), client=client, progress=False)
+    assert res.exit_code == 0 and sizes() == [3, 3, 3]
     assert before and all(after[k] == v for k, v in before.items())
     root = zarr.open_group(str(store), mode="r")
     assert quant_families(root)["llama"] == ["llama.quant.0", "llama.quant.1", "llama.quant.2"]
     assert is_done(root["llama.quant.2"]["ledger"][...][:, :1]).all()
+    assert open_store(store, "llama.quant.0").quantization == {"of": "llama", "member": 0, "ensemble": 3}

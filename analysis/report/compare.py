@@ -16,7 +16,8 @@ from analysis.report.memory import comparison_figure as memory_figure
 from analysis.report.memory import comparison_markdown as memory_markdown
 from analysis.report.text import FIGURE_CAPTIONS
 from analysis.spectrum.observables import memory_kernel_from_hist, tdos
-from analysis.studies.compare import Comparison, estimator_words, matched_layers
+from analysis.studies.compare import Comparison, matched_layers
+from analysis.studies.compare_family import estimator_words
 from sweep.format.settings import MODES
 
 FIGURES = ("compare_beta.png", "compare_delta.png", "compare_tdos.png", "compare_kernel.png")

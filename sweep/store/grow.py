@@ -221,6 +221,15 @@ def grow_group(g: zarr.Group, m: ModelPlan, gg: GroupGrowth) -> None:
     finish_growing(g, m)
 
 
+def widen_ensemble(g: zarr.Group, m: ModelPlan) -> None:
+    """A quantization member's `quantization.ensemble` raised to what `m` plans: a config that
+    adds members leaves the groups of the members it had holding the new size (the store
+    holds every member up to it); a smaller one hides members, so the size never drops."""
+    have = g.attrs.get("quantization")
+    if m.quant is not None and have is not None and have["ensemble"] < m.quant["ensemble"]:
+        g.attrs["quantization"] = {**have, "ensemble": int(m.quant["ensemble"])}
+
+
 def finish_growing(g: zarr.Group, m: ModelPlan) -> None:
     """Resize every array to what `growing` records, then the index arrays, then drop it:
     idempotent, so a growth stopped part way is finished by the next sweep."""

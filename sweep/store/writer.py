@@ -47,6 +47,8 @@ def open_store(plan: Plan, create: bool = True, say=None) -> zarr.Group:
     for m, gg in zip(plan.models, growth.groups if growth else ()):
         if group_ready(root, m.name) and gg.added:
             grow.grow_group(root[m.name], m, gg)
+        if group_ready(root, m.name):
+            grow.widen_ensemble(root[m.name], m)
     for m in plan.models:
         if not group_ready(root, m.name):
             create_model_group(root, m, plan.token_block)
