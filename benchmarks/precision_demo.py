@@ -157,4 +157,7 @@ def _plain(x):
 
 
 if __name__ == "__main__":
-    make_checkpoint() if sys.argv[1:] == ["checkpoint"] else main()
+    if sys.argv[1:] == ["checkpoint"]:
+        make_checkpoint()
+    else:
+        main()
