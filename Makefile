@@ -90,6 +90,19 @@ real: .venv/.ready $(SMOLLM2) $(SMOLLM2_TEXT)
 docs: .venv/.ready
 	$(PY) -m analysis.report.docgen
 
+# docs/analysis.md's mode-count and precision numbers: both demo checkpoints and a random-init
+# Mamba-370M-shaped block swept in fp32 and fp64 (a few minutes on 2 cores), the precision
+# study at each layer into docs/demo/precision.json (benchmarks/precision_demo.py), then the
+# pages rendered from it.
+.PHONY: precision-docs
+precision-docs: .venv/.ready
+	.venv/bin/tdos sweep configs/demo-precision.yaml
+	.venv/bin/tdos analyze out/demo-precision.zarr --out out/demo-precision-report
+	test -f out/random-mamba-370m-shape/config.json || $(PY) benchmarks/precision_demo.py checkpoint
+	.venv/bin/tdos sweep configs/precision-random-mamba.yaml
+	$(PY) benchmarks/precision_demo.py
+	$(PY) -m analysis.report.docgen
+
 # After `make demo`: the demo's results docs/demo.md quotes, copied into docs/demo/ (fits.json,
 # compare.json, the --skip-positions 1 analysis and the figures the pages show), then the
 # pages rendered from them (docs/demo-models.md, "Retraining").
