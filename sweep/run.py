@@ -31,6 +31,7 @@ from sweep.worker.task import run_task
 RETRIES = 2          # task exceptions; a killed worker's tasks are rescheduled by the scheduler
 POLL_S = 0.1         # the loop's sleep while no task has finished
 WATCH_S = 1.0        # seconds between two looks at the workers (sweep/watch.py)
+LIVE_SHARE = 0.1     # of one core, what the live TDOS render takes at most (its pauses grow)
 FATAL = (CheckpointChanged, NonCausal, RouteFailed, SelfCheckFailed, UnsupportedTransformers)  # every later
                                                                                # task would repeat
 
@@ -299,11 +300,16 @@ class _LivePlot:
         return False
 
     def _loop(self) -> None:
-        announced = False
-        while not self._stop.wait(self.every):
+        announced, wait = False, self.every
+        while not self._stop.wait(wait):
+            t = time.monotonic()
             if self._draw() and not announced:
                 _say(f"live TDOS: {self.png}")
                 announced = True
+            # a render of a large store takes longer than `every` (15 s for make real's 12
+            # groups of 5 layers, 200 replicates each): paced so it holds the sweep's
+            # process at most LIVE_SHARE of one core, which the workers need
+            wait = max(self.every, (time.monotonic() - t) * (1 - LIVE_SHARE) / LIVE_SHARE)
 
     def _draw(self) -> bool:
         if self._render is None:
