@@ -59,7 +59,7 @@ def test_hungarian_matching_pairs_each_eigenvalue_with_its_own(spectra):
 
 def _store(path, z64, z32, layers=(4,)):
     def model(name, z, dtype):
-        ev = np.broadcast_to(z, (1, 1) + z.shape).copy()                   # (1, 1, T, D)
+        ev = np.broadcast_to(z, (len(layers), 1) + z.shape).copy()          # (rows, 1, T, D)
         return SyntheticModel(name=name, eigenvalues=ev, layers=list(layers), arch="gpt2",
                               dtype=dtype, token_block=4, path="same/checkpoint")
     return write_store(path, [model("m32", z32, "float32"), model("m64", z64, "float64")])
@@ -116,3 +116,16 @@ def test_fp32_all_stable_counts_only_resolved_modes_and_says_how_many(tmp_path, 
     assert ref.floor == 0 and ref.n_unresolved == 0 and ref.floor_source == ""
     table = beta_vs_length(stores["m32"], agg.model("m32"), 4, [T], s, measured=(5e-5, "by hand"))
     assert f"{T}: {x.n_unresolved:,}." in table.to_markdown()
+
+
+def test_every_shared_layer_gets_its_own_measured_floor(tmp_path, spectra):
+    """A twin sharing layers 2 and 4 measures the floor at both, not only at the pair's
+    representative layer: no shared layer falls back to the dtype table's fp64-only floor."""
+    z64, z32 = spectra
+    path = _store(tmp_path / "two.zarr", z64, z32, layers=(2, 4))
+    stores = {n: open_store(path, n) for n in ("m32", "m64")}
+    assert precision_pairs(stores) == [("m64", "m32", 4)]
+    floors = measured_floors(stores)["m32"]
+    assert sorted(floors) == [2, 4]
+    for layer, (lam, how) in floors.items():
+        assert lam == pytest.approx(10 ** -7.5) and f"at layer {layer}" in how
