@@ -254,9 +254,13 @@ class LocalModel:
 
     def sequence(self, ids: torch.Tensor, residual: torch.Tensor | None = None) -> None:
         """The embedding rows of `ids` (1-D), and h_l of that sequence (None: layer 0's input
-        is the embedding's own output); the rows are read once per sequence."""
-        if self.ids is None or not torch.equal(self.ids, ids):
-            self.ids, self.unique = ids.clone(), torch.unique(ids)
+        is the embedding's own output). The rows kept are those of every id seen so far, made
+        again only when `ids` brings a new one: a null's rows come from its whole embedding
+        (a shuffled one permutes vocab x d entries, seconds at SmolLM2's 49,152 x 576), which
+        the residual stream would otherwise remake at every (layer, sequence) it alternates."""
+        self.ids = ids.clone()
+        if self.unique is None or not bool(torch.isin(ids, self.unique).all()):
+            self.unique = torch.unique(ids if self.unique is None else torch.cat([self.unique, ids]))
             name = self._names[id(self.embedding), "weight"]
             if self.null is None:
                 rows = self.ckpt.tensor(name, self.unique)

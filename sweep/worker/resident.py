@@ -147,6 +147,7 @@ def stream(cached: _Cached, task: ResidualTask, arrays: dict) -> int:
     ids = {s: torch.from_numpy(np.asarray(arrays["tokens"][s, : task.n_ctx])) for s in task.seqs}
     with cached.lock, step("the residual stream"):
         before = lm.forwards
+        lm.sequence(torch.cat([ids[s] for s in task.seqs]))     # every sequence's rows at once
         if task.start is None:
             hs, layer = {s: lm.embedded(ids[s]) for s in task.seqs}, 0
         else:
