@@ -65,6 +65,14 @@ SECONDS_AT_WIDTH = {
 # layer's J_tt and eig above; float64 whatever the compute dtype, cubic in d_model
 DEPTH_SECONDS_PER_STEP = 0.39
 DEPTH_D = 576
+# a layer-local group makes each decoder layer up to its deepest swept one resident, for its
+# residual stream and again for its blocks (the GGUF's layer dequantized, a null's weights
+# drawn or permuted, a member's moved, the stand-ins probed): 1.35 s per (group, layer) at
+# SmolLM2's 3.54 M parameters per layer, linear in them. Fitted to make real's two sweeps
+# (benchmarks/results/real.md: 12 groups streamed through 17 and 30 layers; without it the
+# estimate was 0.73 of the measured wall, with it within 3 % of both, in sample)
+LAYER_SETUP_SECONDS = 1.35
+LAYER_SETUP_PARAMS = 3_540_096
 # token memory: seconds of one cotangent's backward through a layer's whole-sequence call at
 # d_model = 1024 and L = 512, float32, one core (benchmarks/results/bench_memory.md; the Mamba-1
 # scan on mamba.py's parallel scan); linear in L, quadratic in d_model
@@ -210,6 +218,7 @@ def size_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = N
         seconds += planned * _seconds_per_token(m)
         seconds += _memory_seconds(m, cfg)
         seconds += _depth_seconds(m, S)
+        seconds += _layer_setup_seconds(m)
         seconds += n * _load_seconds(m.info, m.spec.dtype)
         need, what = _worker_bytes(m, cfg, process.bytes)
         if need > peak:
@@ -286,6 +295,14 @@ def _depth_seconds(m, sequences: int) -> float:
     stacks = sum(run - s + 1 for s in m.depth_spans if s <= run)
     walked = sequences * m.rows[0][1]              # the run's rows share one token count
     return walked * (run + stacks) * DEPTH_SECONDS_PER_STEP * (m.info.d_model / DEPTH_D) ** 3
+
+
+def _layer_setup_seconds(m) -> float:
+    """Making layers 0 .. deepest swept resident, on the layer-local route (module constants)."""
+    if m.info.not_local:
+        return 0.0                     # the whole model's load is _load_seconds'
+    deepest = max(layer for layer, _ in m.rows)
+    return (deepest + 1) * LAYER_SETUP_SECONDS * m.info.block_params / LAYER_SETUP_PARAMS
 
 
 def _memory_seconds(m, cfg) -> float:
