@@ -55,6 +55,7 @@ def test_analyze_writes_the_family_the_table_and_the_figure(tmp_path):
     assert np.isfinite(row["p_adjusted"]) and row["p_method"] == "t(3)"
     md = (tmp_path / "r" / "report.md").read_text()
     assert "Against its nulls across depth (layers 0, 2, 4)" in md
+    assert "**nulls_across_depth.png** — the primary β and the window mode density" in md
     assert (tmp_path / "r" / "nulls_across_depth.png").stat().st_size > 10_000
 
 

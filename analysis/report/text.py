@@ -8,6 +8,9 @@ FIGURE_CAPTIONS = {
     "tdos_vs_nulls.png": "the trained model's ρ_block (primary count) on its nulls' sequences and "
                          "L, over one band per null kind (min … max per bin): the same "
                          "architecture and tokens with weights that learned nothing",
+    "nulls_across_depth.png": "the primary β and the window mode density at every layer the model "
+                              "and its nulls share: the trained value with its interval on the "
+                              "nulls' tokens, each null one point, one colour per kind",
     "fig1_collective_spectrum.png": "Fig 1: eigenvalues ζ of J_tt (plane, near ζ=1, |ζ|, θ, λ–θ), "
                                     "ρ_block linear/log, memory kernel K(t)",
     "fig2_intrinsic.png": "Fig 2: A_log distribution beside its S4D-real init, ρ_int(λ_A), K_A(t) with t⁻¹ reference",
