@@ -125,7 +125,8 @@ def summary(r: dict) -> str:
     lines = ["# `make real`, timed against its dry runs", "",
              f"`{r['command']}` on {r['cpus']} cores, {r['date']}; load average while it ran "
              f"{r['load_mean']:.1f} (min {min(r['load_samples']):.1f}, max "
-             f"{max(r['load_samples']):.1f}): other jobs shared the cores.", "",
+             f"{max(r['load_samples']):.1f}; the sweep's own two workers and its client make "
+             f"about 2 to 3: above that, other jobs shared the cores).", "",
              "| step | dry-run estimate, min wall | measured, min wall | CPU min / worker |",
              "|---|---|---|---|"]
     lines += [f"| `tdos sweep {s['config']}` | {s['estimate_wall_min']:.1f} | "
