@@ -208,23 +208,22 @@ def size_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = N
     kind = cfg.cluster.kind
     n = workers or cfg.cluster.workers or (os.cpu_count() or 1)
     process = process_term()
-    rows, store_bytes, seconds, peak, parts = [], 0, 0.0, process.bytes, "the process"
+    rows, store_bytes, work, seconds, peak, parts = [], 0, 0.0, 0.0, process.bytes, "the process"
     for m in plan.models:
         S, B = min(cfg.inputs.sequences, m.tokens.shape[0]), cfg.token_block   # a null: maybe fewer
         rows += [Row(m.name, m.spec.dtype, layer, tokens, S * math.ceil(tokens / B))
                  for layer, tokens in m.rows]
         planned = S * sum(tokens for _, tokens in m.rows)              # token spectra
         store_bytes += _store_bytes(m, planned, cfg)
-        seconds += planned * _seconds_per_token(m)
-        seconds += _memory_seconds(m, cfg)
-        seconds += _depth_seconds(m, S)
+        work += planned * _seconds_per_token(m) + _memory_seconds(m, cfg) + _depth_seconds(m, S)
         seconds += _layer_setup_seconds(m)
         seconds += n * _load_seconds(m.info, m.spec.dtype)
         need, what = _worker_bytes(m, cfg, process.bytes)
         if need > peak:
             peak, parts = need, what
     seconds += n * WORKER_START_S
-    growth = _check_existing_store(plan)
+    growth, left = _check_existing_store(plan)
+    seconds += work * left                      # a grown or resumed store: what is left of it
     now = _du(Path(cfg.store))
     local = kind in ("local", "auto", "cuda") and not scheduler
     return Budget(tuple(rows), cfg.store, n, store_bytes, now, _free(Path(cfg.store)), peak,
@@ -242,9 +241,10 @@ def check_fits(budget: Budget) -> None:
 
 # ---------------------------------------------------------------- pieces
 
-def _check_existing_store(plan: Plan) -> str:
+def _check_existing_store(plan: Plan) -> tuple[str, float]:
     """A store made from another config is refused here too (read-only), so --dry-run says
-    what the real run would; a store the config grows, what it adds (else "")."""
+    what the real run would; a store the config grows, what it adds (else ""), and the share
+    of the config's blocks still to compute (1 without a store)."""
     import zarr
 
     from sweep.store.grow import Growth
@@ -252,14 +252,15 @@ def _check_existing_store(plan: Plan) -> str:
 
     meta = Path(plan.store) / "zarr.json"
     if not meta.is_file():
-        return ""
+        return "", 1.0
     attrs = json.loads(meta.read_text()).get("attributes", {})
     check_same_config(attrs, plan)
     root = zarr.open_group(str(plan.store), mode="r")
     if not any(group_ready(root, n) for n in attrs.get("models", [])):
-        return ""
+        return "", 1.0
     growth = Growth.of(root, plan)
-    return growth.describe() if growth.added or growth.hidden else ""
+    left = growth.todo / max(growth.todo + growth.kept, 1)
+    return (growth.describe() if growth.added or growth.hidden else ""), left
 
 
 def _seconds_per_token(m) -> float:

@@ -85,13 +85,31 @@ def _dry_run(doc, tmp_path, capsys) -> str:
     return capsys.readouterr().out
 
 
+def _compute_seconds(doc, tmp_path) -> float:
+    """The dry run's core-seconds of `doc` (sweep/budget.py), against its store as it is."""
+    import yaml
+
+    from sweep.budget import size_sweep
+    from sweep.config.load import load_config
+    from sweep.plan.make import make_plan
+
+    path = tmp_path / f"b{len(list(tmp_path.glob('b*.yaml')))}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return size_sweep(make_plan(load_config(path)), workers=1).core_seconds
+
+
 def test_layers_grow_and_the_grown_store_equals_a_fresh_one(checkpoint, worker, tmp_path, capsys):
     store = tmp_path / "run.zarr"
     _sweep(_doc(checkpoint, store, layers=[0]), worker)
     before = _chunks(store)
     assert ("store: grows the store: +1 layer (3); 2 blocks to compute, 2 done kept"
             in _dry_run(_doc(checkpoint, store, layers=[0, 3]), tmp_path, capsys))
+    # the estimate prices the 2 blocks left of 4, not all of them (its setup terms stay)
+    fresh = _compute_seconds(_doc(checkpoint, tmp_path / "other.zarr", layers=[0, 3]), tmp_path)
+    half = _compute_seconds(_doc(checkpoint, store, layers=[0, 3]), tmp_path)
     grown = _sweep(_doc(checkpoint, store, layers=[0, 3]), worker)
+    setup = _compute_seconds(_doc(checkpoint, store, layers=[0, 3]), tmp_path)
+    assert setup < half < fresh and half - setup == pytest.approx((fresh - setup) / 2)
     assert {(r["layer"], r["block"]) for r in grown.results if "block" in r} == {(3, 0), (3, 1)}
     _kept(before, _chunks(store))
     # a layer between the two: rows are appended, so the store's row order is 0, 3, 1
