@@ -45,10 +45,18 @@ class Variant:
     def from_attrs(cls, attrs) -> "Variant | None":
         """The variant a group's attributes declare, or None for a trained model."""
         v = attrs.get(ATTR)
-        if not v:
-            return None
-        return cls(kind=str(v["kind"]), seed=int(v["seed"]), of=str(v["of"]),
-                   role=str(v.get("role", "null")))
+        if v:
+            return cls(kind=str(v["kind"]), seed=int(v["seed"]), of=str(v["of"]),
+                       role=str(v.get("role", "null")))
+        # the attributes stores of format <= 5 wrote (read until `tdos upgrade` rewrites them): `null` {"of", "kind", "seed"} and
+        # `quantization` {"of", "member", "ensemble"}
+        if attrs.get("null"):
+            n = attrs["null"]
+            return cls(kind=str(n["kind"]), seed=int(n["seed"]), of=str(n["of"]), role="null")
+        if attrs.get("quantization") and "of" in attrs["quantization"]:
+            q = attrs["quantization"]
+            return cls(kind="quantized", seed=int(q["member"]), of=str(q["of"]), role="ensemble")
+        return None
 
 
 def variants(root) -> dict[str, Variant]:
