@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 from analysis.io.store import StoreError, open_store
-from analysis.laws.uncertainty import law_lines
+from analysis.report.laws import law_lines
 from analysis.report.analyze import analyze
 from analysis.report.compare import verdict_lines, write_comparison
 from analysis.report.fits_json import headline

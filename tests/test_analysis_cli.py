@@ -1,5 +1,6 @@
 """`tdos analyze` end to end on synthetic Mamba-like and Transformer-like stores."""
 import csv
+import dataclasses
 import json
 
 import pytest
@@ -76,10 +77,11 @@ def _table_with_gof(tmp_path):
     st = open_store(path)
     table = beta_vs_length(st, aggregate(path).model(st.name), st.layers[0], [16, 32],
                            Settings(n_boot=20))
-    table.rows[0].by_mode["all-stable"].gof_p = 0.002       # one row rejected, one not
-    table.rows[1].by_mode["all-stable"].gof_p = 0.5
-    table.rows[0].by_mode["symmetry-removed"].gof_p = 0.002
-    return table
+    # one row rejected, one not (the table is immutable: a copy with these GOF p)
+    gof = [{"all-stable": 0.002, "symmetry-removed": 0.002}, {"all-stable": 0.5}]
+    return dataclasses.replace(table, rows=[dataclasses.replace(row, by_mode={
+        m: dataclasses.replace(x, gof_p=p.get(m, x.gof_p)) for m, x in row.by_mode.items()})
+        for row, p in zip(table.rows, gof)])
 
 
 def test_figures_say_window_slope_estimator_and_count(tmp_path):

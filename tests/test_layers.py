@@ -42,18 +42,26 @@ RULES = {
     "sweep.cli": ("sweep", "cluster", "analysis"),
     "sweep.__main__": ("sweep",),
     "sweep": (),                                                      # the package docstring
-    # analysis: each room imports only the rooms above it
+    # analysis: each room imports only the rooms above it; numbers print through _format
     "analysis._plot": FORMAT,
-    "analysis.spectrum": (*FORMAT, "analysis._plot"),
-    "analysis.io": (*FORMAT, "analysis._plot", "analysis.spectrum"),
-    "analysis.fit": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io"),
-    "analysis.laws": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io", "analysis.fit"),
-    "analysis.studies": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io",
-                         "analysis.fit", "analysis.laws"),
-    "analysis.report": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io",
-                        "analysis.fit", "analysis.laws", "analysis.studies"),
-    "analysis.views": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io",
-                       "analysis.fit", "analysis.studies"),
+    "analysis._format": FORMAT,
+    "analysis.spectrum": (*FORMAT, "analysis._plot", "analysis._format"),
+    "analysis.io": (*FORMAT, "analysis._plot", "analysis._format", "analysis.spectrum"),
+    "analysis.fit": (*FORMAT, "analysis._plot", "analysis._format", "analysis.spectrum",
+                     "analysis.io"),
+    "analysis.laws": (*FORMAT, "analysis._plot", "analysis._format", "analysis.spectrum",
+                      "analysis.io", "analysis.fit"),
+    "analysis.studies": (*FORMAT, "analysis._plot", "analysis._format", "analysis.spectrum",
+                         "analysis.io", "analysis.fit", "analysis.laws"),
+    "analysis.measure": (*FORMAT, "analysis._plot", "analysis._format", "analysis.spectrum",
+                         "analysis.io", "analysis.fit", "analysis.laws", "analysis.studies"),
+    # render computes nothing: it draws and prints the analysis measure made, and imports no
+    # fit, law, study or reader (tests/test_render.py checks a fresh interpreter too)
+    "analysis.report": (*FORMAT, "analysis._plot", "analysis._format"),
+    # the two doors of `tdos analyze`: measure, then render
+    "analysis.report.analyze": (*FORMAT, "analysis.measure", "analysis.studies", "analysis.report"),
+    "analysis.views": (*FORMAT, "analysis._plot", "analysis._format", "analysis.spectrum",
+                       "analysis.io", "analysis.fit", "analysis.studies"),
     "analysis.cli": (*FORMAT, "analysis"),
     "analysis": (*FORMAT, "analysis"),                                # the lazy public names
 }

@@ -11,7 +11,8 @@ from synthetic_store import SyntheticModel, synthetic_model, write_store
 
 from analysis import aggregate, block_rates, fit_ir_exponent, open_store
 from analysis.report.analyze import representative, table_lengths
-from analysis.spectrum.observables import effective_spectrum, tdos_from_rates
+from analysis.spectrum.decay import effective_spectrum
+from analysis.spectrum.observables import tdos_from_rates
 from analysis.spectrum.rates import EDGES
 from analysis.studies.tables import beta_vs_length
 from sweep.format.settings import Settings

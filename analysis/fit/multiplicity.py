@@ -33,20 +33,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from analysis._format import NORMAL, P_TAIL, format_p, p_floor, t_method  # noqa: F401 (public here too)
 from analysis.fit.resampling import verdict
-
-NORMAL = "normal"
-P_TAIL = 1e-4               # below this a parametric p prints as "< 1e-4" (module docstring)
 
 
 def _dof(dof) -> float:
     return np.inf if dof is None or not np.isfinite(dof) else float(dof)
-
-
-def t_method(dof=None) -> str:
-    """The p_method of an interval from Student's t with `dof` (None/inf: the normal)."""
-    d = _dof(dof)
-    return NORMAL if d == np.inf else f"t({d:.3g})"
 
 
 def bootstrap_method(n_boot, unit) -> str:
@@ -99,38 +91,11 @@ def p_from_replicates(d, replicates) -> float:
     return float(min(1.0, 2 * (1 + far) / (1 + len(r))))
 
 
-def difference_replicates(a, reps_a, stretch_a, b, reps_b, stretch_b) -> np.ndarray:
-    """Replicates of a − b whose percentile interval is resampling.difference_interval's:
-    (a − b) + c_a (a* − a) − c_b (b* − b), the finite ones."""
-    r = (a - b) + stretch_a * (np.asarray(reps_a, np.float64) - a) \
-        - stretch_b * (np.asarray(reps_b, np.float64) - b)
-    return r[np.isfinite(r)]
-
-
 def welch_dof(se_a, dof_a, se_b, dof_b) -> float:
     """Welch–Satterthwaite degrees of freedom of se_a² + se_b² (inf when both are normal)."""
     va, vb = se_a ** 2, se_b ** 2
     den = (va ** 2 / dof_a if np.isfinite(dof_a) else 0.0) + (vb ** 2 / dof_b if np.isfinite(dof_b) else 0.0)
     return float((va + vb) ** 2 / den) if den > 0 else np.inf
-
-
-def p_floor(p_method) -> float:
-    """The smallest p a method can give: 2/(1+B) for a bootstrap, 0 otherwise."""
-    if p_method.startswith("bootstrap B="):
-        return 2 / (1 + int(p_method.split("=")[1].split()[0]))
-    return 0.0
-
-
-def format_p(p, p_method=NORMAL) -> str:
-    """p printed to the resolution its method has (module docstring)."""
-    if not np.isfinite(p):
-        return "–"
-    floor = p_floor(p_method)
-    if floor and p <= floor * (1 + 1e-9):
-        return f"≤ {floor:.2g}"
-    if not floor and p < P_TAIL:
-        return f"< {P_TAIL:g}"
-    return f"{p:.2g}"
 
 
 def holm(p) -> np.ndarray:
@@ -195,6 +160,15 @@ class Family:
         t = Test(name, float(d), float(lo), float(hi), p, p_method=method)
         self.tests.append(t)
         return t
+
+    @classmethod
+    def counted(cls, label, dims, level, entries) -> "Family":
+        """A family entered and Holm-corrected in one step, so no caller adjusts it later:
+        `entries` [(name, d, lo, hi, {keywords of `add`})]."""
+        fam = cls(label, dict(dims), level)
+        for name, d, lo, hi, kw in entries:
+            fam.add(name, d, lo, hi, **kw)
+        return fam.correct()
 
     def correct(self) -> "Family":
         """Holm-adjust every member's p over the family; return self."""

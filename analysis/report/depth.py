@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis._format import ci
 from analysis._plot import interval_bars, new_figure, panel_label, sweep_colors, window_lines
 from analysis.report.text import FIGURE_CAPTIONS
-from analysis.studies.depth import KERNEL_PARTS, DepthStudy
 from sweep.format.settings import MODES
 
 FIGURE = "depth.png"
 CAPTION = FIGURE_CAPTIONS[FIGURE]
 
 
-def _ci(m) -> str:
-    return f"[{m.lo:.3g}, {m.hi:.3g}]" if np.isfinite(m.lo) else "–"
+def _mean(m) -> str:
+    """A mean with its CI (studies/depth.MeanCI)."""
+    return f"{m.value:.4g} {ci(m.lo, m.hi, '.3g')}"
 
 
-def _num(m) -> str:
-    return f"{m.value:.4g} {_ci(m)}"
-
-
-def figure(d: DepthStudy, title: str):
+def figure(d, title: str):
     fig = new_figure(15, 8.5)
     ax = fig.subplots(2, 3).ravel()
     for k, m in enumerate(MODES):
@@ -89,7 +86,7 @@ def _span_axis(ax, spans) -> None:
     ax.set_xlabel("span s (blocks)")
 
 
-def markdown(d: DepthStudy) -> list:
+def markdown(d) -> list:
     """The depth section of report.md for one model."""
     l0, l1 = d.layers
     unit = d.top.unit if d.top else "–"
@@ -114,16 +111,16 @@ def markdown(d: DepthStudy) -> list:
     md += _kernel_markdown(d)
     md += ["", f"Finite-depth Lyapunov exponents over layers {l0}..{l1}: γ_i = (1/S) ln σ_i of "
            f"the singular values of P_t({l0}, S), S = {l1 - l0 + 1} (invariant to an orthogonal "
-           f"change of basis): top γ_1 = {_num(d.top)}, "
-           f"{_num(d.positive)} of {len(d.lyapunov_mean)} exponents positive per token"
+           f"change of basis): top γ_1 = {_mean(d.top)}, "
+           f"{_mean(d.positive)} of {len(d.lyapunov_mean)} exponents positive per token"
            + (f"; {d.singular} token(s) with a singular P_t left out" if d.singular else "") + ".",
            "", "| layer | Henrici departure of J_tt | ‖J_tt‖_F²/d |", "|---|---|---|"]
-    md += [f"| {ly} | {_num(d.nonnormality[ly])} | {_num(d.frobenius[ly])} |" for ly in d.nonnormality]
+    md += [f"| {ly} | {_mean(d.nonnormality[ly])} | {_mean(d.frobenius[ly])} |" for ly in d.nonnormality]
     md += ["", f"**{FIGURE}** — {CAPTION}", ""]
     return md
 
 
-def _kernel_markdown(d: DepthStudy) -> list:
+def _kernel_markdown(d) -> list:
     """The kernel's decomposition: geometric means with CIs, arithmetic means beside them."""
     md = ["", "The response kernel, like for like over each stack's own layers j = l..l+s−1, per "
           "token: measured g = ‖P_t(l, s)‖_F²/d; spectral Π_j Σ|ζ_j|²/d; independent layers "
@@ -136,7 +133,7 @@ def _kernel_markdown(d: DepthStudy) -> list:
           "| start l | s | measured g | spectral | independent | non-normality | alignment |",
           "|---|---|---|---|---|---|---|"]
     for p in d.kernel:
-        cells = [f"{_num(getattr(p, k))} (arith. {p.arithmetic[k]:.4g})" for k in KERNEL_PARTS]
+        cells = [f"{_mean(getattr(p, k))} (arith. {p.arithmetic[k]:.4g})" for k in p.PARTS]
         md.append(f"| {p.layer} | {p.span} | " + " | ".join(cells) + " |")
     return md
 
@@ -157,7 +154,7 @@ def comparison_markdown(studies: dict, deltas: list, heading: str = "###") -> li
                                     f"{d.beta[m][s].ci_hi:+.3f}]" for m in MODES)
                          if s in d.spans else "–")
         md.append(f"| {s} | " + " | ".join(cells) + " |")
-    md.append("| γ_1 | " + " | ".join(f"{_num(studies[n].top)} (layers {studies[n].layers[0]}.."
+    md.append("| γ_1 | " + " | ".join(f"{_mean(studies[n].top)} (layers {studies[n].layers[0]}.."
                                       f"{studies[n].layers[1]})" for n in names) + " |")
     md += ["", "| pair | quantity | s | count | Δ | CI | verdict |", "|---|---|---|---|---|---|---|"]
     for x in deltas:

@@ -1,17 +1,12 @@
-"""The quantization ensemble's section of report.md and its entry of fits.json
-(studies/ensemble.py): per observable the trained value beside the members' min, max and sd,
+"""The quantization ensemble's section of report.md (studies/ensemble.py; fits.json carries its
+`to_dict()`): per observable the trained value beside the members' min, max and sd,
 and whether each trained-vs-null verdict holds at every member."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
-from analysis.report.fits_json import dump_json
+from analysis._format import num
 
-
-def _num(v, fmt="+.4g") -> str:
-    return format(v, fmt) if np.isfinite(v) else "–"
 
 
 def ensemble_markdown(study, heading="###") -> list:
@@ -29,10 +24,10 @@ def ensemble_markdown(study, heading="###") -> list:
     for s in study.spreads:
         v, t = s.values, s.trained
         z = (t.value - v.mean()) / s.sd if np.isfinite(s.sd) and s.sd > 0 else np.nan
-        verdicts = "; ".join(f"{_num(a.p_ensemble, '.2g')}, {_num(a.p_adjusted, '.2g')}: "
+        verdicts = "; ".join(f"{num(a.p_ensemble, '.2g')}, {num(a.p_adjusted, '.2g')}: "
                              f"**{a.verdict}**" for a in s.against_nulls.values()) or "no nulls"
-        md.append(f"| {s.observable} | {_num(t.value)} [{_num(t.lo)}, {_num(t.hi)}] | "
-                  f"{_num(v.min())} … {_num(v.max())} | {_num(s.sd, '.3g')} | {_num(z, '+.2f')} | "
+        md.append(f"| {s.observable} | {num(t.value, '+.4g')} [{num(t.lo, '+.4g')}, {num(t.hi, '+.4g')}] | "
+                  f"{num(v.min(), '+.4g')} … {num(v.max(), '+.4g')} | {num(s.sd, '.3g')} | {num(z, '+.2f')} | "
                   f"{verdicts} |")
     seqs = study.spreads[0].sequences if study.spreads else 0
     md += ["", f"The trained value and the members are read on the members' {seqs} sequence(s). "
@@ -43,19 +38,3 @@ def ensemble_markdown(study, heading="###") -> list:
            "value and the members (an intersection-union test), adjusted by Holm over this "
            "table's (observable, kind) pairs; every Δ must have the trained value's sign.", ""]
     return md
-
-
-def add_ensembles(studies: dict, fits_json, report_md) -> None:
-    """Each model's ensemble study into fits.json (`ensembles`: {model: study}) and a section at
-    the end of report.md; nothing when no model has an ensemble."""
-    studies = {k: v for k, v in studies.items() if v is not None}
-    if not studies:
-        return
-    doc = json.loads(fits_json.read_text())
-    doc["ensembles"] = {name: s.to_dict() for name, s in studies.items()}
-    dump_json(doc, fits_json)
-    md = ["", "## Quantization ensembles", ""]
-    for name, s in studies.items():
-        md += ensemble_markdown(s, heading=f"### {name}:" if len(studies) > 1 else "###")
-    with open(report_md, "a") as f:
-        f.write("\n".join(md) + "\n")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from analysis._plot import new_figure, panel_label, window_lines
-from analysis.fit.fits import WINDOW
+from sweep.format.settings import MODES, WINDOW
 
 
 def _window_lines(ax, window=WINDOW):
@@ -113,16 +113,6 @@ def fig_self_averaging(selfavg, resolution, title, kernel=None):
     return fig
 
 
-def fig_single(result, title, w=7, h=5, **kw):
-    """Any result object with .plot(ax) on its own figure (precision check, ...)."""
-    fig = new_figure(w, h)
-    ax = fig.add_subplot()
-    result.plot(ax, **kw)
-    if title:
-        ax.set_title(title)
-    return fig
-
-
 def fig_precision(cmp, title):
     """(a) |δλ|/λ of matched modes against λ, (b) both TDOS with Δβ per L."""
     fig = new_figure(13, 5)
@@ -154,7 +144,6 @@ def fig_window(sensitivity, gof, title):
 
 def fig_compare_beta(comparison):
     """β vs L (representative layers) and vs relative depth (shared L), both counts."""
-    from sweep.format.settings import MODES
     fig = new_figure(13, 8.5)
     axs = fig.subplots(2, 2, sharey="row")
     for i, m in enumerate(MODES):

@@ -52,6 +52,8 @@ FIGURE_CAPTIONS = {
     "compare_depth.png": "stacked blocks of every model: (a) β of the per-step rates against "
                          "span s, both counts, with CIs; (b) the top Lyapunov exponent γ_1",
 }
+PAPER_COLUMN = ("The paper β column is the paper's own measurement of this checkpoint, layer and "
+                "window (all stable modes): compare it with the all-stable columns.")
 ESTIMATOR_SENTENCE = (
     "Two estimators of β. The **cumulative fit** (the paper's number) is the log-slope of "
     "N(<λ), which counts every mode below λ — the modes below the window too — so it answers "

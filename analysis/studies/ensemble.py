@@ -20,15 +20,17 @@ pairs (multiplicity.py), and the verdict reads "stands" only where that adjusted
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from analysis.fit.multiplicity import Family
-from analysis.studies.nulls import FirstSequences, NullComparison, by_kind, observables
+from analysis.studies.estimates import FirstSequences, key_of, observables
+from analysis.studies.nulls import NullComparison, by_kind, compare_with_nulls
 
 
-@dataclass
+@dataclass(frozen=True)
 class AgainstNulls:
     """One observable of the trained model and every member against the nulls of one kind."""
     kind: str
@@ -69,7 +71,7 @@ class AgainstNulls:
                 "verdict": self.verdict}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Spread:
     """One observable of one model over its ensemble, on the members' tokens; `against_nulls`
     {kind: AgainstNulls} when it has nulls."""
@@ -98,14 +100,14 @@ class Spread:
                 "against_nulls": {k: a.to_dict() for k, a in self.against_nulls.items()}}
 
 
-@dataclass
+@dataclass(frozen=True)
 class EnsembleStudy:
     """Every observable of one quantized model over its ensemble (module doc)."""
     model: str
     layer: int
     L: int
     members: list
-    spreads: list = field(default_factory=list)          # [Spread]
+    spreads: tuple = ()        # (Spread, ...)
     family: Family | None = None
 
     def to_dict(self) -> dict:
@@ -124,46 +126,54 @@ def ensemble_study(st, layer, L, settings, primary) -> EnsembleStudy | None:
     trained, law = _observables(st, S, layer, L, settings, primary)
     by_member = {m: _observables(st.model(m), S, layer, L, settings, primary, law)[0]
                  for m in members}
-    study = EnsembleStudy(st.name, layer, L, members)
+    against = {kind: _against(st, members, names, layer, L, settings, primary, law)
+               for kind, names in by_kind(st).items()}
+    spreads = []
     for name, est in trained.items():
         got = {m: obs[name] for m, obs in by_member.items() if name in obs}
         if len(got) == len(members):          # a member that lacks it: no spread to report
-            study.spreads.append(Spread(name, est, got, S, level=settings.level))
-    for kind, names in by_kind(st).items():
-        _against(study, st, kind, names, layer, L, settings, primary, law)
-    tested = [a for s in study.spreads for a in s.against_nulls.values()
+            spreads.append(Spread(name, est, got, S, {k: a[name] for k, a in against.items()
+                                                       if name in a}, settings.level))
+    return _counted(EnsembleStudy(st.name, layer, L, members, tuple(spreads)), len(against),
+                    settings.level)
+
+
+def _counted(study: EnsembleStudy, n_kinds, level) -> EnsembleStudy:
+    """`study` with each (observable, kind)'s ensemble p adjusted by Holm over them (the family
+    reads each p back from the interval that gave it, with the same t(k − 1))."""
+    tested = [(s, a) for s in study.spreads for a in s.against_nulls.values()
               if np.isfinite(a.p_ensemble)]
-    if tested:
-        study.family = Family(f"{st.name} with its quantization ensemble against its nulls",
-                              {"observables": len(study.spreads),
-                               "null kinds, each its own comparison": len(by_kind(st))},
-                              settings.level)
-        names = {id(a): s.observable for s in study.spreads for a in s.against_nulls.values()}
-        tests = [study.family.add(f"{names[id(a)]} against its {a.kind} nulls", a.worst.delta,
-                                  a.worst.lo, a.worst.hi, dof=a.worst.dof) for a in tested]
-        study.family.correct()
-        for a, t in zip(tested, tests):
-            a.p_adjusted = t.p_adjusted
-    return study
+    if not tested:
+        return study
+    family = Family.counted(f"{study.model} with its quantization ensemble against its nulls",
+                            {"observables": len(study.spreads),
+                             "null kinds, each its own comparison": n_kinds}, level,
+                            [(f"{s.observable} against its {a.kind} nulls", a.worst.delta,
+                              a.worst.lo, a.worst.hi, {"dof": a.worst.dof}) for s, a in tested])
+    adjusted = {(s.observable, a.kind): t.p_adjusted for (s, a), t in zip(tested, family.tests)}
+    spreads = tuple(dataclasses.replace(s, against_nulls={
+        k: dataclasses.replace(a, p_adjusted=adjusted.get((s.observable, k), np.nan))
+        for k, a in s.against_nulls.items()}) for s in study.spreads)
+    return dataclasses.replace(study, spreads=spreads, family=family)
 
 
 def _observables(model, S, layer, L, settings, primary, law=None):
     return observables(FirstSequences(model, S), layer, L, settings, primary, law)
 
 
-def _against(study, st, kind, names, layer, L, settings, primary, law) -> None:
-    """Every spread's trained value and members against the nulls `names` of one kind, on the
-    sequences all of them share (the family reads each p back from the interval that gave it,
-    with the same t(k − 1))."""
-    S = min(st.n_seqs, *(st.model(m).n_seqs for m in study.members),
-            *(st.model(n).n_seqs for n in names))
-    who = {st.name: st, **{m: st.model(m) for m in study.members}}
+def _against(st, members, names, layer, L, settings, primary, law) -> dict:
+    """{observable: AgainstNulls}: the trained value and every member against the nulls
+    `names` of one kind, on the sequences all of them share."""
+    kind = st.model(names[0]).null["kind"]
+    S = min(st.n_seqs, *(st.model(m).n_seqs for m in members), *(st.model(n).n_seqs for n in names))
+    who = {st.name: st, **{m: st.model(m) for m in members}}
     est = {w: _observables(g, S, layer, L, settings, primary, law)[0] for w, g in who.items()}
     nulls = {n: _observables(st.model(n), S, layer, L, settings, primary, law)[0] for n in names}
-    for spread in study.spreads:
-        name = spread.observable
+    out = {}
+    for name in est[st.name]:
         of_kind = {n: obs[name] for n, obs in nulls.items() if name in obs}
         if of_kind and all(name in e for e in est.values()):
-            spread.against_nulls[kind] = AgainstNulls(kind, S, {
-                w: NullComparison(w, name, e[name], of_kind, settings.level, kind, S)
+            out[name] = AgainstNulls(kind, S, {
+                w: compare_with_nulls(w, name, e[name], of_kind, settings.level, kind, S, key_of(name))
                 for w, e in est.items()}, settings.level)
+    return out

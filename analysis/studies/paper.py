@@ -38,9 +38,7 @@ def reference(identity: dict, layer: int, settings) -> dict:
     return {}
 
 
-def reference_line(identity: dict, layer: int, settings) -> str:
-    """The sentence under Table I: which paper values the table shows, or the note."""
-    if reference(identity, layer, settings):
-        return ("The paper β column is the paper's own measurement of this checkpoint, layer and "
-                "window (all stable modes): compare it with the all-stable columns.")
-    return NOTE
+def note(identity: dict, layer: int, settings) -> str | None:
+    """The paper's values in words (`NOTE`) where they are not a column beside the model's own
+    (`reference` is empty); None where they are."""
+    return None if reference(identity, layer, settings) else NOTE

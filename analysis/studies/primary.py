@@ -17,7 +17,7 @@ from analysis.fit.fits import fit_ir_exponent, mle_ir_exponent
 from analysis.io.aggregate import aggregate
 from analysis.spectrum.observables import token_rate_rows
 from analysis.studies.paper import reference
-from analysis.studies.tables import count_row
+from analysis.studies.rows import count_row
 from sweep.format.settings import Primary, Settings
 
 PAPER_LAYER = 24             # the layer of the paper's Table I (Mamba-370M)
