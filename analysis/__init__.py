@@ -48,6 +48,10 @@ _EXPORTS = {
     "fit.window": ["LocalExponent", "MLEInterval", "WindowSensitivity", "bootstrap_mle",
                    "local_exponent", "window_sensitivity"],
     "measure.analysis": ["Analysis", "DeclaredFamily", "ModelAnalysis", "VerdictRow"],
+    "studies.ensemble": ["EnsembleDepth", "EnsembleStudy", "ensemble_across_depth",
+                         "ensemble_study"],
+    "studies.nulls": ["NullComparison", "NullStudy", "null_study"],
+    "studies.nulls_depth": ["DepthNullStudy", "depth_null_study"],
     "report.render": ["render"],
     "report.analyze": ["analyze"],
 }

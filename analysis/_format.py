@@ -53,3 +53,20 @@ def estimator_words(primary) -> str:
     """"in-window MLE, symmetry-removed modes": a primary β's estimator and mode count."""
     what = "cumulative fit" if primary.estimator == "cumulative" else "in-window MLE"
     return f"{what}, {primary.modes} modes"
+
+
+def interval_words(level, unit) -> str:
+    """"90% CI, jackknife over 4 sequences, t(3)" or "90% CI, bootstrap over circular blocks of
+    28 tokens": the level and what was really resampled (`unit`, BootstrapIR.unit)."""
+    unit = str(unit or "tokens")
+    how = unit if unit.startswith("jackknife") else f"bootstrap over {unit}"
+    return f"{level:.0%} CI, {how}"
+
+
+def replicates_words(unit, n_boot) -> str:
+    """How many replicates an interval of `unit` really drew: a jackknife over S sequences
+    refits S times whatever n_boot says; a bootstrap draws n_boot."""
+    unit = str(unit or "")
+    if unit.startswith("jackknife over "):
+        return f"{unit.split()[2]} leave-one-out fits"
+    return f"{n_boot} replicates"

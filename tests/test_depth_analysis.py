@@ -111,6 +111,12 @@ def test_a_repeated_normal_block_is_normal_aligned_with_itself_and_keeps_its_pow
     row = d.beta["all-stable"][4]
     assert row.ci_lo <= -0.3 <= row.ci_hi, (row.beta, row.ci_lo, row.ci_hi)
     assert d.below_floor == {1: 0, 2: 0, 4: 0}
+    # issue 57: panel (a) draws the headline's estimator, each span's point once (filled, or
+    # hollow for a window slope), never the cumulative fit beside an MLE headline
+    ax = figure(d, "normal", Settings(primary="mle:symmetry-removed").primary_for(False)).axes[0]
+    drawn = sorted(y for ln in ax.get_lines() if ln.get_marker() == "o" for y in ln.get_ydata())
+    want = sorted(d.beta[m][s].mle_beta for m in d.beta for s in d.spans)
+    assert drawn == pytest.approx(want) and "[mle]" in ax.get_ylabel()
 
 
 def test_a_scaled_rotation_repeated_has_both_ratios_one(tmp_path):

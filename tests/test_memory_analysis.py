@@ -117,6 +117,13 @@ def test_neither_law_fits_an_oscillating_or_two_regime_profile(tmp_path):
     for f in study.fits.values():
         assert f.verdict == NEITHER and max(f.p.values()) < P_REJECT, f.p
     assert "| neither law fits |" in "\n".join(markdown(study))
+    # issue 57: the figure joins no parameter of a rejected law: each alone, hollow, with ×
+    fig = figure(study, "rejected")
+    for ax in fig.axes[2:4]:
+        assert not [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 1
+                    and ln.get_linestyle() not in ("None", "", " ")]
+        points = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
+        assert points and all(ln.get_markerfacecolor() == "none" for ln in points)
     ok = memory_study(_store(tmp_path / "n.zarr", "ok"), SETTINGS)
     d, = compare_memory({"ok": ok, "n": study}, {"ok": 1, "n": 0}, 0.9)
     assert d.what is None and np.isnan(d.delta)

@@ -173,3 +173,81 @@ def test_a_study_is_one_registration(store, tmp_path):
     assert doc["models"]["a"]["tokens_read"] == {"tokens_read": 32}
     with pytest.raises(ValueError, match="names used twice"):
         measure(store[0], SETTINGS, registry=(*REGISTRY, REGISTRY[1]))
+
+
+def _curved(model, seed):
+    """`model` with its infrared rates drawn log-normal about 3e-3: a curved density in the
+    window, so the power law is rejected and its β is a window slope."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ev, n_ir = model.eigenvalues.copy(), 16
+    lam = np.exp(rng.normal(np.log(3e-3), 0.8, ev.shape[:3] + (n_ir,)))
+    ev[..., :n_ir] = np.exp(-lam + 1j * rng.normal(0, 0.2, lam.shape))
+    return dataclasses.replace(model, eigenvalues=ev)
+
+
+def _declared(a):
+    """A stand-in for the declared family of issue 56: β and the density against each kind,
+    Holm over them (the verdict words are the study's; here a fixed placeholder)."""
+    from analysis.measure.analysis import DeclaredFamily, VerdictRow
+
+    rows = [(name, ns, c) for name, r in a.models.items() if (ns := r["nulls"]) is not None
+            for c in ns.comparisons if c.key in ("beta", "density")]
+    m = len(rows)
+    return DeclaredFamily({"layers": [0], "observables": ["beta", "density"],
+                           "against": ["random_init"], "level": 0.9}, False, 0.9, tuple(
+        VerdictRow(name, c.key, ns.layer, c.kind, c.trained.value, float(c.null_values.mean()),
+                   c.delta, (c.lo, c.hi), c.p_raw, c.p_method, min(1.0, m * c.p_raw),
+                   f"declared verdict {c.key}") for name, ns, c in rows))
+
+
+def test_the_first_table_reads_the_window_slope_and_lists_its_nulls(tmp_path):
+    """Issue 57 item 1: a store with nulls whose power law is rejected (β a window slope):
+    the report opens with its answer, whose first table lists the nulls and the declared
+    family's verdicts; every wide table comes after it."""
+    kw = dict(nseq=2, lmax=16, d=32, n_ir=16)
+    a = _curved(synthetic_model("a", "attention", -0.2, rows=1, **kw), 7)
+    path = write_store(tmp_path / "s.zarr", [a, *null_models(a, -0.5, n=2, **kw)])
+    study = Registration("study", "analysis", _declared, "the declared family (a stand-in)")
+    an = measure(path, SETTINGS, registry=(*REGISTRY, study))
+    r = an["a"]
+    assert r.headline.power_law_rejected and an.study is not None
+    assert [c.observable for c in r.nulls.comparisons if c.key == "beta"] == [
+        "window slope β (mle:symmetry-removed)"]
+    render(an, tmp_path / "r")
+    md = (tmp_path / "r" / "report.md").read_text().splitlines()
+    answer = md.index("## The answer")
+    first_table = next(i for i, x in enumerate(md) if x.startswith("|"))
+    wide = next(i for i, x in enumerate(md) if x.startswith("|") and x.count("|") > 13)
+    assert answer < first_table < wide
+    assert any("a window slope, not an exponent" in x for x in md[answer:first_table])
+    assert any("window slope β (mle:symmetry-removed) against its 2 random_init nulls" in x
+               for x in md[answer:first_table])
+    assert any("declared: beta at layer 0 against random_init" in x for x in md[answer:first_table])
+    head = next(i for i, x in enumerate(md) if x.startswith("| primary estimator"))
+    assert "against its nulls (exploratory)" in md[head]
+    row = md[head + 2]
+    assert "no nulls in the store" not in row and "random_init nulls" in row
+    assert "β: a window slope, not an exponent" in row
+    declared = md.index("| observable | layer | against | Δ [CI] | p Holm (p from) | verdict |")
+    assert head < declared < wide and "**declared verdict beta**" in md[declared + 2]
+    doc = json.loads((tmp_path / "r" / "fits.json").read_text())
+    assert [x["observable"] for x in doc["study"]["rows"]] == ["beta", "density"]
+    assert doc["study"]["rows"][0]["verdict"] == "declared verdict beta"
+
+
+def test_compare_json_names_no_machine(tmp_path):
+    """compare.json: each model's store relative to the folder it is written in, and it says so."""
+    from analysis.report.compare import write_comparison
+    from analysis.studies.compare import compare_models
+
+    kw = dict(nseq=2, lmax=16, d=32, n_ir=16, rows=1)
+    path = write_store(tmp_path / "out" / "t.zarr", [synthetic_model("a", "attention", -0.2, **kw),
+                                                     synthetic_model("b", "gpt_neox", -0.2, **kw)])
+    out = tmp_path / "elsewhere" / "cmp"
+    files = write_comparison(compare_models([str(path)], SETTINGS), out)
+    doc = json.loads((out / "compare.json").read_text())
+    assert "compare.json" in files and "relative" in doc["paths"]
+    assert all(os.path.samefile(out / m["store"], path) for m in doc["models"])
+    assert not [m["store"] for m in doc["models"] if m["store"].startswith("/")]

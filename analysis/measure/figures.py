@@ -38,13 +38,14 @@ def spectra(m) -> Spectra:
     st, agg, s = m.st, m.agg, m.settings
     layer, L, modes = m.layer, m.L, s.modes
     table = m.results["tables"][layer]
-    row = next((x for x in table.rows if x.L == L), table.rows[-1])
     sp = tdos(agg, layer, L, modes=modes)
-    beta, gof_p = row.get("beta", modes), row.get("gof_p", modes)
-    slope = "a window slope, " if np.isfinite(gof_p) and gof_p < 1 - s.level else ""
-    kernel = memory_kernel_from_hist(sp, beta=beta if np.isfinite(beta) else None,
-                                     label=r"$K(t)=\langle e^{-\lambda t}\rangle$",
-                                     beta_name=f"{slope}cumulative:{modes}, GOF p = {gof_p:.2g}")
+    # the reference slope beside K(t) is the headline's β, said as what it is
+    h = m.results["headline"]
+    what = "a window slope" if h.power_law_rejected else "an exponent"
+    kernel = memory_kernel_from_hist(sp, beta=h.beta if h.fitted else None,
+                                     label=r"$K(t)=\langle e^{-\lambda t}\rangle$" + f" [{modes}]",
+                                     beta_name=f"the headline β, {h.name}:\n{what}, "
+                                               f"GOF p = {h.gof_p:.2g}")
     rates = m.rows[modes][0]
     return Spectra(complex_spectrum(st, layer, L), sp, kernel,
                    tdos_vs_length(agg, layer, [r.L for r in table.rows], modes),

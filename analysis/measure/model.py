@@ -18,7 +18,7 @@ from analysis.measure.analysis import ModeCounts, PaperReference
 from analysis.spectrum.observables import token_rate_rows
 from analysis.spectrum.rates import EDGES, SCALE_RESIDUAL_MAX
 from analysis.studies.depth import depth_study
-from analysis.studies.ensemble import ensemble_study
+from analysis.studies.ensemble import ensemble_across_depth, ensemble_study
 from analysis.studies.memory import memory_study
 from analysis.studies.nulls import null_study
 from analysis.studies.nulls_depth import depth_null_study
@@ -155,6 +155,14 @@ def ensemble(m: ModelContext):
     """Every observable over the quantization ensemble at the representative layer (None
     without members)."""
     return ensemble_study(m.st, m.layer, m.L, m.settings, m.primary)
+
+
+def ensemble_depth(m: ModelContext):
+    """β and the window mode density over the ensemble at every layer it was swept (None
+    without members at two layers or more)."""
+    if m.results.get("ensemble") is None:
+        return None
+    return ensemble_across_depth(m.st, m.L, m.settings, m.primary)
 
 
 def paper(m: ModelContext) -> PaperReference:

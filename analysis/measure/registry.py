@@ -69,6 +69,8 @@ REGISTRY = (
                  "β and the window mode density against the nulls at every shared layer"),
     Registration("ensemble", "model", model.ensemble,
                  "every observable over the quantization ensemble, and its null verdicts"),
+    Registration("ensemble_depth", "model", model.ensemble_depth,
+                 "β and the window mode density over the ensemble at every layer it was swept"),
     Registration("paper", "model", model.paper, "the papers' values where they apply"),
     Registration("precision", "analysis", across.precision,
                  "one checkpoint in fp32 and fp64, matched token by token"),

@@ -7,7 +7,7 @@ from analysis._format import ci, estimator_words, format_p
 from analysis.report import figures as F
 from analysis.report.depth import comparison_figure as depth_figure
 from analysis.report.depth import comparison_markdown as depth_markdown
-from analysis.report.fits_json import json_text, portable
+from analysis.report.fits_json import PATHS, json_text, portable
 from analysis.report.memory import comparison_figure as memory_figure
 from analysis.report.memory import comparison_markdown as memory_markdown
 from analysis.report.outputs import Outputs
@@ -76,19 +76,19 @@ def comparison_markdown(c, heading_level=2, rel="") -> list:
     units = sorted({u for d in c.deltas for u in d.units})
     md = [f"{h} Do the models' β differ?", "",
           "Models: " + "; ".join(f"{x.label} ({x.arch}, {x.n_layers} layers, representative "
-                                   f"layer {x.layer})" for x in c.sides) + ".",
+                                   f"layer {x.layer})" for x in c.sides) + ".", "",
+          *verdict_lines(c), "",
           f"Settings: {s.describe()}.", "",
           f"The verdicts: Δβ = β_a − β_b of the primary estimator"
           f"{f' ({estimator_words(c.primary)})' if c.primary else ''}, each side's {s.level:.0%} "
           f"interval read as a standard error with its own degrees of freedom (Welch); \"differ\" "
           f"only where the Holm-corrected p is below {1 - s.level:.2g}, \"no difference shown\" "
           f"otherwise. The diagnostic Δβ tables below use the cumulative fit under both counts, "
-          f"each CI from the models' own bootstrap replicates drawn independently (units: "
+          f"each CI from the models' own replicates drawn independently (units: "
           f"{', '.join(units)}). Models fed the same text are correlated through it, which "
           f"independent draws ignore: the intervals are then conservative. Two checkpoints that "
           f"differ in training data or size as well as architecture are compared as checkpoints: "
           f"their Δ is not an architecture contrast.", "",
-          *verdict_lines(c), "",
           *([c.family.describe(), "", *c.family.table(), ""] if c.family else []),
           "The tables below are **diagnostics** (the cumulative fit under both counts, each "
           "interval alone, uncorrected).", "",
@@ -131,8 +131,9 @@ def add_comparison(c, outputs: Outputs, markdown=True) -> None:
     (markdown=True) compare.md, each written once through `outputs`."""
     for name, fig in comparison_figures(c):
         outputs.add(name, fig)
-    stores = {s.store for s in c.sides}
-    outputs.add("compare.json", json_text(portable(c.to_dict(), next(iter(stores)), outputs.out)))
+    base = c.sides[0].store              # every path but a store's relative to the first store
+    doc = {**c.to_dict(), "paths": PATHS.replace("the store", f"the store of {c.sides[0].label}")}
+    outputs.add("compare.json", json_text(portable(doc, base, outputs.out)))
     if markdown:
         outputs.add("compare.md", "\n".join(comparison_markdown(c, 1)) + "\n")
 

@@ -18,17 +18,12 @@ def _mean(m) -> str:
     return f"{m.value:.4g} {ci(m.lo, m.hi, '.3g')}"
 
 
-def figure(d, title: str):
+def figure(d, title: str, primary=None):
+    """The depth figure of DepthStudy `d`; panel (a) draws the headline's estimator (`primary`,
+    a settings.Primary; None: the cumulative fit) for both counts."""
     fig = new_figure(15, 8.5)
     ax = fig.subplots(2, 3).ravel()
-    for k, m in enumerate(MODES):
-        rows = d.beta[m]
-        s = np.array(list(rows))
-        interval_bars(ax[0], s * (1 + 0.04 * k), [rows[x].beta for x in s],
-                      [rows[x].ci_lo for x in s], [rows[x].ci_hi for x in s], fmt="o-", label=m)
-    _span_axis(ax[0], d.spans)
-    ax[0].set_ylabel("β of λ^(s) = −ln|ζ|/s")
-    ax[0].legend(fontsize=8)
+    _beta_panel(ax[0], d, "cumulative" if primary is None else primary.estimator)
     starts = sorted({p.layer for p in d.kernel})
     for c, ly in zip(sweep_colors(len(starts)), starts):
         pts = [p for p in d.kernel if p.layer == ly]
@@ -77,6 +72,27 @@ def figure(d, title: str):
         panel_label(a, letter)
     fig.suptitle(title)
     return fig
+
+
+def _beta_panel(ax, d, estimator) -> None:
+    """β of the per-step rates against span s, estimator `estimator` of both counts, each with
+    its CI; hollow where the power law is rejected (a window slope), as in Fig 8."""
+    pre = "mle_" if estimator == "mle" else ""
+    for k, m in enumerate(MODES):
+        rows = d.beta[m]
+        s = np.array(list(rows))
+        x = s * (1 + 0.04 * k)
+        b = np.array([getattr(rows[v], pre + "beta") for v in s], float)
+        interval_bars(ax, x, b, [getattr(rows[v], pre + "ci_lo") for v in s],
+                      [getattr(rows[v], pre + "ci_hi") for v in s], fmt="-", color=f"C{k}",
+                      label=f"{estimator}:{m}")
+        slope = np.array([rows[v].gof_p < 1 - d.level for v in s])
+        ax.plot(x[~slope], b[~slope], "o", color=f"C{k}", ls="none")
+        ax.plot(x[slope], b[slope], "o", mfc="none", mec=f"C{k}", mew=1.5, ls="none")
+    _span_axis(ax, d.spans)
+    ax.set_ylabel(f"β of λ^(s) = −ln|ζ|/s [{estimator}]")
+    ax.set_title("the headline's estimator; hollow: a window slope", fontsize=8)
+    ax.legend(fontsize=8)
 
 
 def _span_axis(ax, spans) -> None:
@@ -176,7 +192,8 @@ def comparison_figure(studies: dict):
         interval_bars(ax[1], [k], [d.top.value], [d.top.lo], [d.top.hi], fmt="o", color=f"C{k}",
                       capsize=4)
     _span_axis(ax[0], sorted(set().union(*(d.spans for d in studies.values()))))
-    ax[0].set_ylabel("β of λ^(s)")
+    ax[0].set_ylabel("β of λ^(s) [cumulative]")
+    ax[0].set_title("the cumulative fit: a diagnostic", fontsize=8)
     ax[0].legend(fontsize=7)
     ax[1].set_xticks(range(len(studies)), list(studies))
     ax[1].set_ylabel("top Lyapunov exponent γ_1")

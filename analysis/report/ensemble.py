@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis._format import num
-
+from analysis._format import ci, num
 
 
 def ensemble_markdown(study, heading="###") -> list:
@@ -38,3 +37,27 @@ def ensemble_markdown(study, heading="###") -> list:
            "value and the members (an intersection-union test), adjusted by Holm over this "
            "table's (observable, kind) pairs; every Δ must have the trained value's sign.", ""]
     return md
+
+
+def ensemble_depth_markdown(depth, heading="###") -> list:
+    """report.md lines of the ensemble at every layer it was swept (studies/ensemble.py
+    `EnsembleDepth`; empty for None): per layer and observable the trained value, the members'
+    range and sd, and the verdicts counted in the family across depth."""
+    if depth is None:
+        return []
+    md = [f"{heading} Over its quantization ensemble across depth (layers "
+          f"{', '.join(map(str, depth.layers))})", "",
+          (depth.family.describe() if depth.family is not None else "No test against nulls.") +
+          " Each row as in the table above, at its layer (L = min(L, the layer's length)); the "
+          "representative layer's family is separate.", "",
+          "| layer | observable | trained [CI] | members min … max | members sd | against nulls: "
+          "p ensemble, p Holm, verdict |", "|---|---|---|---|---|---|"]
+    for layer, study in depth.studies.items():
+        for s in study.spreads:
+            v, t = s.values, s.trained
+            verdicts = "; ".join(f"{num(a.p_ensemble, '.2g')}, {num(a.p_adjusted, '.2g')}: "
+                                 f"**{a.verdict}**" for a in s.against_nulls.values()) or "no nulls"
+            md.append(f"| {layer} | {s.observable} | {num(t.value, '+.4g')} "
+                      f"{ci(t.lo, t.hi, '+.4g')} | {num(v.min(), '+.4g')} … {num(v.max(), '+.4g')} | "
+                      f"{num(s.sd, '.3g')} | {verdicts} |")
+    return md + [""]

@@ -119,7 +119,7 @@ def model_doc(r, precision=()) -> dict:
 # is written under its registered name (registry.py), so a new study is never left out
 MODEL_RENDERED = {"tables", "depth", "mode_counts", "headline", "infrared", "sensitivity",
                   "spectra", "decay", "laws", "stacks", "memory", "nulls", "null_bands",
-                  "nulls_depth", "ensemble", "paper"}
+                  "nulls_depth", "ensemble", "ensemble_depth", "paper"}
 STORE_RENDERED = {"floors", "precision", "comparison", "family"}
 
 
@@ -142,6 +142,9 @@ def fits_doc(a, out) -> dict:
     ensembles = {n: r.ensemble.to_dict() for n, r in a.items() if r.ensemble is not None}
     if ensembles:
         doc["ensembles"] = ensembles
+    across = {n: r.ensemble_depth.to_dict() for n, r in a.items() if r.ensemble_depth is not None}
+    if across:
+        doc["ensembles_across_depth"] = across
     return portable({**doc, **_unrendered(a.results, STORE_RENDERED)}, a.store, out)
 
 

@@ -56,10 +56,9 @@ def table_note(table, n_seqs) -> str:
     ks = sorted({int(u.split()[3]) for u in units if u.startswith("circular blocks of ")})
     if len(ks) > 1 and len(ks) == len(units):       # one block length per row: give the range
         units = [f"circular blocks of k = {ks[0]}…{ks[-1]} tokens (k by row and mode count: columns ci_unit_*)"]
-    seqs = (f"{n_seqs} sequences; blocks are drawn from all of them, so each CI carries the "
-            "variation between sequences" if n_seqs > 1 else
+    how = "; ".join(u if u.startswith("jackknife") else f"a bootstrap over {u}" for u in units)
+    seqs = (f"{n_seqs} sequences; each CI carries the variation between them" if n_seqs > 1 else
             "one sequence, so the CIs cannot carry variation between sequences")
     return (f"Rows are nested prefixes: row L holds tokens t < L of the same {seqs.split(';')[0]}, "
             f"so every row contains the rows above it and their errors are correlated; they are "
-            f"not independent measurements. CIs: {table.level:.0%} percentile bootstrap, "
-            f"resampling {', '.join(units)} ({seqs}).")
+            f"not independent measurements. CIs: {table.level:.0%}, {how} ({seqs}).")

@@ -2,10 +2,9 @@
 where the symmetry modes sit, precision checks."""
 from __future__ import annotations
 
-
-from analysis._format import format_p
+from analysis._format import ci, format_p, interval_words, num
 from analysis.report.depth import markdown as depth_markdown
-from analysis.report.ensemble import ensemble_markdown
+from analysis.report.ensemble import ensemble_depth_markdown, ensemble_markdown
 from analysis.report.fits_json import portable
 from analysis.report.inputs import inputs_lines
 from analysis.report.laws import laws_markdown, table_note
@@ -107,23 +106,81 @@ def inputs_line(i: dict) -> str:
             f"sha256 {str(i.get('text_sha256', ''))[:12]}…), tokenized by {tok}")
 
 
-def headline_lines(r) -> list:
-    """The first table of a model: the primary β (and its null verdict), said as a window
-    slope where the power law is rejected."""
+def headline_lines(r, study=None) -> list:
+    """The first table of a model: the primary β and its verdict against its nulls, said as a
+    window slope where the power law is rejected; the β row read by what it is (`key`), never
+    by its label. With a declared family (`study`, Analysis.study) its verdicts follow, and
+    the null column is exploratory."""
     h = r.headline
     p = r.primary
     cell = h.value() if h.fitted else f"not fitted: {r.empty_window_line(p.modes)}"
-    nulls = [c for c in (r.nulls.comparisons if r.nulls else []) if c.observable.startswith("β")]
+    beta = [c for c in (r.nulls.comparisons if r.nulls else ()) if c.key == "beta"]
     against = "; ".join(f"{c.verdict}: Δ = {c.delta:+.3f} [{c.lo:+.3f}, {c.hi:+.3f}], z = "
                         f"{c.z:+.2f}, p Holm {format_p(c.p_adjusted, c.p_method)} ({c.p_method}; "
-                        f"{c.sequences} seq, {c.trained.positions})" for c in nulls)
-    against = against or "no nulls in the store"
-    return ["| primary estimator | layer, L | primary β [CI] | against its nulls |", "|---|---|---|---|",
+                        f"{c.sequences} seq, {c.trained.positions})" for c in beta)
+    if not against:
+        against = ("no nulls in the store" if r.nulls is None else
+                   "its nulls: no β to set against them (none fitted on their tokens)")
+    column = "against its nulls" + (" (exploratory)" if study is not None else "")
+    return [f"| primary estimator | layer, L | primary β [CI] | {column} |", "|---|---|---|---|",
             f"| {p.describe()} | {r.layer}, {r.L} | {cell} | {against} |", "",
+            *declared_lines(r.name, study),
             *_infrared_lines(h, r.infrared), *_density_line(r),
             f"CI: {r.settings.level:.0%}, resampling {h.unit}; {h.n_modes:,} modes in the window. "
             f"Representative: {r.why_layer}. Every other estimator and mode "
             f"count below is a **diagnostic**, not a result.", ""]
+
+
+def declared_rows(name, study) -> list:
+    """The declared family's rows of model `name` (Analysis.study: a DeclaredFamily)."""
+    return [] if study is None else [x for x in study.rows if x.model == name]
+
+
+def declared_lines(name, study) -> list:
+    """The declared family's tests of one model: its verdicts, the only ones that are not
+    exploratory (docs/analysis.md)."""
+    if study is None:
+        return []
+    rows = declared_rows(name, study)
+    when = "after the data" if study.after_data else "before the sweep"
+    md = [f"**The declared family** (declared {when}; {len(study.rows)} tests, family-wise "
+          f"{study.level:.0%}, Holm): {len(rows)} of them on {name}.", ""]
+    if rows:
+        md += ["| observable | layer | against | Δ [CI] | p Holm (p from) | verdict |",
+               "|---|---|---|---|---|---|"]
+        md += [f"| {x.observable} | {x.layer} | {x.kind} | {num(x.delta, '+.4g')} "
+               f"{ci(*x.ci, '+.4g')} | {format_p(x.p_adjusted, x.p_method)} ({x.p_method}) | "
+               f"**{x.verdict}** |" for x in rows] + [""]
+    return md
+
+
+def answer_lines(a, comparison_lines=()) -> list:
+    """The short answer report.md opens with: each model's headline β (or window slope) and
+    its verdicts, the family's count, the comparison's verdicts; every wide table below."""
+    md = ["## The answer", ""]
+    for name, r in a.items():
+        h = r.headline
+        value = h.value() if h.fitted else f"not fitted: {r.empty_window_line(r.primary.modes)}"
+        md.append(f"- **{name}**, layer {r.layer}, L = {r.L} ({h.name}; "
+                  f"{interval_words(h.level, h.unit)}): {value}")
+        tag = "exploratory, " if a.study is not None else ""
+        for c in (r.nulls.comparisons if r.nulls else ()):
+            if c.key == "beta":
+                md.append(f"  - {tag}{c.observable} against its {len(c.nulls)} {c.kind} nulls "
+                          f"({c.sequences} seq): Δ = {c.delta:+.3f} {ci(c.lo, c.hi)}, p Holm "
+                          f"{format_p(c.p_adjusted, c.p_method)} → **{c.verdict}**")
+        md += [f"  - declared: {x.observable} at layer {x.layer} against {x.kind}: Δ = "
+               f"{num(x.delta, '+.4g')} {ci(*x.ci, '+.4g')}, p Holm "
+               f"{format_p(x.p_adjusted, x.p_method)} → **{x.verdict}**"
+               for x in declared_rows(name, a.study)]
+    fam = a.family
+    if fam is not None and fam.tests:
+        differ = sum(t.verdict(fam.level) == "differ" for t in fam.tests)
+        md.append(f"- family of tests: {fam.m} tests, {differ} differ at "
+                  f"{fam.level * 100:g} % after Holm's correction (the table under \"Family of "
+                  f"tests\")")
+    md += list(comparison_lines)
+    return md + [""]
 
 
 def _infrared_lines(h, ir) -> list:
@@ -146,9 +203,9 @@ def _density_line(r) -> list:
             f"{r.settings.window[1]:g}] ({r.settings.level:.0%} CI, {x.ci_unit}).", ""]
 
 
-def _model_section(name, r, rel, files, precision=()) -> list:
+def _model_section(name, r, rel, files, precision=(), study=None) -> list:
     empty = [f"- **{line}**" for line in (r.empty_window_line(m) for m in MODES) if line]
-    md = [f"## {name} ({r.arch}, {r.dtype})", "", *headline_lines(r), *null_markdown(r.nulls),
+    md = [f"## {name} ({r.arch}, {r.dtype})", "", *headline_lines(r, study), *null_markdown(r.nulls),
           *depth_null_markdown(r.nulls_depth),
           f"- blocks: {r.counts['done']} done ({r.counts['flagged']} of them flagged, excluded), "
           f"{r.counts['pending']} pending of {r.counts['planned']} planned",
@@ -192,22 +249,25 @@ def _model_section(name, r, rel, files, precision=()) -> list:
     return md
 
 
-def report_text(a, out, files, extra_files, comparison_md=None) -> str:
+def report_text(a, out, files, extra_files, comparison_md=None, comparison_lines=()) -> str:
     """report.md of Analysis `a`, written into folder `out` (the store named relative to it, as
     in fits.json); `files`: {model: the figure files of its section}; `comparison_md`: the
-    "Across models" lines of the comparison (report/compare.py)."""
+    "Across models" lines of the comparison, `comparison_lines` its verdicts (report/compare.py).
+    The short answer comes first, every wide table after it."""
     settings, family = a.settings, a.family
     store = portable({"store": a.store}, a.store, out)["store"]
     lo, hi = settings.window
-    md = [f"# tdos analysis of `{store}`", "",
+    md = [f"# tdos analysis of `{store}`", "", *answer_lines(a, comparison_lines),
+          "## How it was measured", "",
           f"Settings: {settings.describe()}.", "",
           "Two mode counts throughout. **all-stable** (the paper's): every eigenvalue with "
           "0 < |ζ| < 1 is a mode, nothing removed. **symmetry-removed**: also drops, per token, "
           "the modes along the norm's invariant directions and |λ| below the marginal threshold. "
           "Δβ = β all-stable − β symmetry-removed.", "",
           f"Fit: least squares of log N(<λ) on log λ at the 20-per-decade grid points inside "
-          f"[{lo:g}, {hi:g}] (the paper's window is [1e-4, 5e-2]); β = s − 1. CIs: percentile "
-          f"bootstrap; what each CI resampled is said under each table (columns ci_unit_all_stable, "
+          f"[{lo:g}, {hi:g}] (the paper's window is [1e-4, 5e-2]); β = s − 1. CIs: each says what "
+          f"it resampled (a jackknife over sequences with Student's t when there are two or "
+          f"more, else a bootstrap over circular blocks of tokens; columns ci_unit_all_stable, "
           f"ci_unit_symmetry_removed of table1.csv). MLE: the bounded power law on the window, "
           f"its CI resampling the same units.", ""]
     notes = list(dict.fromkeys(r.paper.note for r in a.values() if r.paper.note))
@@ -221,7 +281,7 @@ def report_text(a, out, files, extra_files, comparison_md=None) -> str:
                "verdicts of those differences are the ones in this table.", ""]
     for name, r in a.items():
         md += _model_section(name, r, f"{name}/" if len(a) > 1 else "", files[name],
-                             [p for p in a.precision if name in p.names])
+                             [p for p in a.precision if name in p.names], a.study)
     if comparison_md is not None or extra_files:
         md += ["## Across models", ""]
         md += comparison_md or []
@@ -231,9 +291,11 @@ def report_text(a, out, files, extra_files, comparison_md=None) -> str:
             cap = FIGURE_CAPTIONS.get(f, "one checkpoint in two precisions: |δλ|/λ of matched "
                                          "modes against λ, and both TDOS")
             md += [f"**{f}** — {cap}", "", f"![{f}]({f})", ""]
-    ensembles = {n: r.ensemble for n, r in a.items() if r.ensemble is not None}
+    ensembles = {n: r for n, r in a.items() if r.ensemble is not None}
     if ensembles:
         md += ["", "## Quantization ensembles", ""]
-        for name, s in ensembles.items():
-            md += ensemble_markdown(s, heading=f"### {name}:" if len(ensembles) > 1 else "###")
+        for name, r in ensembles.items():
+            heading = f"### {name}:" if len(ensembles) > 1 else "###"
+            md += ensemble_markdown(r.ensemble, heading)
+            md += ensemble_depth_markdown(r.ensemble_depth, heading)
     return "\n".join(md) + "\n"

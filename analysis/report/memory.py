@@ -24,22 +24,38 @@ def figure(m, title: str):
     ax[0].legend(fontsize=7, ncol=2)
     for a, what, law, label in ((ax[2], "alpha", "power law", "power-law exponent α"),
                                 (ax[3], "xi", "exponential", "memory length ξ (tokens)")):
-        interval_bars(a, layers, *([getattr(m.fits[ly], what + end) for ly in layers]
-                                   for end in ("", "_lo", "_hi")), fmt="o-")
-        for ly in layers:
-            f, v = m.fits[ly], getattr(m.fits[ly], what)
-            if f.law == law and np.isfinite(v):
-                a.plot([ly], [v], "s", mfc="none", ms=11, color="C3")
-            if law in f.laws and f.laws[law].rejected and np.isfinite(v):
-                a.plot([ly], [v], "x", ms=9, color="k")
-        a.set_xticks(layers)
-        a.set_xlabel(f"layer (□: the law, BIC, ≥ {m.RULES['share_min']:.0%} of replicates; "
-                     f"×: rejected, p < {m.RULES['p_reject']:g})")
-        a.set_ylabel(label)
+        _parameter_panel(a, m, what, law, label)
     for a, letter in zip(ax, "abcd"):
         panel_label(a, letter)
     fig.suptitle(title)
     return fig
+
+
+def _parameter_panel(a, m, what, law, label) -> None:
+    """One law's parameter per layer, each point alone: no line joins layers (a trend would be
+    a claim), a rejected law's value hollow and grey with × (a slope of the window, as the
+    report's †), and nothing where the replicates split (the report prints "–")."""
+    layers, drawn = list(m.fits), 0
+    for ly in layers:
+        f, v = m.fits[ly], getattr(m.fits[ly], what)
+        if f.split or not np.isfinite(v):
+            continue
+        rejected = law in f.laws and f.laws[law].rejected
+        style = {"mfc": "none", "color": "0.55"} if rejected else {"color": "C0"}
+        interval_bars(a, [ly], [v], [getattr(f, what + "_lo")], [getattr(f, what + "_hi")],
+                      fmt="o", **style)
+        if f.law == law:
+            a.plot([ly], [v], "s", mfc="none", ms=11, color="C3")
+        if rejected:
+            a.plot([ly], [v], "x", ms=9, color="k")
+        drawn += 1
+    if not drawn:
+        a.text(0.5, 0.5, "no parameter: the replicates split at every layer", ha="center",
+               transform=a.transAxes, fontsize=8)
+    a.set_xticks(layers)
+    a.set_xlabel(f"layer\n□: the law (BIC, ≥ {m.RULES['share_min']:.0%} of replicates); hollow ×: "
+                 f"rejected (p < {m.RULES['p_reject']:g}), a slope of the window", fontsize=9)
+    a.set_ylabel(label)
 
 
 def _param(f, law, name) -> str:

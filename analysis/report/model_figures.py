@@ -20,7 +20,8 @@ def model_figures(r) -> list:
     figs = [("fig1_collective_spectrum.png",
              F.fig1_collective(sp.complex, sp.tdos, sp.kernel, f"{tag}, L = {L} {mtag}", window))]
     figs += _decay_figures(r.name, r.decay) if r.decay is not None else []
-    diag = "" if p.name == f"cumulative:{modes}" else f"; a diagnostic, the primary is {p.name}"
+    diag = ("the headline's estimator" if p.name == f"cumulative:{modes}"
+            else f"a diagnostic;\nthe headline ({p.name}) is in the box")
     figs += [
         ("fig5_tdos_vs_length.png", F.fig_family(sp.by_length, f"{tag}: ρ_block vs L {mtag}",
                                                  ylabel="ρ_block(λ)", window=window)),
@@ -28,20 +29,21 @@ def model_figures(r) -> list:
                                                 f"L = {L} {mtag}", ylabel="ρ_block(λ)",
                                                 window=window)),
         ("fig7_cumulative_fits.png", F.fig7_cumulative(
-            r.table, f"{tag}: cumulative N(<λ) and fits\n[cumulative:{modes}{diag}]")),
+            r.table, f"{tag}: cumulative N(<λ) and fits\n[cumulative:{modes}: {diag}]",
+            r.headline)),
         ("fig8_beta_vs_length.png", F.fig_beta(r.table, f"{tag}: primary β vs L\n[{p.name}]",
                                                r.paper.values or None, p)),
         ("beta_vs_depth.png", F.fig_beta(r.depth, f"{r.name}: primary β across depth, L = {L}\n"
                                                   f"[{p.name}]", primary=p)),
         ("window_sensitivity.png", F.fig_window(r.sensitivity[modes], sp.gof,
-                                                f"{tag}, L = {L}: is it a power law? {mtag}"))]
+                                                f"{tag}, L = {L}: is it a power law? {mtag}", p))]
     if r.laws is not None:
         figs.append(("self_averaging.png", F.fig_self_averaging(
             r.laws.self_averaging, r.laws.resolution,
             f"{tag}: self-averaging (App. B) [{modes} modes, cumulative β]", r.laws.kernel)))
     if r.stacks is not None:
         figs.append((DEPTH_FIGURE, depth_figure(r.stacks, f"{r.name}: stacked blocks, layers "
-                                                f"{r.stacks.layers[0]}..{r.stacks.layers[1]}")))
+                                                f"{r.stacks.layers[0]}..{r.stacks.layers[1]}", p)))
     if r.memory is not None:
         figs.append((MEMORY_FIGURE, memory_figure(r.memory, f"{r.name}: token memory "
                                                   f"({r.memory.meta['estimator']})")))

@@ -6,7 +6,7 @@ appended to. The renderers import no fit, law or study (tests/test_render.py).""
 from __future__ import annotations
 
 from analysis.report import figures as F
-from analysis.report.compare import add_comparison, comparison_markdown
+from analysis.report.compare import add_comparison, comparison_markdown, verdict_lines
 from analysis.report.fits_json import fits_doc, json_text
 from analysis.report.markdown import report_text, table_markdown
 from analysis.report.model_figures import model_figures
@@ -28,12 +28,15 @@ def render(analysis, out) -> list[str]:
     extra = [outputs.add(f"precision_{p.names[1]}_vs_{p.names[0]}.png", F.fig_precision(
         p, f"{p.names[1]} ({p.dtypes[1]}) vs {p.names[0]} ({p.dtypes[0]}), layer {p.layer} "
            f"[{analysis.settings.modes} modes]")) for p in analysis.precision]
-    comparison_md = None
+    comparison_md, comparison_lines = None, []
     if analysis.comparison is not None:
         before = len(outputs.written)
         add_comparison(analysis.comparison, outputs, markdown=False)
         extra += outputs.written[before:]
         comparison_md = comparison_markdown(analysis.comparison, heading_level=3)
+        comparison_lines = ["- across models:", *("  " + x for x in
+                                                   verdict_lines(analysis.comparison))]
     outputs.add("fits.json", json_text(fits_doc(analysis, outputs.out)))
-    outputs.add("report.md", report_text(analysis, outputs.out, files, extra, comparison_md))
+    outputs.add("report.md", report_text(analysis, outputs.out, files, extra, comparison_md,
+                                         comparison_lines))
     return outputs.written

@@ -256,11 +256,13 @@ class MemoryKernel:
         if self.beta is not None and np.isfinite(self.beta):
             ax.loglog(self.t, k0 * (self.t / t0) ** -(1 + self.beta), ":", color="C3",
                       label=rf"$t^{{-(1+\beta)}}$, β = {self.beta:+.3f}"
-                      + (f" ({self.beta_name})" if self.beta_name else ""))
+                      + (f"\n{self.beta_name}" if self.beta_name else ""))
         ax.set_ylim(max(self.K[ok].min(), 1e-8) if ok.any() else 1e-8, 1.5)
         ax.set_xlabel("t (blocks)" if "A" not in self.label else "t (SSM time units)")
         ax.set_ylabel("K(t)")
-        ax.legend(fontsize=8)
+        # K(t) falls from 1 at the left: the lower left corner is empty, and the legend stays
+        # inside the frame there
+        ax.legend(fontsize=7, loc="lower left")
         return ax
 
 

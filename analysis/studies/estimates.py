@@ -138,25 +138,37 @@ def _per_token(st, layer, L, reader, settings):
     return np.concatenate(vals), np.repeat(np.arange(st.n_seqs), [len(x) for x in vals])
 
 
-def observables(st, layer, L, settings, primary: Primary, law=None) -> tuple[dict, str | None]:
+LAYER_OBSERVABLES = ("beta", "density")    # what one layer shows of itself across depth
+
+
+def observables(st, layer, L, settings, primary: Primary, law=None,
+                keys=None) -> tuple[dict, str | None]:
     """({observable: Estimate} of one model group over its sequences st.n_seqs: those its
     store holds; the memory law compared). `law`: the memory law to read (a null reads its
-    trained model's); None: the law this group's own profile prefers, when it fits."""
-    out = {Label(f"β ({primary.name})", "beta"): primary_beta(st, layer, L, settings, primary),
-           density_label(primary): window_density_of(st, layer, L, settings, primary)}
-    for name, reader, log in (("log ‖J_tt‖_F² (token mean of the log)", "frobenius2", True),
-                              ("non-normality of J_tt (token mean)", "nonnormality", False)):
-        if reader in st.group:
-            key = "log_frobenius" if log else "nonnormality"
+    trained model's); None: the law this group's own profile prefers, when it fits. `keys`:
+    only these observables (e.g. LAYER_OBSERVABLES), the rest not computed."""
+    def wanted(key):
+        return keys is None or key in keys
+
+    out = {}
+    if wanted("beta"):
+        out[Label(f"β ({primary.name})", "beta")] = primary_beta(st, layer, L, settings, primary)
+    if wanted("density"):
+        out[density_label(primary)] = window_density_of(st, layer, L, settings, primary)
+    for name, reader, key, log in (
+            ("log ‖J_tt‖_F² (token mean of the log)", "frobenius2", "log_frobenius", True),
+            ("non-normality of J_tt (token mean)", "nonnormality", "nonnormality", False)):
+        if reader in st.group and wanted(key):
             out[Label(name, key)] = token_mean(*_per_token(st, layer, L, reader, settings),
                                                settings, log, f"t < {L}")
-    if st.depth and "lyapunov" in st.group:
+    if st.depth and "lyapunov" in st.group and wanted("lyapunov"):
         g = [st.lyapunov(s)[:, 0] for s in range(st.n_seqs)]        # (L_max,) top exponent per token
         out[Label("top Lyapunov exponent (token mean)", "lyapunov")] = token_mean(
             np.concatenate(g), np.repeat(np.arange(st.n_seqs), [len(x) for x in g]), settings,
             positions=f"every walked t < {st.max_length}")
         out.update(_kernel_ratios(st, settings))
-    law = _memory(st, layer, settings, law, out) if "memory" in st.group else None
+    law = (_memory(st, layer, settings, law, out)
+           if "memory" in st.group and wanted("memory") else None)
     return {k: v for k, v in out.items() if v is not None and np.isfinite(v.value)}, law
 
 

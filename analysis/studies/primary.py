@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis._format import replicates_words
 from analysis.fit.fits import fit_ir_exponent, mle_ir_exponent
 from analysis.io.aggregate import aggregate
 from analysis.spectrum.observables import token_rate_rows
@@ -113,7 +114,7 @@ class Headline:
         """One line: the value, then everything it depends on."""
         return (f"{self.model} layer {self.layer}, L = {self.L}: {self.value()}; {self.name}, "
                 f"{self.n_modes:,} modes in [{self.window[0]:g}, {self.window[1]:g}], "
-                f"{self.level:.0%} CI over {self.unit} ({self.n_boot} replicates)")
+                f"{self.level:.0%} CI over {self.unit} ({replicates_words(self.unit, self.n_boot)})")
 
     def describe_choice(self) -> str:
         """Which β this is and why, in words."""

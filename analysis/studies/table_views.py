@@ -6,8 +6,9 @@ import csv
 import io
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
-from analysis._format import ci, num
+from analysis._format import ci, interval_words, num
 from analysis._plot import axes_or_new, sweep_colors
 from analysis.fit.alternatives import ALTERNATIVES
 from analysis.spectrum.rates import check_modes
@@ -94,12 +95,17 @@ class TableViews:
                                 self.column(pre + "ci_hi", modes) - b]))
         row = self.rows[-1].by_mode[modes] if self.rows else None
         unit = (row.mle_ci_unit if pre and row.mle_ci_unit else row.ci_unit) if row else "tokens"
-        ax.errorbar(k, b, yerr=err, fmt=marker + "-", color=color, capsize=3,
-                    label=f"{label}, {name}: {self.level:.0%} bootstrap CI over {unit}")
+        # the line and the bars carry no marker: each point is drawn once, filled where the
+        # power law is not rejected (an exponent), hollow where it is (a window slope)
+        ax.errorbar(k, b, yerr=err, fmt="-", color=color, capsize=3,
+                    label=f"{label}, {name}: {interval_words(self.level, unit)}")
         p = self.column("gof_p", modes)
         slope = np.isfinite(p) & (p < 1 - self.level)
+        if (~slope).any():
+            ax.plot(k[~slope], b[~slope], marker, ms=7, color=color, ls="none",
+                    label=f"an exponent: power law not rejected (GOF p ≥ {1 - self.level:.2g})")
         if slope.any():
-            ax.plot(k[slope], b[slope], marker, ms=9, mfc="white", mec=color, ls="none",
+            ax.plot(k[slope], b[slope], marker, ms=8, mfc="none", mec=color, mew=1.5, ls="none",
                     label=f"window slope, not an exponent: power law rejected (GOF p < "
                           f"{1 - self.level:.2g}; lowest p = {np.nanmin(p[slope]):.2g})")
         # a hybrid's layers side by side: one marker per kind of layer
@@ -115,11 +121,12 @@ class TableViews:
             ax.set_xscale("log", base=2)
             ax.set_xlabel("sequence length L, tokens")
         else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))     # a layer is a whole number
             ax.set_xlabel("layer")
         lo, hi = self.window
         law = "N(<λ) ∝ λ^(1+β)" if estimator == "cumulative" else "density ∝ λ^β"
         ax.set_ylabel(f"β [{name}]\n{law} on [{lo:g}, {hi:g}]")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7, loc="best")
         return ax
 
     def plot_cumulative(self, ax=None, modes=None):

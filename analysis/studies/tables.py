@@ -22,9 +22,9 @@ them), not the in-window MLE.
 
 The numbers of one count come from analysis/studies/rows.py; how a table prints and draws,
 from analysis/studies/table_views.py. The point fit and n_modes use the raw rates from the
-store (n_modes is the exact count in [lo, hi]); the bootstrap CI (analysis.fit.bootstrap: its unit respects token correlation)
-resamples the per-token histograms of the aggregate, which give the same N(<λ) on the grid
-exactly.
+store (n_modes is the exact count in [lo, hi]); the CI (analysis.fit.bootstrap: its unit
+respects token correlation) resamples the per-token histograms of the aggregate, which give
+the same N(<λ) on the grid exactly.
 """
 from __future__ import annotations
 

@@ -23,14 +23,16 @@ import time
 from pathlib import Path
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
+from analysis._format import replicates_words
 from analysis._plot import new_figure, save, sweep_colors
 from analysis.io.aggregate import aggregate
 from analysis.io.store import open_store
 from analysis.spectrum.observables import Spectrum
 from analysis.studies.primary import primary_beta, primary_of, primary_point, representative
 from sweep.format.ledger import Ledger, is_done
-from sweep.format.schema import null_families
+from sweep.format.schema import null_families, quant_families
 from sweep.format.settings import Settings
 
 LIVE_BOOT = 200             # replicates per live CI and GOF p: a preview, redrawn every few seconds
@@ -53,9 +55,13 @@ def render_live(store_path, out_png, settings=None) -> Path:
 
 def live_figure(st, agg, settings, betas=None):
     """One row of two panels per trained model (ρ per layer; primary β per layer over its
-    nulls' band); `st` a Store of the store, `agg` its aggregate (analysis.io.aggregate),
-    `betas` {model: live_betas} when already computed."""
-    families = null_families(st.root)
+    nulls' band, its quantization members' β as points beside it); `st` a Store of the store,
+    `agg` its aggregate (analysis.io.aggregate), `betas` {model: live_betas} when already
+    computed. A member is the trained model as far as its file can tell: it gets no row of
+    its own."""
+    members = quant_families(st.root)
+    families = {n: v for n, v in null_families(st.root).items()
+                if not any(n in m for m in members.values())}
     fig = new_figure(12, 4.2 * len(families))
     axes = np.atleast_2d(fig.subplots(len(families), 2, squeeze=False))
     skip = settings.skip_positions
@@ -66,6 +72,9 @@ def live_figure(st, agg, settings, betas=None):
         if nulls:
             _null_band(ax_beta, s, [(st.model(n), agg.model(n).skipping(skip)) for n in nulls],
                        settings)
+        if members.get(name):
+            _member_points(ax_beta, s, [(st.model(n), agg.model(n).skipping(skip))
+                                        for n in members[name]], settings)
     fig.suptitle(f"{Path(st.path).name} — live at {time.strftime('%H:%M:%S')}")
     return fig
 
@@ -105,8 +114,8 @@ def _beta_ci(st, agg, layer, settings) -> dict:
             "hi": h.ci[1] if ok else None, "L": h.L, "n_modes": h.n_modes,
             "gof_p": h.gof_p if np.isfinite(h.gof_p) else None, "unit": h.unit,
             "method": (f"{h.name}, {h.n_modes:,} modes, tokens t < {h.L}, {h.level:.0%} CI over "
-                       f"{h.unit}, {h.n_boot} replicates (quick preview; the report: "
-                       f"{settings.n_boot}); GOF p {h.gof_p:.2g}"
+                       f"{h.unit}, {replicates_words(h.unit, h.n_boot)} (quick preview; the "
+                       f"report: {settings.n_boot}); GOF p {h.gof_p:.2g}"
                        + (": a window slope, not an exponent" if h.power_law_rejected else ""))}
 
 
@@ -196,6 +205,26 @@ def _null_band(ax_beta, st, nulls, settings) -> None:
     ax_beta.legend(fontsize=7, title=f"nulls: {done}/{planned} blocks done", title_fontsize=7)
 
 
+def _member_points(ax_beta, st, members, settings) -> None:
+    """Each quantization member's current primary β per layer (point estimates at the model's
+    L), where it has done tokens."""
+    primary, L = primary_of(st, settings), representative(st, settings=settings)[1]
+    shown = False
+    for k, (n, a) in enumerate(members):
+        pts = [(ly, primary_point(n, ly, min(L, st.layer_length[ly]), primary, settings))
+               for ly in st.layers if ly in n.layers and a.token_done(ly).any()]
+        pts = [(ly, b) for ly, b in pts if np.isfinite(b)]
+        if pts:
+            ax_beta.plot(*zip(*pts), "x", color="C3", ms=6, ls="none",
+                         label=None if shown else f"its {len(members)} quantization members "
+                                                  f"(point estimates)")
+            shown = True
+    if shown:                               # the legend again, its nulls' title kept
+        old = ax_beta.get_legend()
+        ax_beta.legend(fontsize=7, title=old.get_title().get_text() if old else None,
+                       title_fontsize=7)
+
+
 def _model_panels(ax_rho, ax_beta, st, agg, settings, betas):
     """ρ of the primary's mode count per layer; the primary β per layer with its preview CI."""
     counts, window = st.block_counts(), settings.window
@@ -214,13 +243,20 @@ def _model_panels(ax_rho, ax_beta, st, agg, settings, betas):
     if ax_rho.get_legend_handles_labels()[0]:
         ax_rho.legend(fontsize=7, ncol=2 if len(st.layers) > 8 else 1, title=f"β: {primary.name}",
                       title_fontsize=7)
+    else:                                     # no empty frame: say why there is nothing yet
+        ax_rho.text(0.5, 0.5, "no block aggregated yet", ha="center", transform=ax_rho.transAxes)
+        ax_beta.text(0.5, 0.5, "no β yet", ha="center", transform=ax_beta.transAxes)
     err = np.vstack([np.nan_to_num(beta - lo), np.nan_to_num(hi - beta)])
     ax_beta.errorbar(st.layers, beta, yerr=np.abs(err), fmt="o-", capsize=2,
                      label=f"{st.name}: {primary.name}, {settings.level:.0%} CI (preview)")
     ax_beta.axhline(0, color="k", lw=0.6)
+    ax_beta.xaxis.set_major_locator(MaxNLocator(integer=True))      # a layer is a whole number
     ax_beta.set_xlabel("layer")
-    ax_beta.set_ylabel(f"β, {primary.name}\nquick preview: {preview(settings).n_boot} replicates, "
-                       f"report {settings.n_boot}")
+    # a jackknife refits once per sequence whatever n_boot says: the label counts what was drawn
+    unit = next((b.get("unit") or "" for b in betas.values() if b), "")
+    drawn = replicates_words(unit, preview(settings).n_boot)
+    ax_beta.set_ylabel(f"β, {primary.name}\nquick preview: {drawn}"
+                       + ("" if unit.startswith("jackknife") else f", report {settings.n_boot}"))
     ax_beta.legend(fontsize=7)
     done = is_done(agg.ledger())
     ax_beta.set_title("blocks aggregated per layer: " + ", ".join(
