@@ -162,18 +162,23 @@ def _print_summary(store: str) -> None:
 
 def _status(args) -> int:
     from sweep.config.validate import existing_store
-    from sweep.store.ledger import memory_rows, null_rows, status_rows, walk_rows
+    from sweep.format.variants import ROLES
+    from sweep.store.ledger import memory_rows, status_rows, variant_rows, walk_rows
 
     existing_store(args.store)
-    rows, nulls = status_rows(args.store), null_rows(args.store)
+    rows = status_rows(args.store)
+    lines = {role: variant_rows(args.store, role) for role in ROLES}
+    nulls = lines["null"]
     print(f"{'model':<28} {'layer':>5} {'done':>6} {'flagged':>7} {'total':>6} {'L':>6} "
           f"{'h_l':>5}  {'dtype':<8} kind")
     for i, r in enumerate(rows):
         print(f"{r['model']:<28} {_s(r['layer']):>5} {r['done']:>6} {r['flagged']:>7} "
               f"{_s(r['total']):>6} {_s(r['tokens']):>6} {_s(r['residual']):>5}  {_s(r['dtype']):<8} "
               f"{_s(r['kind'])}")
-        if r["model"] in nulls and (i + 1 == len(rows) or rows[i + 1]["model"] != r["model"]):
-            print(null_line(nulls[r["model"]]))          # under the model's last layer
+        if i + 1 == len(rows) or rows[i + 1]["model"] != r["model"]:    # under its last layer
+            for role, found in lines.items():
+                if r["model"] in found:
+                    print(null_line(found[r["model"]], role))
     print("done counts flagged blocks (done, with a non-finite value) too; L: tokens per sequence "
           "swept at the layer; h_l: sequences whose residual stream entering the layer is stored" + ("; nulls: a model's null models "
                                                              "(docs/nulls.md), blocks summed over "
@@ -191,8 +196,8 @@ def _status(args) -> int:
     return 0
 
 
-def null_line(n: dict) -> str:
-    """One line for a model's nulls (sweep.store.ledger.null_rows)."""
+def null_line(n: dict, role: str = "null") -> str:
+    """One line for a model's variants of `role` (sweep.store.ledger.variant_rows)."""
     kinds = "; ".join(f"{k} {', '.join(map(str, seeds))}" for k, seeds in n["kinds"].items())
     count = len(n["models"])
     parts = [f"{n['done']}/{n['total']} blocks done", f"{n['flagged']} flagged",
@@ -203,7 +208,8 @@ def null_line(n: dict) -> str:
         parts.append(f"{n['profiles'][0]}/{n['profiles'][1]} token-memory profiles")
     used, of = n["sequences"]
     on = f", on the first {used} of {of} sequences" if used < of else ""
-    return f"  + nulls: {count} model{'s' * (count > 1)} ({kinds}){on}: {', '.join(parts)}"
+    label = "nulls" if role == "null" else role
+    return f"  + {label}: {count} model{'s' * (count > 1)} ({kinds}){on}: {', '.join(parts)}"
 
 
 def _s(v) -> str:

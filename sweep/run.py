@@ -19,6 +19,7 @@ from sweep.config.sections import SweepConfig
 from sweep.errors import (CheckpointChanged, ConfigError, NonCausal, RouteFailed, SelfCheckFailed,
                           UnsupportedTransformers)
 from sweep.failures import DaskLogs, Failures, log_path
+from sweep.format.variants import NOUNS, ROLES
 from sweep.plan.make import Plan, make_plan
 from sweep.store import ledger
 from sweep.store import writer as st
@@ -71,15 +72,14 @@ def run_sweep(cfg: SweepConfig | Plan, store: str | None = None, workers: int | 
         run = _Run(Failures(log_path(cfg.store)), again or "rerun with --resume")
         if tasks:
             for m in plan.models:
-                if m.null is not None or m.quant is not None:   # swept the way its model is:
-                    continue                                     # said on the model's line
-                nulls = sum(1 for x in plan.models if x.null and x.null["of"] == m.name)
-                members = sum(1 for x in plan.models if x.quant and x.quant["of"] == m.name)
+                if m.variant is not None:        # swept the way its model is: said on its line
+                    continue
+                own = [x.variant.role for x in plan.models if x.variant and x.variant.of == m.name]
                 _say(f"{m.name}: " + (f"whole model on every worker: {m.info.not_local}" if m.info.not_local
                                       else f"layer-local (at most {cfg.compute.resident_layers} "
                                            f"decoder layer(s) per worker, the residual stream in the store)")
-                     + (f"; its {nulls} null model(s) the same way" if nulls else "")
-                     + (f"; its quantization ensemble of {members} the same way" if members else ""))
+                     + "".join(f"; its {own.count(r)} {NOUNS[r]}(s) the same way"
+                               for r in ROLES if r in own))
             _say(f"log: {run.failures.log} (tracebacks{'' if verbose else ', Dask warnings'})")
             with DaskLogs(run.failures.log, verbose) as logs, \
                     _connect(cfg, workers, scheduler, client) as c, _tdos_page(c, cfg) as page:

@@ -119,7 +119,7 @@ def store_with_nulls(tmp_path_factory):
 def test_a_shifted_null_is_told_apart_and_an_equal_one_is_not(store_with_nulls):
     s = Settings(n_boot=100)
     st = open_store(store_with_nulls, "a")
-    assert st.nulls == ["a.random_init.0", "a.random_init.1"] and st.null is None
+    assert st.nulls == ["a.random_init.0", "a.random_init.1"] and st.variant is None
     primary = s.primary_for(False)
     far = null_study(st, 0, 32, s, primary).comparisons[0]
     same = null_study(st.model("b"), 0, 32, s, primary).comparisons[0]

@@ -47,7 +47,8 @@ from analysis.studies.depth import DepthStudy, depth_study
 from analysis.studies.memory import MemoryStudy, memory_study
 from analysis.studies.precision import compare_precision, measured_floors, precision_pairs
 from analysis.studies.tables import IRTable, beta_vs_length, default_lengths, infrared_subwindow
-from sweep.format.schema import SSM_KINDS, trained_models
+from sweep.format.schema import SSM_KINDS
+from sweep.format.variants import trained_models
 from sweep.format.settings import MODES, Settings
 
 

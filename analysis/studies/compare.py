@@ -42,7 +42,7 @@ from analysis.studies.memory import compare_memory, memory_study
 from analysis.studies.nulls import null_study
 from analysis.studies.primary import MAX_L, representative
 from analysis.studies.tables import bootstrap_from_agg, default_lengths
-from sweep.format.schema import trained_models
+from sweep.format.variants import trained_models
 from sweep.format.settings import MODES, Settings
 
 

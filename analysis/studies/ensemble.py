@@ -1,9 +1,9 @@
 """Each observable of a quantized model over its quantization ensemble (docs/nulls.md, "The
 quantization ensemble"; docs/analysis.md, "Reading a result against its quantization").
 
-A member is a model group whose attribute `quantization` = {"of", "member", "ensemble"} names
-the trained model (sweep.format.schema.quant_families): the model with every weight moved
-within its own rounding bin, swept on the first sequences of the model's tokens. Per observable
+A member is a model group whose attribute `variant` = {"kind", "seed", "of", "role": "ensemble"}
+names the trained model (Store.ensemble, sweep/format/variants.py): the model with every weight
+moved within its own rounding bin, swept on the first sequences of the model's tokens. Per observable
 the trained value is set beside the members' values: their min, max and sd (k − 1 degrees of
 freedom), and how far the trained value lies from the members' range, in units of that sd.
 

@@ -1,11 +1,12 @@
 """Each observable of a trained model against its null models, one null kind at a time, on the
 trained model's own tokens (docs/analysis.md, "Reading a result against its null").
 
-A null is a model group of the same store whose attribute `null` = {"of", "kind", "seed"}
-names the trained model (Store.null, Store.nulls): the same architecture with fresh-init or
-entry-permuted weights, swept on the first `nulls.sequences` of its sequences. The kinds are
-never pooled: random_init and shuffled weights give different values (e.g. log ‖J‖²), so
-pooled they would make one "null distribution" with a spread neither kind has. For every
+A null is a model group of the same store whose attribute `variant` = {"kind", "seed", "of",
+"role": "null"} names the trained model (Store.variant, Store.nulls, sweep/format/variants.py):
+the same architecture with weights of one registered kind (docs/nulls.md), swept on the first
+`nulls.sequences` of its sequences. The kinds are never pooled: random_init and shuffled
+weights give different values (e.g. log ‖J‖²), so pooled they would make one "null
+distribution" with a spread neither kind has. For every
 kind and every observable the store holds, the trained value t is computed on exactly the
 nulls' tokens (their sequences, the same positions: `FirstSequences`) and set beside the k
 nulls' values n_1 … n_k of that kind:
@@ -293,7 +294,7 @@ class NullStudy:
     model: str
     layer: int
     L: int
-    nulls: dict                # {null name: {"kind", "seed"}}
+    nulls: dict                # {null name: {"kind", "seed", "of", "role"}}
     kinds: dict = field(default_factory=dict)           # {kind: {nulls, sequences, L, same_tokens}}
     comparisons: list = field(default_factory=list)     # [NullComparison]
     family_m: int = 0          # tests in the family its comparisons were counted in (`take`)
@@ -325,10 +326,7 @@ class NullStudy:
 
 def by_kind(st) -> dict:
     """{kind: [null names]} in the store's order."""
-    out = {}
-    for n in st.nulls:
-        out.setdefault(st.model(n).null["kind"], []).append(n)
-    return out
+    return st.null_kinds()
 
 
 def _same_tokens(st, nulls, n_seqs) -> bool:
@@ -340,7 +338,7 @@ def null_study(st, layer, L, settings, primary: Primary) -> NullStudy | None:
     trained value read on the nulls' sequences and positions; None without nulls."""
     if not st.nulls:
         return None
-    study = NullStudy(st.name, layer, L, {n: st.model(n).null for n in st.nulls})
+    study = NullStudy(st.name, layer, L, {n: st.model(n).variant.attrs() for n in st.nulls})
     trained_on = {}                 # (sequences, L): the trained observables there, read once
     for kind, names in by_kind(st).items():
         S = min(st.n_seqs, *(st.model(n).n_seqs for n in names))

@@ -26,7 +26,7 @@ def identity_dict(cfg: SweepConfig) -> dict:
         if spec.trust_remote_code:        # absent when false: fingerprints of older stores hold
             m["trust_remote_code"] = True
         if spec.nulls is not None:        # absent without nulls: fingerprints of older stores hold
-            m["nulls"] = dataclasses.asdict(spec.nulls)
+            m["nulls"] = spec.nulls.record()
         if spec.quantization is not None:   # absent without an ensemble: older fingerprints hold
             m["quantization"] = dataclasses.asdict(spec.quantization)
     ident = {"models": models, "inputs": inputs,

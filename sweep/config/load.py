@@ -22,13 +22,13 @@ from sweep.config.inputs import check_inputs, resolve_paths
 from sweep.config.sections import (TOP_KEYS, YAML_FIELDS, AnalysisConfig, ComputeConfig, DepthConfig,
                                    InputsConfig, MemoryConfig, ModelSpec, NullsConfig,
                                    QuantizationConfig, SweepConfig)
+from sweep.config.variants import check_nulls, check_quantization, variant_names
 from sweep.config.validate import check_store, check_type, reject_unknown, set_dotted
 from sweep.errors import ConfigError
 from sweep.format import dtypes
 
 __all__ = ["ConfigError", "load_config", "config_from_dict", "with_store", "layer_rows",
-           "check_depth_rows", "check_nulls", "check_quantization", "default_name", "null_names",
-           "quant_names"]
+           "check_depth_rows", "check_nulls", "check_quantization", "default_name"]
 
 
 def load_config(path, overrides: dict | None = None) -> SweepConfig:
@@ -114,8 +114,9 @@ def _models(raw: dict) -> list[ModelSpec]:
     return [_section(ModelSpec, m, f"models[{i}]") for i, m in enumerate(items)]
 
 
-# a model's own sections: model field -> its dataclass
-SUBSECTIONS = {"nulls": NullsConfig, "quantization": QuantizationConfig}
+# a model's own sections: model field -> (YAML mapping, field) -> its dataclass
+SUBSECTIONS = {"nulls": NullsConfig.parse,
+               "quantization": lambda raw, where: _section(QuantizationConfig, raw, where)}
 
 
 def _section(cls, raw, where: str):
@@ -136,7 +137,7 @@ def _section(cls, raw, where: str):
                 raise ConfigError(f"{where}.{f.name}: required field missing — add `{f.name}: ...`")
             continue
         if f.name in SUBSECTIONS:
-            kwargs[f.name] = _section(SUBSECTIONS[f.name], raw[f.name], f"{where}.{f.name}")
+            kwargs[f.name] = SUBSECTIONS[f.name](raw[f.name], f"{where}.{f.name}")
             continue
         kwargs[f.name] = check_type(raw[f.name], hints[f.name], f"{where}.{f.name}")
     if cls is ModelSpec:
@@ -301,60 +302,13 @@ def default_name(m: ModelSpec) -> str:
     return name + (f"-{m.dtype}" if m.dtype != "float32" else "")
 
 
-def check_nulls(m: ModelSpec, sequences: int) -> None:
-    """A model's `nulls:`: counts >= 0, sequences in 1..inputs.sequences, and a model whose
-    weights the worker can make again (its own modelling code is refused: tdos cannot vouch
-    that its _init_weights is complete and seedable)."""
-    n = m.nulls
-    if n is None:
-        return
-    for key in ("random_init", "shuffled"):
-        if getattr(n, key) < 0:
-            raise ConfigError(f"{m.where}.nulls.{key}: must be >= 0 seeds, got {getattr(n, key)} — "
-                              f"e.g. {key}: 2")
-    if n.sequences is not None and not 1 <= n.sequences <= sequences:
-        raise ConfigError(f"{m.where}.nulls.sequences: {n.sequences} must be in 1..inputs.sequences "
-                          f"({sequences}) — lower it, or leave it out to sweep every sequence")
-    if m.trust_remote_code and n.seeds():
-        raise ConfigError(f"{m.where}.nulls: {m.path} runs its own modelling code "
-                          f"(trust_remote_code), whose weights tdos cannot make again on a worker — "
-                          f"remove `nulls:` from this model")
-
-
-def null_names(m: ModelSpec) -> list[str]:
-    """Store group names of model `m`'s nulls: `<model>.<kind>.<seed>`."""
-    return [f"{m.name}.{kind}.{seed}" for kind, seed in (m.nulls.seeds() if m.nulls else [])]
-
-
-def check_quantization(m: ModelSpec, sequences: int) -> None:
-    """A model's `quantization:`: ensemble >= 1, sequences in 1..inputs.sequences. Whether
-    the file is quantized is the plan's to say (sweep/plan/quantized.py): it reads the file."""
-    q = m.quantization
-    if q is None:
-        return
-    if q.ensemble < 1:
-        raise ConfigError(f"{m.where}.quantization.ensemble: must be >= 1 members, got {q.ensemble} "
-                          f"— e.g. ensemble: 4, or remove `quantization:`")
-    if q.sequences is not None and not 1 <= q.sequences <= sequences:
-        raise ConfigError(f"{m.where}.quantization.sequences: {q.sequences} must be in "
-                          f"1..inputs.sequences ({sequences}) — lower it, or leave it out to sweep "
-                          f"every sequence")
-
-
-def quant_names(m: ModelSpec) -> list[str]:
-    """Store group names of model `m`'s quantization ensemble: `<model>.quant.<k>`."""
-    return [f"{m.name}.quant.{k}" for k in range(m.quantization.ensemble if m.quantization else 0)]
-
-
 def _check_unique_names(models: list[ModelSpec]) -> None:
     seen = {}
     for m in models:
         if "/" in m.name or "\\" in m.name or m.name.startswith(".") or m.name == "zarr.json":
             raise ConfigError(f"{m.where}.name: {m.name!r} cannot be a store group name — "
                               f"avoid '/', '\\', a leading '.' and 'zarr.json'")
-        for name, where in ((m.name, f"{m.where}.name"),
-                            *((n, f"{m.where}.nulls") for n in null_names(m)),
-                            *((n, f"{m.where}.quantization") for n in quant_names(m))):
+        for name, where in ((m.name, f"{m.where}.name"), *variant_names(m)):
             if name in seen:
                 raise ConfigError(f"{where}: group name {name!r} is also used by {seen[name]} — "
                                   f"set a distinct `name`")

@@ -7,33 +7,10 @@ import typing
 from dataclasses import dataclass, field
 
 from cluster.config import ClusterConfig
+from sweep.config.variants import NullsConfig, QuantizationConfig
 
 __all__ = ["NullsConfig", "QuantizationConfig", "ModelSpec", "InputsConfig", "ComputeConfig", "DepthConfig", "MemoryConfig",
            "AnalysisConfig", "SweepConfig", "YAML_FIELDS", "DATASET_FIELDS", "TOP_KEYS"]
-
-
-@dataclass(frozen=True)
-class NullsConfig:
-    """Null models of one model (docs/nulls.md): the same architecture with weights that
-    learned nothing, each swept like a model into its own group `<model>.<kind>.<k>`."""
-    random_init: int = 0            # seeds 0..N-1: the model's own _init_weights
-    shuffled: int = 0               # seeds 0..N-1: each weight tensor's entries permuted
-    sequences: int | None = None    # the first n of inputs.sequences (default: all of them)
-
-    def seeds(self) -> list[tuple[str, int]]:
-        """(kind, seed) of every null, random_init first."""
-        return ([("random_init", k) for k in range(self.random_init)]
-                + [("shuffled", k) for k in range(self.shuffled)])
-
-
-@dataclass(frozen=True)
-class QuantizationConfig:
-    """The quantization ensemble of a quantized GGUF model (docs/nulls.md "The quantization
-    ensemble"): `ensemble` copies whose every weight is moved by a seeded uniform draw within
-    its own rounding bin, each swept like a model into its own group `<model>.quant.<k>`.
-    Not nulls: they are the trained model as far as its file can tell."""
-    ensemble: int                   # members k = 0..ensemble-1, member k drawn from seed k
-    sequences: int | None = None    # the first n of inputs.sequences (default: all of them)
 
 
 @dataclass(frozen=True)
@@ -147,11 +124,11 @@ DATASET_FIELDS = ("dataset", "dataset_config", "split", "column", "min_chars", "
 TOP_KEYS = ("model", "models", "inputs", "layers", "store", "compute", "cluster", "analysis",
             "depth", "memory")
 # the fields a YAML section may give; the others (ModelSpec.where, InputsConfig.base_dir) are
-# set by the loader, never read from the file
+# set by the loader, never read from the file; `nulls:` takes the registered null kinds
+# (NullsConfig.parse)
 YAML_FIELDS = {
     ModelSpec: ("path", "dtype", "revision", "name", "layers", "trust_remote_code", "nulls",
                 "quantization"),
-    NullsConfig: ("random_init", "shuffled", "sequences"),
     QuantizationConfig: ("ensemble", "sequences"),
     InputsConfig: ("sequences", "length", "seed", "text", "tokenizer", *DATASET_FIELDS),
     ComputeConfig: ("token_block", "device", "live_every", "cpu_linalg", "engine", "resident_layers",

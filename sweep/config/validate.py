@@ -10,6 +10,7 @@ import typing
 import unicodedata
 from pathlib import Path
 
+from sweep.checkpoints.reader import is_dir  # noqa: F401  (config's paths read as the checkpoints' are)
 from sweep.errors import ConfigError, StoreMismatch
 
 
@@ -113,8 +114,3 @@ def set_dotted(raw: dict, key: str, value) -> None:
     node[last] = value
 
 
-def is_dir(p: Path) -> bool:
-    try:
-        return p.is_dir()
-    except (OSError, ValueError):     # a NUL byte or a name too long is simply not a directory
-        return False

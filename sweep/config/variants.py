@@ -1,0 +1,129 @@
+"""A model's weight variants as the config writes them (docs/nulls.md): its `nulls:` (any
+registered null kind, with a number of seeds each) and its `quantization:` ensemble, with
+their checks. The kinds and their roles are read from the registry
+(sweep/checkpoints/kinds.py), which imports nothing heavy: a misspelled kind is refused at
+load, before torch is.
+
+    nulls: {random_init: 3, shuffled: 3, sequences: 2}
+    quantization: {ensemble: 8, sequences: 2}
+
+Each variant reads the first n of its model's sequences: `nulls.sequences` for the nulls,
+`quantization.sequences` for the members (default: every sequence).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sweep.checkpoints import kinds
+from sweep.errors import ConfigError
+from sweep.format.variants import Variant
+
+
+@dataclass(frozen=True)
+class NullsConfig:
+    """Null models of one model: per registered null kind, seeds 0..n-1, each swept like a
+    model into its own group `<model>.<kind>.<seed>`."""
+
+    counts: tuple[tuple[str, int], ...] = ()   # (kind, n), in the registry's order
+    sequences: int | None = None               # the first n of inputs.sequences (default: all)
+
+    def seeds(self) -> list[tuple[str, int]]:
+        """(kind, seed) of every null, kinds in the registry's order."""
+        return [(kind, k) for kind, n in self.counts for k in range(n)]
+
+    def record(self) -> dict:
+        """What the store's fingerprint covers of it (sweep/config/identity.py)."""
+        return {**dict(self.counts), "sequences": self.sequences}
+
+    def __getattr__(self, kind: str) -> int:
+        """`nulls.random_init`: the seeds of a registered null kind (0 when not given)."""
+        if kind in kinds.names("null"):
+            return dict(self.counts).get(kind, 0)
+        raise AttributeError(kind)
+
+    @classmethod
+    def parse(cls, raw, where: str) -> "NullsConfig":
+        """The YAML mapping `raw` at field `where`: registered null kinds and `sequences`."""
+        from sweep.config.validate import check_type, reject_unknown
+
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: expected a mapping of null kinds to seeds, got "
+                              f"{type(raw).__name__} {raw!r} — e.g. {{random_init: 4, shuffled: 4}}")
+        known = kinds.names("null")
+        reject_unknown(raw, (*known, "sequences"), where)
+        counts = tuple((k, check_type(raw[k], int, f"{where}.{k}")) for k in known if k in raw)
+        sequences = check_type(raw.get("sequences"), int | None, f"{where}.sequences")
+        return cls(counts, sequences)
+
+
+@dataclass(frozen=True)
+class QuantizationConfig:
+    """The quantization ensemble of a quantized GGUF model (docs/nulls.md "The quantization
+    ensemble"): `ensemble` members of kind `KIND`, each swept like a model into its own group
+    `<model>.quantized.<k>`. Not nulls: they are the trained model as far as its file can tell."""
+
+    KIND = "quantized"                  # the registered ensemble kind these members are
+    ensemble: int                       # members k = 0..ensemble-1, member k drawn from seed k
+    sequences: int | None = None        # the first n of inputs.sequences (default: all of them)
+
+    def seeds(self) -> list[tuple[str, int]]:
+        return [(self.KIND, k) for k in range(self.ensemble)]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One variant of a model as its config asks for it."""
+
+    variant: Variant
+    where: str                          # the config field it comes from
+    sequences: int | None               # the first n of inputs.sequences (None: all)
+
+
+def variants_of(m) -> list[Planned]:
+    """Every variant of model spec `m` (sweep.config.sections.ModelSpec), its nulls first."""
+    out = []
+    for section, cfg in (("nulls", m.nulls), ("quantization", m.quantization)):
+        for kind, seed in (cfg.seeds() if cfg is not None else ()):
+            out.append(Planned(Variant(kind, seed, m.name, kinds.get(kind).role),
+                               f"{m.where}.{section}", cfg.sequences))
+    return out
+
+
+def check_nulls(m, sequences: int) -> None:
+    """A model's `nulls:`: counts >= 0, sequences in 1..inputs.sequences, and a model whose
+    weights the worker can make again (its own modelling code is refused: tdos cannot vouch
+    that its _init_weights is complete and seedable)."""
+    n = m.nulls
+    if n is None:
+        return
+    for key, count in n.counts:
+        if count < 0:
+            raise ConfigError(f"{m.where}.nulls.{key}: must be >= 0 seeds, got {count} — "
+                              f"e.g. {key}: 2")
+    if n.sequences is not None and not 1 <= n.sequences <= sequences:
+        raise ConfigError(f"{m.where}.nulls.sequences: {n.sequences} must be in 1..inputs.sequences "
+                          f"({sequences}) — lower it, or leave it out to sweep every sequence")
+    if m.trust_remote_code and n.seeds():
+        raise ConfigError(f"{m.where}.nulls: {m.path} runs its own modelling code "
+                          f"(trust_remote_code), whose weights tdos cannot make again on a worker — "
+                          f"remove `nulls:` from this model")
+
+
+def check_quantization(m, sequences: int) -> None:
+    """A model's `quantization:`: ensemble >= 1, sequences in 1..inputs.sequences. Whether the
+    file is quantized is the plan's to say: it reads the file (sweep/checkpoints/ensemble.py)."""
+    q = m.quantization
+    if q is None:
+        return
+    if q.ensemble < 1:
+        raise ConfigError(f"{m.where}.quantization.ensemble: must be >= 1 members, got {q.ensemble} "
+                          f"— e.g. ensemble: 8, or remove `quantization:`")
+    if q.sequences is not None and not 1 <= q.sequences <= sequences:
+        raise ConfigError(f"{m.where}.quantization.sequences: {q.sequences} must be in "
+                          f"1..inputs.sequences ({sequences}) — lower it, or leave it out to sweep "
+                          f"every sequence")
+
+
+def variant_names(m) -> list[str]:
+    """(store group name, config field) of every variant of model `m`."""
+    return [(p.variant.group, p.where) for p in variants_of(m)]
