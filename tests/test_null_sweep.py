@@ -229,7 +229,7 @@ def test_export_null_refusals_are_one_line(swept, tmp_path, capsys):
     assert os.listdir(root / "export")                           # the earlier export is untouched
 
 
-@pytest.mark.parametrize("kind", ["random_init", "shuffled"])
+@pytest.mark.parametrize("kind", ["random_init", "shuffled", "gaussian", "shuffled_layers"])
 @pytest.mark.parametrize("fmt", ["mamba", "mamba_ssm"])
 def test_both_routes_make_the_same_mamba_null(tiny_checkpoints, fmt, kind):
     """A Mamba mixer's init writes its children's tensors (dt_proj's bias): the layer-local

@@ -8,11 +8,17 @@ trained ones and break the rest, each a `Maker` registered in kinds.py.
   those writes in the same order.
 - `Shuffled`: each tensor's real entries permuted by `torch.randperm` on a CPU generator seeded
   by the tensor's name: every tensor keeps its multiset of values, loses where they sit.
+- `Gaussian`: each tensor drawn iid normal with the trained tensor's own mean and standard
+  deviation: its scale kept, its values and their arrangement not.
+- `ShuffledLayers`: the trained decoder layers in a seeded order (a derangement among the
+  layers of one shape), the embedding, final norm and head kept: every layer trained, the
+  residual basis they share kept, which layer feeds which broken.
 
 Norms and embeddings follow the same rule as every other tensor of their kind.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from sweep.checkpoints.makers import Maker, init_modules, post_order, ties
@@ -54,3 +60,64 @@ class Shuffled(Maker):
         g = torch.Generator().manual_seed(self.seed_of(name))
         perm = torch.randperm(real.numel(), generator=g)              # (numel,) int64
         return real.reshape(-1)[perm.to(real.device)].reshape(real.shape)
+
+
+class Gaussian(Maker):
+    """Each tensor iid N(mean, sd²) of its own trained entries (sd over all of them, ddof 0):
+    a float32 standard normal draw on a CPU generator seeded by the tensor's name, scaled in
+    float32, so float32 and float64 sweeps hold the same values (as a checkpoint cast up)."""
+
+    rowwise = False
+
+    def tensor(self, name: str, real: torch.Tensor) -> torch.Tensor:
+        x = real.detach().to("cpu", torch.float64)
+        mean, sd = float(x.mean()), float(x.std(correction=0))
+        g = torch.Generator().manual_seed(self.seed_of(name))
+        z = torch.randn(real.shape, generator=g, dtype=torch.float32)
+        return (z * sd + mean).to(device=real.device, dtype=real.dtype)
+
+
+class ShuffledLayers(Maker):
+    """Decoder layer l holds trained layer `order[l]`'s tensors (module doc)."""
+
+    def bind(self, model, layers) -> None:
+        paths = {id(m): p for p, m in model.named_modules()}
+        self.prefixes = [paths[id(layer)] for layer in layers]
+        text = model.config.get_text_config()
+        kinds = getattr(text, "layer_types", None) or [None] * len(layers)
+        self.order = layer_order(self.seed_of("layers"),
+                                 [_signature(layer, kinds[i]) for i, layer in enumerate(layers)])
+
+    def source(self, name: str) -> str:
+        for layer, prefix in enumerate(self.prefixes):
+            if name.startswith(prefix + "."):
+                return self.prefixes[self.order[layer]] + name[len(prefix):]
+        return name
+
+
+def _signature(layer: torch.nn.Module, kind) -> tuple:
+    """What a layer's slot needs of the layer put there: its class, every parameter's name and
+    shape, and the config's type for that position (sliding or full attention, ...)."""
+    return (type(layer).__name__, kind,
+            tuple((k, tuple(p.shape)) for k, p in layer.named_parameters()))
+
+
+def layer_order(seed: int, signatures: list) -> tuple[int, ...]:
+    """order[l]: the trained layer at position l. Among the layers of one signature, a
+    derangement drawn uniformly (by rejection) from numpy's PCG64 seeded by `seed`: no layer
+    stays at its own depth; a layer without a twin of its signature does."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    order = list(range(len(signatures)))
+    groups: dict = {}
+    for i, s in enumerate(signatures):
+        groups.setdefault(s, []).append(i)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        while True:
+            perm = rng.permutation(len(members))
+            if not np.any(perm == np.arange(len(members))):
+                break
+        for i, j in zip(members, perm):
+            order[i] = members[int(j)]
+    return tuple(order)
