@@ -169,3 +169,51 @@ def test_a_larger_ensemble_grows_the_store(files, swept, tmp_path):
                                                  "llama.quantized.2"]
     assert is_done(root["llama.quantized.2"]["ledger"][...][:, :1]).all()
     assert open_store(store, "llama.quantized.2").variant == Variant("quantized", 2, "llama", "ensemble")
+
+
+def test_members_read_the_nulls_tokens_by_default_and_other_tokens_are_refused(files, tmp_path):
+    """Issue 56 item 7: without `quantization.sequences` the members read the nulls' first n
+    sequences; a different n is refused in one line before anything runs."""
+    from sweep.config.load import ConfigError
+    from sweep.plan.make import make_plan
+
+    doc = _doc(files, tmp_path / "s.zarr")
+    doc["models"][0]["nulls"] = {"random_init": 1, "sequences": 1}
+    del doc["models"][0]["quantization"]["sequences"]
+    plan = make_plan(config_from_dict(doc))
+    variants = [m for m in plan.models if m.variant is not None]
+    assert [m.variant.role for m in variants] == ["null", "ensemble", "ensemble"]
+    for m in variants:
+        np.testing.assert_array_equal(m.tokens, plan.models[0].tokens[:1])
+    doc["models"][0]["quantization"]["sequences"] = 2
+    with pytest.raises(ConfigError, match=r"^models\[0\]\.quantization\.sequences: 2 differs from the "
+                                          r"nulls' 1 — members read the nulls' tokens"):
+        config_from_dict(doc)
+
+
+def test_an_ensemble_of_eight_members_on_the_nulls_tokens_sweeps_and_is_analysed(files, tmp_path):
+    import json
+
+    from sweep.cli import main
+
+    q8, _ = files
+    store = tmp_path / "eight.zarr"
+    doc = {"model": {"path": str(q8), "name": "llama", "nulls": {"random_init": 2, "sequences": 1},
+                     "quantization": {"ensemble": 8}},
+           "inputs": {"sequences": SEQS, "length": L, "seed": 3}, "layers": [DEEPEST],
+           "store": str(store), "compute": {"token_block": 3, "live_every": 0},
+           "analysis": {"lengths": [L], "n_boot": 20}}
+    with local_client(1) as client:
+        assert run_sweep(config_from_dict(doc), client=client, progress=False).exit_code == 0
+    st = open_store(store, "llama")
+    assert st.ensemble == [f"llama.quantized.{k}" for k in range(8)]
+    nulls = st.model("llama.random_init.0").tokens(seq=0)
+    for name in st.ensemble:
+        member = st.model(name)
+        assert member.group["tokens"].shape == (1, L)                  # the nulls' one sequence
+        np.testing.assert_array_equal(member.tokens(seq=0), nulls)
+        assert np.isfinite(member.eigenvalues(DEEPEST, 0)).all()
+    assert main(["analyze", str(store), "--out", str(tmp_path / "r")]) == 0
+    ens = json.loads((tmp_path / "r" / "fits.json").read_text())["ensembles"]["llama"]
+    assert ens["members"] == st.ensemble
+    assert all(len(o["members"]) == 8 for o in ens["observables"])

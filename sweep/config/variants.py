@@ -4,11 +4,13 @@ their checks. The kinds and their roles are read from the registry
 (sweep/checkpoints/kinds.py), which imports nothing heavy: a misspelled kind is refused at
 load, before torch is.
 
-    nulls: {random_init: 3, shuffled: 3, sequences: 2}
+    nulls: {random_init: 3, shuffled: 3, gaussian: 3, sequences: 2}
     quantization: {ensemble: 8, sequences: 2}
 
-Each variant reads the first n of its model's sequences: `nulls.sequences` for the nulls,
-`quantization.sequences` for the members (default: every sequence).
+**The tokens.** Every variant of a model reads the first n of its sequences, the same n for
+nulls and members: a member is then compared with the nulls on exactly their tokens
+(REFEREE.md 12). n is `nulls.sequences`, else `quantization.sequences`, else every sequence;
+both given and different is refused in one line.
 """
 from __future__ import annotations
 
@@ -64,7 +66,7 @@ class QuantizationConfig:
 
     KIND = "quantized"                  # the registered ensemble kind these members are
     ensemble: int                       # members k = 0..ensemble-1, member k drawn from seed k
-    sequences: int | None = None        # the first n of inputs.sequences (default: all of them)
+    sequences: int | None = None        # the first n of inputs.sequences (default: the nulls')
 
     def seeds(self) -> list[tuple[str, int]]:
         return [(self.KIND, k) for k in range(self.ensemble)]
@@ -85,8 +87,15 @@ def variants_of(m) -> list[Planned]:
     for section, cfg in (("nulls", m.nulls), ("quantization", m.quantization)):
         for kind, seed in (cfg.seeds() if cfg is not None else ()):
             out.append(Planned(Variant(kind, seed, m.name, kinds.get(kind).role),
-                               f"{m.where}.{section}", cfg.sequences))
+                               f"{m.where}.{section}", shared_sequences(m)))
     return out
+
+
+def shared_sequences(m) -> int | None:
+    """The first n sequences every variant of `m` reads (module doc); None: all of them."""
+    n, q = m.nulls, m.quantization
+    return (n.sequences if n is not None and n.sequences is not None
+            else q.sequences if q is not None else None)
 
 
 def check_nulls(m, sequences: int) -> None:
@@ -110,8 +119,9 @@ def check_nulls(m, sequences: int) -> None:
 
 
 def check_quantization(m, sequences: int) -> None:
-    """A model's `quantization:`: ensemble >= 1, sequences in 1..inputs.sequences. Whether the
-    file is quantized is the plan's to say: it reads the file (sweep/checkpoints/ensemble.py)."""
+    """A model's `quantization:`: ensemble >= 1, sequences in 1..inputs.sequences and the
+    nulls' (module doc). Whether the file is quantized is the plan's to say: it reads the file
+    (sweep/checkpoints/ensemble.py)."""
     q = m.quantization
     if q is None:
         return
@@ -122,6 +132,12 @@ def check_quantization(m, sequences: int) -> None:
         raise ConfigError(f"{m.where}.quantization.sequences: {q.sequences} must be in "
                           f"1..inputs.sequences ({sequences}) — lower it, or leave it out to sweep "
                           f"every sequence")
+    nulls = m.nulls.seeds() if m.nulls is not None else []
+    theirs = (m.nulls.sequences or sequences) if nulls else None
+    if theirs is not None and q.sequences is not None and q.sequences != theirs:
+        raise ConfigError(f"{m.where}.quantization.sequences: {q.sequences} differs from the "
+                          f"nulls' {theirs} — members read the nulls' tokens (docs/nulls.md); leave "
+                          f"it out, or set both to the same number")
 
 
 def variant_names(m) -> list[str]:
