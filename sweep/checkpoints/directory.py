@@ -19,9 +19,6 @@ from sweep.checkpoints.reader import Checkpoint, Source, is_dir, refuse, transfo
 from sweep.errors import ConfigError, first_line
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
-# files besides config.json and the weights that decide the token ids of a text input
-TOKENIZER_IDENTITY = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                      "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json")
 _SAFETENSORS_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2,
                       "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
 _MAX_HEADER = 100 << 20      # safetensors caps its JSON header at 100 MB
@@ -162,7 +159,7 @@ class HfDirectory(Checkpoint):
     def identity_files(self, tokenizer: bool = False) -> list[Path]:
         files = [self.path / "config.json", *weight_files(self.path)]
         if tokenizer:
-            files += [self.path / n for n in TOKENIZER_IDENTITY if (self.path / n).is_file()]
+            files += [self.path / n for n in hub.TOKENIZER_IDENTITY if (self.path / n).is_file()]
         return files
 
     @property

@@ -11,6 +11,9 @@ from sweep.errors import ConfigError, first_line
 HUB_META = ["*.json", "*.txt", "*.model"]
 # a tokenizer needs one of these (transformers builds an empty one from config.json alone)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+# the files besides config.json and the weights that decide the token ids of a text input
+TOKENIZER_IDENTITY = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                      "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json")
 
 
 def looks_like_hub_id(path: str) -> bool:

@@ -114,7 +114,7 @@ def _models(raw: dict) -> list[ModelSpec]:
     return [_section(ModelSpec, m, f"models[{i}]") for i, m in enumerate(items)]
 
 
-# a model's own sections: model field -> (YAML mapping, field) -> its dataclass
+# a model's own sections: model field -> its parser, (YAML mapping, field name) -> its dataclass
 SUBSECTIONS = {"nulls": NullsConfig.parse,
                "quantization": lambda raw, where: _section(QuantizationConfig, raw, where)}
 

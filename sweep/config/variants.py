@@ -140,6 +140,6 @@ def check_quantization(m, sequences: int) -> None:
                           f"it out, or set both to the same number")
 
 
-def variant_names(m) -> list[str]:
+def variant_names(m) -> list[tuple[str, str]]:
     """(store group name, config field) of every variant of model `m`."""
     return [(p.variant.group, p.where) for p in variants_of(m)]

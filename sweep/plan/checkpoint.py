@@ -1,7 +1,7 @@
 """The plan's look at a checkpoint: what it is, and whether its weights are whole and match
 what it says it is, before any store exists.
 
-`inspect_checkpoint` opens the checkpoint through its reader (sweep/checkpoints/reader.py
+`inspect_checkpoint` opens the checkpoint through its reader (sweep/checkpoints/formats.py
 `open_checkpoint`: a transformers or mamba_ssm directory, or a GGUF file), builds the model
 its config describes on the meta device (sweep/plan/architecture.py) and holds the stored
 tensors' names and shapes against it, so a truncated download, a missing shard or an edited

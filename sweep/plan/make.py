@@ -184,7 +184,7 @@ def _tokens(m: ModelSpec, info: ModelInfo, cfg: SweepConfig, source, tokenizers:
 
 def _tokenizer_files(tok) -> dict:
     """{file: sha256} of a tokenizer given apart from the checkpoint (its identity)."""
-    from sweep.checkpoints.directory import TOKENIZER_IDENTITY as TOKENIZER_FILES
+    from sweep.checkpoints.hub import TOKENIZER_IDENTITY as TOKENIZER_FILES
 
     d = Path(getattr(tok, "name_or_path", "") or "")
     if not d.is_dir():
