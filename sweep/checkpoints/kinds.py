@@ -105,8 +105,9 @@ register(Kind("shuffled", "null", "sweep.checkpoints.nulls:Shuffled",
               local=Cost(table=12),           # the embedding in float32 and its int64 permutation
               whole=Cost(table=8)))           # the largest tensor's permutation
 register(Kind("gaussian", "null", "sweep.checkpoints.nulls:Gaussian",
-              local=Cost(table=12),           # the embedding, its draw and the result, float32
-              whole=Cost(table=8)))           # the largest tensor's draw and result
+              local=Cost(table=12),           # the embedding in float32 and its float64 copy (its
+                                              # moments), then the embedding, its draw, the result
+              whole=Cost(table=12)))          # the largest tensor's float64 copy, draw and result
 register(Kind("shuffled_layers", "null", "sweep.checkpoints.nulls:ShuffledLayers",
               whole=Cost(model=8)))           # the decoder layers' tensors kept while they move
 register(Kind("quantized", "ensemble", "sweep.checkpoints.ensemble:Quantized",

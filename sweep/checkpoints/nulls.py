@@ -70,11 +70,17 @@ class Gaussian(Maker):
     rowwise = False
 
     def tensor(self, name: str, real: torch.Tensor) -> torch.Tensor:
-        x = real.detach().to("cpu", torch.float64)
-        mean, sd = float(x.mean()), float(x.std(correction=0))
+        mean, sd = _moments(real)
         g = torch.Generator().manual_seed(self.seed_of(name))
         z = torch.randn(real.shape, generator=g, dtype=torch.float32)
         return (z * sd + mean).to(device=real.device, dtype=real.dtype)
+
+
+def _moments(t: torch.Tensor) -> tuple[float, float]:
+    """(mean, sd) of every entry of `t`, sd with ddof 0, summed in float64 (the copy freed on
+    return, before the draw)."""
+    x = t.detach().to("cpu", torch.float64)
+    return float(x.mean()), float(x.std(correction=0))
 
 
 class ShuffledLayers(Maker):
