@@ -8,12 +8,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from cluster.repeat import Repeating
 from sweep.config.load import with_store
 from sweep.config.sections import SweepConfig
 from sweep.errors import (CheckpointChanged, ConfigError, NonCausal, RouteFailed, SelfCheckFailed,
@@ -201,11 +201,11 @@ def _collect(fut, task, run: _Run, fell_back: set, bar) -> None:
             fell_back.add(task.model.group)           # said once per model
             _say(f"{task.model.group}: {route}")
     except FATAL as e:
-        run.failures.exception(task.model.group, f"{task.where}, {task.step}", e)
+        run.failures.exception(task.model.group, f"{task.part}, {task.step}", e)
         raise
     except Exception as e:  # the task's own error, after RETRIES; reported, not fatal
         run.errors.append(f"{task.describe()}: {type(e).__name__}: {e}")
-        run.failures.exception(task.model.group, f"{task.where}, {task.step}", e)
+        run.failures.exception(task.model.group, f"{task.part}, {task.step}", e)
     if isinstance(task, BlockTask):
         bar.update(1)
     elif isinstance(task, DepthTask):
@@ -278,38 +278,37 @@ class _LivePlot:
     def __init__(self, store: str, every: float):
         self.store, self.every = store, every
         self.png = str(store).rstrip("/") + ".live.png"
-        self._stop = threading.Event()
         self._render = None
+        self._announced = False
         if every > 0:
             with contextlib.suppress(ImportError):
                 from analysis.views.live import render_live
 
                 self._render = render_live
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="tdos-live")
+        self._renders = Repeating(self._tick, every, "tdos-live")
 
     def __enter__(self):
         if self._render is not None:
-            self._thread.start()
+            self._renders.start()
         return self
 
     def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        if self._renders.stop():
             self._draw()                      # the final picture holds every block
         return False
 
-    def _loop(self) -> None:
-        announced, wait = False, self.every
-        while not self._stop.wait(wait):
-            t = time.monotonic()
-            if self._draw() and not announced:
-                _say(f"live TDOS: {self.png}")
-                announced = True
-            # a render of a large store takes longer than `every` (15 s for make real's 12
-            # groups of 5 layers, 200 replicates each): paced so it holds the sweep's
-            # process at most LIVE_SHARE of one core, which the workers need
-            wait = max(self.every, (time.monotonic() - t) * (1 - LIVE_SHARE) / LIVE_SHARE)
+    def _tick(self) -> float | None:
+        """One picture; the seconds until the next, None once drawing is disabled."""
+        t = time.monotonic()
+        if self._draw() and not self._announced:
+            _say(f"live TDOS: {self.png}")
+            self._announced = True
+        if self._render is None:
+            return None
+        # a render of a large store takes longer than `every` (15 s for make real's 12
+        # groups of 5 layers, 200 replicates each): paced so it holds the sweep's
+        # process at most LIVE_SHARE of one core, which the workers need
+        return max(self.every, (time.monotonic() - t) * (1 - LIVE_SHARE) / LIVE_SHARE)
 
     def _draw(self) -> bool:
         if self._render is None:

@@ -1,6 +1,11 @@
 """Checks every config section shares: YAML value types, strings a path or name may hold,
 unknown keys, and the store path (refused before anything is created). Each failure is a
-one-line ConfigError, `<field>: <what> — <fix>`."""
+one-line ConfigError, `<field>: <what> — <fix>`.
+
+`where`, here and in every check of the config, the plan and the cluster's section, is that
+`<field>`: the dotted config key an error names ("models[1].nulls", "cluster.slurm"), and
+nothing else. (A task names the part of a model it computes, for the failures counted under
+it, `part`: sweep/tasks.py.)"""
 from __future__ import annotations
 
 import difflib
@@ -28,6 +33,10 @@ def check_type(value, hint, where: str):
             return clean_str(value, where)
         if typ is bool and isinstance(value, bool):
             return value
+        if typ in (tuple, list) and isinstance(value, list):     # its items: the section's check
+            return value
+        if typ is dict and isinstance(value, dict):
+            return value
     names = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in allowed)
     raise ConfigError(f"{where}: expected {names}, got {value!r} ({type(value).__name__}) — "
                       f"fix the value (docs/config.md lists every field)")
@@ -45,7 +54,7 @@ def clean_str(value: str, where: str) -> str:
 
 _UnionType = type(int | None)
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true/false",
-               type(None): "null"}
+               type(None): "null", tuple: "a list", list: "a list", dict: "a mapping"}
 
 
 def check_store(store) -> str:
