@@ -8,7 +8,6 @@ import argparse
 import contextlib
 import io
 import sys
-import typing
 import warnings
 
 import numpy as np
@@ -19,7 +18,7 @@ from analysis.report.analyze import analyze
 from analysis.report.compare import verdict_lines, write_comparison
 from analysis.report.fits_json import headline
 from analysis.studies.compare import compare_models, parse_source
-from sweep.format.fields import FieldError, declared, default_words, plain_help
+from sweep.format.fields import FieldError, declared, default_words, flag, plain_help
 from sweep.format.settings import MODES, Settings
 
 class UsageError(Exception):
@@ -35,24 +34,15 @@ def _settings_flags(p: argparse.ArgumentParser) -> None:
     """One flag per field of the `analysis:` section, made from its declaration
     (sweep/format/settings.py): the same name, help and default as docs/config.md's rows; a bad
     value is refused by the section's own check, the same line a config would get."""
-    hints = typing.get_type_hints(Settings)
     for f in declared(Settings):
-        kwargs = dict(f.metadata["flag"] or {"type": _flag_type(hints[f.name])})
-        choices = f.metadata["check"].choices if f.metadata["check"] else ()
-        if choices:
-            kwargs["metavar"] = "{" + ",".join(choices) + "}"
+        name, kwargs = flag(Settings, f)
         default = default_words(f).removeprefix("default ")
         otherwise = "" if default == "null" else f", else {default.replace('`', '')}"
-        p.add_argument(f"--{f.name.replace('_', '-')}", default=None, **kwargs,
+        p.add_argument(name, default=None, **kwargs,
                        help=f"{plain_help(f)} (default: the store's recorded analysis.{f.name}"
                             f"{otherwise})".replace("%", "%%"))
     p.add_argument("--quiet", action="store_true",
                    help="print nothing but errors and the path of the result")
-
-
-def _flag_type(hint):
-    """int for `int` and `int | None`: what a flag's one value is read as."""
-    return next(a for a in (typing.get_args(hint) or (hint,)) if a is not type(None))
 
 
 def settings_from(args, store_path) -> Settings:

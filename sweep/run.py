@@ -23,6 +23,7 @@ from sweep.plan.make import Plan, make_plan
 from sweep.store import ledger
 from sweep.store import writer as st
 from sweep.store.lock import store_lock
+from sweep.store.study import record_study
 from sweep.tasks import BlockTask, DepthTask, MemoryTask, ResidualTask, pending_tasks
 from sweep.watch import Stalled, StallWatch
 from sweep.worker.plugin import WorkerStatePlugin
@@ -64,11 +65,13 @@ def run_sweep(cfg: SweepConfig | Plan, store: str | None = None, workers: int | 
     cfg = plan.config
     with store_lock(cfg.store, wait=wait):
         root = st.open_store(plan, create=not resume, say=_say)
+        if (said := record_study(root, cfg.study)) is not None:    # before any block is computed
+            _say(said)
         tasks = pending_tasks(plan, root)
         names = [m.name for m in plan.models]
         within = {m.name: (m.layers, m.tokens.shape[0]) for m in plan.models}   # a shrunk config's part
         before = ledger.counts(root, names, within)
-        run = _Run(Failures(log_path(cfg.store)), again or "rerun with --resume")
+        run = _Run(Failures(log_path(cfg.store)), again or "rerun with --resume", time.monotonic())
         if tasks:
             for m in plan.models:
                 if m.null is not None or m.quant is not None:   # swept the way its model is:
@@ -99,6 +102,7 @@ class _Run:
     """What one run of the loop gathers for the verdict."""
     failures: Failures
     again: str                                  # how to resume, for the closing line
+    started: float                              # time.monotonic() when the run began
     results: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     interrupted: bool = False
@@ -251,8 +255,11 @@ def _verdict(cfg, root, within: dict, tasks, run: _Run) -> SweepResult:
                                          for lib, n in sorted(used.items())))
     if flagged:
         _say(f"warning: {flagged} block(s) hold non-finite values (ledger 2); see `tdos status`")
+    n_blocks = sum(1 if isinstance(t, BlockTask) else t.fresh if isinstance(t, DepthTask) else 0
+                   for t in tasks)
     if complete:
-        _say(f"sweep complete: {done}/{total} blocks in {cfg.store}")
+        _say(f"sweep complete: {done}/{total} blocks in {cfg.store} ({_what(cfg, within)}; "
+             f"{n_blocks} computed in this run, {_duration(time.monotonic() - run.started)})")
     else:
         why = "interrupted" if interrupted else "stopped" if run.stalled else "incomplete"
         _say(f"sweep {why}: {done}/{total} blocks in {cfg.store}"
@@ -260,11 +267,24 @@ def _verdict(cfg, root, within: dict, tasks, run: _Run) -> SweepResult:
              f"{f', {walks} walk(s) up the layers (stacks, Lyapunov) missing' if walks else ''}"
              f"{f', {profiles} token-memory profile(s) missing' if profiles else ''}; "
              f"nothing written is lost; {run.again} to finish")
-    n_blocks = sum(1 if isinstance(t, BlockTask) else t.fresh if isinstance(t, DepthTask) else 0
-                   for t in tasks)
     code = 0 if complete else (130 if interrupted else 1)
     return SweepResult(code, n_blocks, total, done, flagged, results, errors, interrupted,
                        run.stalled)
+
+
+def _what(cfg, within: dict) -> str:
+    """What the store holds, in words: the models, their nulls and members, layers, tokens."""
+    trained, others = len(cfg.models), len(within) - len(cfg.models)
+    layers = sorted({layer for rows, _ in within.values() for layer in rows})
+    shown = (", ".join(map(str, layers)) if len(layers) <= 6
+             else f"{layers[0]}..{layers[-1]} ({len(layers)})")
+    more = f" and {others} null/ensemble model{'s' * (others > 1)}" if others > 0 else ""
+    return (f"{trained} model{'s' * (trained > 1)}{more}, layers {shown}, "
+            f"{cfg.inputs.sequences} x {cfg.inputs.length} tokens")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 def _say(line: str) -> None:

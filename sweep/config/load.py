@@ -19,7 +19,8 @@ from cluster.config import ClusterConfig, ConfigError as ClusterConfigError
 from sweep.config.inputs import check_inputs, resolve_paths
 from sweep.config.sections import (TOP_KEYS, ComputeConfig, DepthConfig, InputsConfig, MemoryConfig,
                                    ModelSpec, SweepConfig)
-from sweep.config.validate import check_store, check_type, reject_unknown, set_dotted
+from sweep.config.study import check_study
+from sweep.config.validate import check_store, check_type, is_file, reject_unknown, set_dotted
 from sweep.errors import ConfigError
 from sweep.format.fields import FieldError, declared, first_problem, yaml_names
 from sweep.format.settings import Settings
@@ -86,6 +87,7 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     analysis = _check_analysis(_section(Settings, raw.get("analysis") or {}, "analysis"),
                                inputs.length)
     study = None if raw.get("study") is None else _section(Study, raw["study"], "study")
+    check_study(study, models, depth)
     return SweepConfig(models=models, inputs=inputs, layers=layers, store=store,
                        compute=compute, cluster=cluster, analysis=analysis, depth=depth,
                        memory=memory, study=study)
@@ -246,9 +248,24 @@ def layer_rows(layers, where: str, path: str, n: int, length: int) -> tuple[tupl
 
 
 def _check_model(m: ModelSpec) -> ModelSpec:
-    """Per-model layers checked; the store group name derived when not given."""
+    """A path that names a file other than a GGUF refused; per-model layers checked; the
+    store group name derived when not given."""
+    _check_not_a_file(m)
     own = _normalize_layers(m.layers, f"{m.where}.layers") if m.layers is not None else None
     return dataclasses.replace(m, layers=own, name=m.name or default_name(m))
+
+
+def _check_not_a_file(m: ModelSpec) -> None:
+    """A checkpoint is a folder (or a GGUF file): a file inside one, the weights someone
+    pointed at, is named with the folder to give instead."""
+    p = Path(m.path).expanduser()
+    if p.suffix.lower() == ".gguf" or not is_file(p):
+        return
+    if (p.parent / "config.json").is_file():
+        raise ConfigError(f"{m.where}.path: {m.path} is a file inside a checkpoint folder — give "
+                          f"its folder, {p.parent}")
+    raise ConfigError(f"{m.where}.path: {m.path} is a file, not a checkpoint — give a checkpoint "
+                      f"folder (config.json and the weights), a .gguf file or a hub id")
 
 
 def default_name(m: ModelSpec) -> str:

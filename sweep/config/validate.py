@@ -87,14 +87,24 @@ def check_store(store) -> str:
 
 def existing_store(store) -> Path:
     """The path of an existing store, for commands that read or change one (status, upgrade):
-    refused in one line when it is absent or its root metadata is not a zarr v3 group's."""
-    meta = Path(store) / "zarr.json"
+    refused in one line that says what is there instead: nothing, a file, a directory that
+    is no zarr group, a damaged one, or another tool's zarr group."""
+    p, fix = Path(store), "give the path of a sweep's store"
+    meta = p / "zarr.json"
+    if not p.exists():
+        raise StoreMismatch(f"store: {store} not found — {fix}")
+    if not p.is_dir():
+        raise StoreMismatch(f"store: {store} is a file, not a store (a store is a directory) — {fix}")
     if not meta.is_file():
-        raise StoreMismatch(f"store: {store} not found — give the path of a sweep's store")
+        raise StoreMismatch(f"store: {store} is a directory but not a tdos store (it holds no "
+                            f"zarr.json) — {fix}")
     if not _is_zarr_group(meta):
         raise StoreMismatch(f"store: {meta} is not a zarr v3 group's metadata (a damaged store, or "
-                            f"another tool's directory) — give the path of a sweep's store")
-    return Path(store)
+                            f"another tool's directory) — {fix}")
+    if "tdos_format" not in (json.loads(meta.read_text()).get("attributes") or {}):
+        raise StoreMismatch(f"store: {store} is a zarr group but not a tdos store (no tdos_format "
+                            f"attribute) — {fix}")
+    return p
 
 
 def _is_zarr_group(f: Path) -> bool:
@@ -123,7 +133,15 @@ def set_dotted(raw: dict, key: str, value) -> None:
 
 
 def is_dir(p: Path) -> bool:
+    return _asks(p.is_dir)
+
+
+def is_file(p: Path) -> bool:
+    return _asks(p.is_file)
+
+
+def _asks(question) -> bool:
     try:
-        return p.is_dir()
-    except (OSError, ValueError):     # a NUL byte or a name too long is simply not a directory
+        return question()
+    except (OSError, ValueError):     # a NUL byte or a name too long is simply not there
         return False

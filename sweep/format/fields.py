@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 __all__ = ["Check", "FieldError", "option", "declared", "yaml_names", "first_problem",
            "at_least", "one_of", "finite_at_least", "nonempty", "type_words", "default_words",
-           "plain_help"]
+           "flag", "plain_help"]
 
 
 class FieldError(ValueError):
@@ -142,6 +142,22 @@ def type_words(cls, f: dataclasses.Field) -> str:
             says = check.says                    # words of its own (a list of values) replace them
             kind = says if says[0].isalpha() or says[0] == "`" else f"{kind} {says}"
     return f"{kind}, {default_words(f)}"
+
+
+def flag(cls, f: dataclasses.Field) -> tuple[str, dict]:
+    """The command-line flag of field `f` of section `cls`: its option string and argparse
+    keywords. The type comes from the annotation unless declared; a list of allowed values is
+    shown as the metavar, not given as argparse's choices: a bad value gets the section's own
+    check, the line a config would get."""
+    kwargs = dict(f.metadata["flag"] or {})
+    if "type" not in kwargs:
+        hint = typing.get_type_hints(cls)[f.name]
+        kwargs["type"] = next(a for a in (typing.get_args(hint) or (hint,)) if a is not type(None))
+    check = f.metadata["check"]
+    if "metavar" not in kwargs:
+        kwargs["metavar"] = ("{" + ",".join(check.choices) + "}" if check and check.choices
+                             else f.name.upper())
+    return f"--{f.name.replace('_', '-')}", kwargs
 
 
 def plain_help(f: dataclasses.Field) -> str:

@@ -57,9 +57,10 @@ class Settings:
         check=Check(_window_ok, "needs two rates 0 < lo < hi, got {v}", "e.g. [1.0e-4, 5.0e-2]"))
     level: float = option(
         0.9, "confidence level of every interval and verdict", kind="number in (0, 1)",
+        flag={"metavar": "P"},
         check=Check(lambda v: 0 < v < 1, "must lie strictly between 0 and 1, got {v}", "e.g. 0.9"))
     n_boot: int = option(
-        500, "bootstrap replicates per interval; Monte-Carlo sets per GOF p",
+        500, "bootstrap replicates per interval; Monte-Carlo sets per GOF p", flag={"metavar": "N"},
         check=at_least(20, "e.g. 500", what="must be an integer >= 20, got {v!r}", integer=True))
     modes: str = option(
         DEFAULT_MODES, "the mode count the figures draw (tables carry both): all-stable, the "
@@ -72,13 +73,13 @@ class Settings:
                     "expected a list of token counts >= 1, got {v}", "e.g. [8, 16, 24, 28]"))
     layer: int | None = option(
         None, "the representative layer (must be swept); null: 24 when stored, else the middle "
-        "swept layer", check=at_least(0, "e.g. 24", what="must be a layer index >= 0, got {v!r}", integer=True))
+        "swept layer", flag={"metavar": "N"}, check=at_least(0, "e.g. 24", what="must be a layer index >= 0, got {v!r}", integer=True))
     skip_positions: int = option(
         0, "token positions t < k left out of every number (1 drops a BOS or attention sink)",
-        flag={"type": int, "metavar": "K"},
+        flag={"metavar": "K"},
         check=at_least(0, "0 keeps every position; 1 drops position 0 (a BOS or attention sink)",
                        what="must be an integer >= 0, got {v!r}", integer=True))
-    seed: int = option(0, "seed of every resampling and simulation",
+    seed: int = option(0, "seed of every resampling and simulation", flag={"metavar": "S"},
                        check=at_least(0, "e.g. 0", what="must be an integer >= 0, got {v!r}", integer=True))
     memory_window: tuple | None = option(
         None, "lags of the token-memory fits; null: the causal convolution's width (or 1) .. "
@@ -89,7 +90,7 @@ class Settings:
     primary: str | None = option(
         None, "the β estimator and mode count of headlines and verdicts (`cumulative:all-stable`, "
         "the paper's, or `mle:symmetry-removed`, tdos'); null: the paper's for its own setting, "
-        "else tdos'", see="analysis.md#the-primary-estimator",
+        "else tdos'", see="analysis.md#the-primary-estimator", flag={"metavar": "ESTIMATOR:MODES"},
         check=one_of(PRIMARIES, f"e.g. {PAPER_PRIMARY} (the paper's) or {RECOMMENDED_PRIMARY} (tdos')"))
 
     def __post_init__(self):

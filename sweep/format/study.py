@@ -37,6 +37,7 @@ OBSERVABLES = {
     "kernel_nonnormality": "ln of the stacked kernel's non-normality (a store swept with depth:)",
 }
 REQUIRED = ("beta", "density")  # every study declares at least the primary and the density
+NEEDS_DEPTH = ("alignment", "kernel_nonnormality")   # measured on stacked blocks: `depth:`
 
 
 class StudyError(FieldError):
