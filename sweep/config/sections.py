@@ -73,8 +73,8 @@ class ModelSpec:
     dtype: str = option("float32", "compute precision; eigenvalues are stored as complex64 / complex128",
                         check=one_of(dtypes.NAMES, f"use {' or '.join(dtypes.NAMES)}",
                                      what="{v!r} is not supported"))
-    revision: str | None = option(None, "hub revision (branch, tag or commit)", check=nonempty())
-    name: str | None = option(None, "store group name", check=nonempty(),
+    revision: str | None = option(None, "hub revision (branch, tag or commit)")
+    name: str | None = option(None, "store group name",
                               default_text="default from the path, revision and dtype "
                                            "(`mamba-370m-float64`)")
     layers: typing.Any = option(None, "this model's own layers, instead of the top-level ones",
@@ -138,7 +138,8 @@ class InputsConfig:
                              "there when the tokenizer adds one itself (LLaMA-family tokenizers do, "
                              "GPT-2/NeoX ones do not), `always` / `never` force it. With `text`, "
                              "unset keeps the behaviour from before `bos` existed (only sequence 0 "
-                             "can start with a BOS)", check=one_of(BOS_RULES, "use one of them or leave it out"),
+                             "can start with a BOS)",
+                             check=one_of(BOS_RULES, "use one of them or leave it out"),
                              default_text="default `auto` with `dataset`")
     # the config file's directory: relative text and dataset paths resolve here
     base_dir: str = field(default=".", compare=False, repr=False)
@@ -189,8 +190,8 @@ class MemoryConfig:
     k = 0..lags at the output tokens t = 0, every, 2·every, …; None (no `memory:` section)
     computes none. Not part of the fingerprint: adding it to a finished sweep computes only the
     memory arrays (the group records its settings, and other settings are refused)."""
-    lags: int = option(64, "m_t(k) = ‖J_{t,t−k}‖_F² for k = 0..K", kind="integer, 0 <= K < `inputs.length`",
-                       see="memory.md")
+    lags: int = option(64, "m_t(k) = ‖J_{t,t−k}‖_F² for k = 0..K",
+                       kind="integer, 0 <= K < `inputs.length`", see="memory.md")
     probes: int = option(8, "0: exact, d cotangents per sampled token; p: Hutchinson's estimate from p "
                          "Rademacher cotangents, with its standard error",
                          check=at_least(0, "0 for the exact profile, e.g. 8 for Hutchinson's estimate"))

@@ -63,10 +63,11 @@ def option(default=MISSING, help: str = "", *, check: Check | None = None, kind:
     """A declared config field. `help`: one line, what it means (markdown; the CLI drops the
     backticks). `check`: its one-value check. `kind`: the docs' type words when the
     annotation's are not enough ("two rates 0 < lo < hi"). `default_text`: the docs' words for
-    the default ("default the paper's window", "required"). `see`: a docs page (and #anchor) that says more.
-    `section`: the dataclass of a nested section. `names`: the YAML names it is given by,
-    when not its own (`models` is also `model`). `flag`: argparse keywords for a command-line
-    flag of it (nargs, type, metavar), where its annotation does not say them."""
+    the default ("default the paper's window", "required"). `see`: a docs page (and #anchor;
+    a bare #anchor is one of docs/config.md's own) that says more. `section`: the dataclass of
+    a nested section. `names`: the YAML names it is given by, when not its own (`models` is
+    also `model`). `flag`: argparse keywords for a command-line flag of it (nargs, type,
+    metavar), where its annotation does not say them."""
     meta = {"help": help, "check": check, "kind": kind, "default_text": default_text,
             "see": see, "section": section, "names": names, "flag": flag}
     return dataclasses.field(default=default, default_factory=factory, metadata=meta)

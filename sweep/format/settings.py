@@ -73,14 +73,16 @@ class Settings:
                     "expected a list of token counts >= 1, got {v}", "e.g. [8, 16, 24, 28]"))
     layer: int | None = option(
         None, "the representative layer (must be swept); null: 24 when stored, else the middle "
-        "swept layer", flag={"metavar": "N"}, check=at_least(0, "e.g. 24", what="must be a layer index >= 0, got {v!r}", integer=True))
+        "swept layer", flag={"metavar": "N"},
+        check=at_least(0, "e.g. 24", what="must be a layer index >= 0, got {v!r}", integer=True))
     skip_positions: int = option(
         0, "token positions t < k left out of every number (1 drops a BOS or attention sink)",
         flag={"metavar": "K"},
         check=at_least(0, "0 keeps every position; 1 drops position 0 (a BOS or attention sink)",
                        what="must be an integer >= 0, got {v!r}", integer=True))
     seed: int = option(0, "seed of every resampling and simulation", flag={"metavar": "S"},
-                       check=at_least(0, "e.g. 0", what="must be an integer >= 0, got {v!r}", integer=True))
+                       check=at_least(0, "e.g. 0", what="must be an integer >= 0, got {v!r}",
+                                      integer=True))
     memory_window: tuple | None = option(
         None, "lags of the token-memory fits; null: the causal convolution's width (or 1) .. "
         "`memory.lags`", kind="two lags 1 <= k_lo < k_hi",
@@ -91,7 +93,8 @@ class Settings:
         None, "the β estimator and mode count of headlines and verdicts (`cumulative:all-stable`, "
         "the paper's, or `mle:symmetry-removed`, tdos'); null: the paper's for its own setting, "
         "else tdos'", see="analysis.md#the-primary-estimator", flag={"metavar": "ESTIMATOR:MODES"},
-        check=one_of(PRIMARIES, f"e.g. {PAPER_PRIMARY} (the paper's) or {RECOMMENDED_PRIMARY} (tdos')"))
+        check=one_of(PRIMARIES, f"e.g. {PAPER_PRIMARY} (the paper's) or {RECOMMENDED_PRIMARY} "
+                                f"(tdos')"))
 
     def __post_init__(self):
         # the values as the checks and every reader want them: tuples of numbers where the
