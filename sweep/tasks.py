@@ -78,7 +78,7 @@ class BlockTask:
     n_ctx: int        # tokens the fast path's hidden states span (the model's longest row)
 
     @property
-    def where(self) -> str:        # the part of the model a failure is counted under
+    def part(self) -> str:         # the part of the model a failure is counted under
         return f"layer {self.layer}"
 
     step = "the block's J_tt"      # what the task computes, as a stop names it
@@ -95,7 +95,7 @@ class ALogTask:
     layers: tuple[int, ...]
 
     @property
-    def where(self) -> str:
+    def part(self) -> str:
         return f"layers {list(self.layers)}"
 
     step = "the A_log task"
@@ -116,7 +116,7 @@ class ResidualTask:
     n_ctx: int
 
     @property
-    def where(self) -> str:
+    def part(self) -> str:
         return f"layers {[layer for _, layer in self.rows]}"
 
     step = "the residual stream"
@@ -142,13 +142,13 @@ class DepthTask:
     fresh: int        # of its single blocks, those still pending when planned (progress)
 
     @property
-    def where(self) -> str:
+    def part(self) -> str:
         return f"layers {self.rows[0][1]}..{self.rows[-1][1]}"
 
     step = "the walk up the layers"
 
     def describe(self) -> str:
-        return f"{self.model.group} walk of seq {self.seq} block {self.block} up {self.where}"
+        return f"{self.model.group} walk of seq {self.seq} block {self.block} up {self.part}"
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ class MemoryTask:
     probes: int
 
     @property
-    def where(self) -> str:
+    def part(self) -> str:
         return f"layer {self.layer}"
 
     step = "the token-memory call"

@@ -44,6 +44,7 @@ class Kind:
     maker: str | type           # its Maker subclass, or "module:Class" imported on first use
     local: Cost = field(default_factory=Cost)    # making it with one decoder layer resident
     whole: Cost = field(default_factory=Cost)    # making it in a whole loaded model
+    help: str = ""              # one line: how its weights are made (docs/config.md's row)
 
     def cost(self, whole: bool) -> Cost:
         return self.whole if whole else self.local
@@ -100,16 +101,23 @@ def maker(variant: Variant | None):
 # costs: what sweep/generic/local.py and the whole-model route hold while making them
 register(Kind("random_init", "null", "sweep.checkpoints.nulls:RandomInit",
               local=Cost(table=4),            # the input embedding made whole, float32
-              whole=Cost(model=4)))           # fresh float32 tensors of every module
+              whole=Cost(model=4),            # fresh float32 tensors of every module
+              help="the same architecture initialised by the model's own `_init_weights`"))
 register(Kind("shuffled", "null", "sweep.checkpoints.nulls:Shuffled",
               local=Cost(table=12),           # the embedding in float32 and its int64 permutation
-              whole=Cost(table=8)))           # the largest tensor's permutation
+              whole=Cost(table=8),            # the largest tensor's permutation
+              help="each weight tensor's entries permuted (norms and embeddings too)"))
 register(Kind("gaussian", "null", "sweep.checkpoints.nulls:Gaussian",
               local=Cost(table=12),           # the embedding in float32 and its float64 copy (its
                                               # moments), then the embedding, its draw, the result
-              whole=Cost(table=12)))          # the largest tensor's float64 copy, draw and result
+              whole=Cost(table=12),           # the largest tensor's float64 copy, draw and result
+              help="each weight tensor drawn iid normal with the trained tensor's own mean and sd"))
 register(Kind("shuffled_layers", "null", "sweep.checkpoints.nulls:ShuffledLayers",
-              whole=Cost(model=8)))           # the decoder layers' tensors kept while they move
+              whole=Cost(model=8),            # the decoder layers' tensors kept while they move
+              help="the trained decoder layers in a seeded order (a derangement), embedding and "
+                   "head kept: the shared-basis null for cross-layer observables "
+                   "([nulls.md](nulls.md#the-shared-basis-null-shuffled_layers))"))
 register(Kind("quantized", "ensemble", "sweep.checkpoints.ensemble:Quantized",
               local=Cost(layer=16),           # half a layer: weights, gaps, draw, result in float64
-              whole=Cost(table=32)))          # the embedding, the same four in float64
+              whole=Cost(table=32),           # the embedding, the same four in float64
+              help="every stored weight of a quantized GGUF moved within its own rounding bin"))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from sweep.checkpoints import kinds
 from sweep.errors import ConfigError
+from sweep.format.fields import option
 from sweep.format.variants import Variant
 
 
@@ -44,6 +45,18 @@ class NullsConfig:
         raise AttributeError(kind)
 
     @classmethod
+    def doc_rows(cls) -> list[tuple[str, str, str]]:
+        """docs/config.md's rows of `nulls:` (sweep/config/docs.py): (field, type, meaning), one
+        per registered null kind, then `sequences`."""
+        rows = [(k, "integer >= 0, default 0",
+                 f"null models `<name>.{k}.0..N-1`: {kinds.get(k).help}, seeds 0..N-1")
+                for k in kinds.names("null")]
+        return rows + [("sequences", "integer in 1..`inputs.sequences`, default all",
+                        "the nulls sweep the first n sequences only (the report must say so); "
+                        "refused with `trust_remote_code: true` (a worker cannot make such a "
+                        "model's weights again); part of the store's identity")]
+
+    @classmethod
     def parse(cls, raw, where: str) -> "NullsConfig":
         """The YAML mapping `raw` at field `where`: registered null kinds and `sequences`."""
         from sweep.config.validate import check_type, reject_unknown
@@ -65,8 +78,18 @@ class QuantizationConfig:
     `<model>.quantized.<k>`. Not nulls: they are the trained model as far as its file can tell."""
 
     KIND = "quantized"                  # the registered ensemble kind these members are
-    ensemble: int                       # members k = 0..ensemble-1, member k drawn from seed k
-    sequences: int | None = None        # the first n of inputs.sequences (default: the nulls')
+    ensemble: int = option(help="the quantization ensemble of a quantized GGUF model: members "
+                           "`<name>.quantized.0..N-1`, member k moves each weight by a uniform draw "
+                           "seeded by k within its own rounding bin (± half its block's step; "
+                           "F16/BF16: half the gap to each neighbour; F32 unchanged), swept like "
+                           "the model; not nulls. Refused for a checkpoint that is not a GGUF file "
+                           "or has nothing rounded in it; part of the store's identity",
+                           kind="integer >= 1", see="nulls.md#the-quantization-ensemble")
+    sequences: int | None = option(None, "the members sweep the first n sequences only; the same n "
+                                   "as `nulls.sequences` or refused: members read the nulls' tokens",
+                                   kind="integer in 1..`inputs.sequences`",
+                                   default_text="default the nulls' (else all)",
+                                   see="nulls.md#the-quantization-ensemble")
 
     def seeds(self) -> list[tuple[str, int]]:
         return [(self.KIND, k) for k in range(self.ensemble)]

@@ -26,6 +26,7 @@ from sweep.config.load import ConfigError, check_depth_rows, layer_rows
 from sweep.config.sections import ModelSpec, SweepConfig
 from sweep.config.variants import variants_of
 from sweep.format.variants import Variant
+from sweep.config.study import check_study_layers
 from sweep.plan import inputs as text_inputs
 from sweep.plan import windows
 from sweep.plan.architecture import FAST_ARCHS, ModelInfo
@@ -97,6 +98,7 @@ def make_plan(cfg: SweepConfig) -> Plan:
     tokenizers: dict = {}              # one tokenizer (and its load) shared by the models
     models = tuple(p for m in cfg.models for p in _with_variants(_model_plan(m, cfg, text, tokenizers)))
     _check_analysis_layer(cfg, models)
+    check_study_layers(cfg.study, [(m.spec, m.layers) for m in models])
     return Plan(cfg, models)
 
 
