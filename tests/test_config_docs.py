@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from analysis.cli import compare_parser, parser
+from sweep.checkpoints import kinds
 from sweep.config import docs
 from sweep.config.load import ConfigError, config_from_dict
 from sweep.config.sections import SweepConfig
@@ -35,10 +36,14 @@ def test_every_declared_field_has_its_row_and_nothing_else_does():
         for f in declared(cls):
             names = f.metadata["names"] or (f.name,)
             yield " / ".join(f"`{prefix}{n}`" for n in names)
-            if f.metadata["section"] is not None:
-                yield from expected(f.metadata["section"], f"{prefix}{names[0]}.")
+            sub = f.metadata["section"]
+            if hasattr(sub, "doc_rows"):        # `nulls:`: a row per registered null kind
+                yield from (f"`{prefix}{names[0]}.{n}`" for n, _, _ in sub.doc_rows())
+            elif sub is not None:
+                yield from expected(sub, f"{prefix}{names[0]}.")
     assert labels == list(expected(SweepConfig, ""))
     assert "`analysis.window`" in labels and "`study.against`" in labels
+    assert {f"`model.nulls.{k}`" for k in kinds.names("null")} <= set(labels)
 
 
 def test_a_new_field_reaches_the_table_with_its_words():
