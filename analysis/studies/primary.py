@@ -17,6 +17,7 @@ from analysis.fit.fits import fit_ir_exponent, mle_ir_exponent
 from analysis.io.aggregate import aggregate
 from analysis.spectrum.observables import token_rate_rows
 from analysis.studies.paper import reference
+from analysis.studies.positions import resolve_skip
 from analysis.studies.tables import count_row
 from sweep.format.settings import Primary, Settings
 
@@ -25,8 +26,9 @@ MAX_L = 128                  # the representative L: the paper's, or the layer's
 
 
 def store_settings(st, **overrides) -> Settings:
-    """The config's `analysis:` section as the sweep recorded it, then `overrides`."""
-    return Settings.from_store(st.root.attrs, **overrides)
+    """The config's `analysis:` section as the sweep recorded it, then `overrides`, with
+    `skip_positions: auto` made a number for this store (studies/positions.py)."""
+    return resolve_skip(Settings.from_store(st.root.attrs, **overrides), st)
 
 
 def representative(st, layer=None, settings=None) -> tuple[int, int]:
@@ -147,7 +149,7 @@ def primary_beta(st, layer, L=None, settings=None, agg=None) -> Headline:
     representative one, and as the layer's row of "β across depth" otherwise. L default: the
     representative L, or the layer's length when shorter. `agg`: the model's aggregate
     (default: brought up to date beside the store)."""
-    settings = settings or store_settings(st)
+    settings = resolve_skip(settings or store_settings(st), st)
     if layer not in st.layers:
         raise ValueError(f"layer {layer} is not stored; stored layers: {st.layers}")
     L = int(L) if L is not None else min(representative(st, settings=settings)[1],

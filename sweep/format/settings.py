@@ -29,6 +29,23 @@ PAPER_PRIMARY = "cumulative:all-stable"          # the paper's estimator and cou
 RECOMMENDED_PRIMARY = "mle:symmetry-removed"   # tdos' (docs/analysis.md, "The primary estimator")
 
 
+class Auto(int):
+    """`skip_positions: auto`, the default: position 0 leaves every number where the store's
+    inputs put a BOS there (`Settings.resolve_skip`). Until resolved against a store it keeps
+    every position, as 0 does, so a Settings made without one computes what it always did."""
+
+    def __new__(cls, *_):                 # (copy and pickle pass the value back)
+        return super().__new__(cls, 0)
+
+    def __repr__(self) -> str:
+        return "'auto'"
+
+    __str__ = __repr__
+
+
+AUTO = Auto()
+
+
 class SettingsError(ValueError):
     """One line, `analysis.<field>: <what> — <fix>`."""
 
@@ -42,7 +59,7 @@ class Settings:
     modes: str = DEFAULT_MODES      # the mode count figures draw (tables carry both)
     lengths: tuple | None = None    # Table I rows (prefix lengths L); None: 8, 16, 32, …
     layer: int | None = None        # representative layer; None: 24 when stored, else middle
-    skip_positions: int = 0         # token positions t < skip_positions left out of every number
+    skip_positions: int = AUTO      # positions t < k left out of every number; auto: 1 after a BOS
     seed: int = 0                   # seed of every resampling and simulation
     memory_window: tuple | None = None   # (k_lo, k_hi) lags of the memory fits; None: conv width..lags
     primary: str | None = None      # "estimator:modes" of headlines and verdicts; None: `primary_for`
@@ -73,9 +90,11 @@ class Settings:
                  "e.g. [8, 16, 24, 28]")
         if self.layer is not None and (_not_int(self.layer) or self.layer < 0):
             _bad("layer", f"must be a layer index >= 0, got {self.layer!r}", "e.g. 24")
+        if self.skip_positions == "auto":
+            object.__setattr__(self, "skip_positions", AUTO)
         if _not_int(self.skip_positions) or self.skip_positions < 0:
-            _bad("skip_positions", f"must be an integer >= 0, got {self.skip_positions!r}",
-                 "0 keeps every position; 1 drops position 0 (a BOS or attention sink)")
+            _bad("skip_positions", f"must be auto or an integer >= 0, got {self.skip_positions!r}",
+                 "auto drops position 0 where it holds a BOS; 0 keeps every position")
         if _not_int(self.seed) or self.seed < 0:
             _bad("seed", f"must be an integer >= 0, got {self.seed!r}", "e.g. 0")
         mw = self.memory_window
@@ -100,17 +119,25 @@ class Settings:
         estimator, modes = name.split(":")
         return Primary(estimator, modes, why)
 
+    def resolve_skip(self, position0_is_bos: bool) -> "Settings":
+        """`auto` made a number for a store whose inputs do (1) or do not (0) put a BOS at
+        position 0; a number stays as it is."""
+        if not isinstance(self.skip_positions, Auto):
+            return self
+        return dataclasses.replace(self, skip_positions=int(bool(position0_is_bos)))
+
     def replace(self, **changes) -> "Settings":
         """A copy with `changes`; None values leave a field as it is (CLI flags not given)."""
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def to_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
-                dataclasses.asdict(self).items()}
+        return {k: (list(v) if isinstance(v, tuple) else "auto" if isinstance(v, Auto) else v)
+                for k, v in dataclasses.asdict(self).items()}
 
     def describe(self) -> str:
         """One line for reports: what every number here was computed under."""
         skip = (f"; token positions t < {self.skip_positions} left out" if self.skip_positions
+                else "; position 0 left out after a BOS (auto)" if isinstance(self.skip_positions, Auto)
                 else "; every token position")
         return (f"window [{self.window[0]:g}, {self.window[1]:g}], {self.level:.0%} intervals, "
                 f"{self.n_boot} replicates, seed {self.seed}{skip}")

@@ -1,0 +1,133 @@
+"""A trained value against the k nulls of one kind on the tokens they share, paired where
+the design allows, with a rank test beside it where k allows (docs/analysis.md, "Reading a
+declared test").
+
+- **Unpaired** (k < 8, or an observable without leave-one-sequence-out values, e.g. one
+  sequence): exactly studies/nulls.py's NullComparison, se_Δ² = se_t² + s_n²(1 + 1/k) with
+  s_n² = max(var of the nulls' values, mean of their own se²), t(k − 1).
+- **Paired** (k ≥ 8 and every side has leave-one-sequence-out values on the same
+  sequences): the trained side's error is read from the per-sequence paired difference
+  D_(i) = t_(i) − mean_j n_j,(i) (its jackknife se over the S shared sequences), where each
+  sequence's own effect, common to the trained model and its nulls, cancels; the seeds'
+  spread is the nulls' own variance on those tokens (which holds no shared sequence effect
+  either), se_Δ² = se_D² + var_j(n_j)(1 + 1/k), and the interval and its p use Student's t
+  with the Welch–Satterthwaite degrees of freedom of those two terms (S − 1 and k − 1).
+- **Rank test** (k ≥ 19): the trained value's rank among the k nulls on the same tokens,
+  two-sided p = 2 min(1 + below, 1 + above)/(k + 1), exact under "the trained model is one
+  more draw of the null kind" and never below 2/(k + 1); printed beside the t test, which
+  stays the test the family counts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analysis.fit.enough import Enough, enough, worst
+from analysis.fit.multiplicity import p_from_t, quantile, t_method, welch_dof
+from analysis.studies.nulls import NullComparison, rank_p
+
+
+@dataclass(frozen=True)
+class NullTest:
+    """Trained against the nulls of one kind (module docstring); NaN where `check` fails."""
+    delta: float
+    lo: float
+    hi: float
+    dof: float
+    p: float
+    p_method: str
+    paired: bool
+    k: int
+    null_mean: float
+    null_sd: float
+    check: Enough
+    rank: int | None = None
+    p_rank: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"delta": self.delta, "ci": [self.lo, self.hi], "dof": self.dof, "p": self.p,
+                "p_method": self.p_method, "paired": self.paired, "n_nulls": self.k,
+                "null_mean": self.null_mean, "null_sd": self.null_sd, "rank": self.rank,
+                "p_rank": self.p_rank, "check": self.check.to_dict()}
+
+
+def _short(check, k, values=()) -> NullTest:
+    v = np.asarray(values, np.float64)
+    return NullTest(np.nan, np.nan, np.nan, np.nan, np.nan, "", False, k,
+                    float(v.mean()) if len(v) else np.nan, np.nan, check)
+
+
+def null_test(trained, nulls: dict, level: float) -> NullTest:
+    """`trained` (a Measured) against {name: Measured} of one kind, all on the same tokens."""
+    usable = {n: m for n, m in nulls.items() if m.ok}
+    k = len(usable)
+    values = np.array([m.value for m in usable.values()], np.float64)
+    failed = [m.check for m in nulls.values() if not m.check.ok]
+    check = worst(trained.check, enough("t_interval", k), *failed[:1])
+    if not check.ok or not trained.ok:
+        return _short(check, k, values)
+    sd = float(values.std(ddof=1))
+    jacks = [trained.jack, *(m.jack for m in usable.values())]
+    paired = enough("paired", k).ok and all(j is not None and len(j) == len(trained.jack) >= 2
+                                            for j in jacks)
+    if paired:
+        delta, lo, hi, dof, p = _paired(trained, list(usable.values()), values, level)
+        method = f"{t_method(dof)}, paired over {len(trained.jack)} sequences"
+    else:
+        c = NullComparison("", "", trained, usable, level)
+        delta, lo, hi, dof, p, method = c.delta, c.lo, c.hi, c.dof, c.p_raw, c.p_method
+    rank = int((values < trained.value).sum())
+    has_rank = enough("rank_test", k).ok
+    return NullTest(float(delta), float(lo), float(hi), float(dof), float(p), method, paired, k,
+                    float(values.mean()), sd, check, rank if has_rank else None,
+                    rank_p(rank, k) if has_rank else None)
+
+
+def _paired(trained, nulls, values, level):
+    """(Δ, lo, hi, dof, p) of the paired reading (module docstring)."""
+    k, S = len(nulls), len(trained.jack)
+    d = np.asarray(trained.jack) - np.mean([m.jack for m in nulls], axis=0)          # (S,)
+    se_d = float(np.sqrt((S - 1) / S * ((d - d.mean()) ** 2).sum()))
+    se_n = float(np.sqrt(values.var(ddof=1) * (1 + 1 / k)))
+    se = float(np.hypot(se_d, se_n))
+    dof = welch_dof(se_d, S - 1, se_n, k - 1) if se > 0 else float(k - 1)
+    delta = float(trained.value - values.mean())
+    h = quantile(level, dof) * se
+    return delta, delta - h, delta + h, dof, p_from_t(delta, se, dof)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """a − b of one observable of two models on the same tokens, with its interval."""
+    delta: float
+    lo: float
+    hi: float
+    dof: float
+    p: float
+    p_method: str
+    check: Enough
+
+    def to_dict(self) -> dict:
+        return {"delta": self.delta, "ci": [self.lo, self.hi], "dof": self.dof, "p": self.p,
+                "p_method": self.p_method, "check": self.check.to_dict()}
+
+
+def difference(a, b, level) -> Difference:
+    """a − b (Measured, same tokens): paired t(S − 1) over the shared sequences when both have
+    leave-one-sequence-out values, else se² = se_a² + se_b² with Welch–Satterthwaite."""
+    check = worst(a.check, b.check)
+    if not (a.ok and b.ok):
+        return Difference(np.nan, np.nan, np.nan, np.nan, np.nan, "", check)
+    delta = float(a.value - b.value)
+    if a.jack is not None and b.jack is not None and len(a.jack) == len(b.jack):
+        S = len(a.jack)
+        d = np.asarray(a.jack) - np.asarray(b.jack)
+        se, dof = float(np.sqrt((S - 1) / S * ((d - d.mean()) ** 2).sum())), float(S - 1)
+        method = f"{t_method(dof)}, paired over {S} sequences"
+    else:
+        sa, sb = a.se(level), b.se(level)
+        se, dof = float(np.hypot(sa, sb)), welch_dof(sa, a.dof, sb, b.dof)
+        method = t_method(dof)
+    h = quantile(level, dof) * se
+    return Difference(delta, delta - h, delta + h, dof, p_from_t(delta, se, dof), method, check)

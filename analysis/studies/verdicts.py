@@ -1,0 +1,145 @@
+"""Verdicts written from their numbers: one rule table from a set of test rows to a verdict
+category, and one sentence per category (docs/analysis.md, "The rule table").
+
+Every verdict sentence in report.md and in the generated docs comes from here: a template or
+a renderer passes the rows (an observable at one layer against each null kind it was tested
+against), never a word of its own, so new numbers give new words (REFEREE 15, 16).
+
+A row is a dict as fits.json holds it: `kind`, `delta`, `level`, its Holm-adjusted p
+(`p_holm`, or `p_adjusted` in the older null families), and where the study set it its own
+`code` (a β test that holds at the declared window but not across the moved ones is
+"window-dependent"; an estimate below its minimum is "not enough data", with `check`). Each
+row gets one code (`row_code`):
+
+| code | when |
+|---|---|
+| not enough data | the row carries a failed minimum, or no p |
+| window-dependent | set by the study (studies/study.py) |
+| differs | Holm p < 1 − level |
+| no difference shown | otherwise |
+
+and a set of rows one category, the first rule of `RULES` that holds:
+
+| category | rule |
+|---|---|
+| not enough data | every row is "not enough data" |
+| differs from every declared kind | every row "differs" |
+| differs from some | at least one row "differs" |
+| window-dependent | at least one row "window-dependent" (none "differs") |
+| no difference shown | otherwise |
+"""
+from __future__ import annotations
+
+import math
+
+from analysis.fit.multiplicity import format_p
+
+SHORT, WINDOW, DIFFERS, NONE = "not enough data", "window-dependent", "differs", "no difference shown"
+CODES = (SHORT, WINDOW, DIFFERS, NONE)
+
+EVERY, SOME = "differs from every declared kind", "differs from some"
+RULES = (
+    (SHORT, lambda codes: all(c == SHORT for c in codes)),
+    (EVERY, lambda codes: all(c == DIFFERS for c in codes)),
+    (SOME, lambda codes: DIFFERS in codes),
+    (WINDOW, lambda codes: WINDOW in codes),
+    (NONE, lambda codes: True),
+)
+CATEGORIES = tuple(name for name, _ in RULES)
+
+
+def _p(row):
+    p = row.get("p_holm", row.get("p_adjusted"))
+    return float(p) if p is not None and math.isfinite(float(p)) else math.nan
+
+
+def row_code(row: dict) -> str:
+    """The code of one test row (module docstring)."""
+    if row.get("code") in CODES:
+        return row["code"]
+    check = row.get("check") or {}
+    if check.get("enough") is False or not math.isfinite(_p(row)):
+        return SHORT
+    return DIFFERS if _p(row) < 1 - float(row["level"]) else NONE
+
+
+def category(rows) -> str:
+    """The first category of RULES whose rule holds for the rows' codes."""
+    codes = [row_code(r) for r in _as_list(rows)]
+    if not codes:
+        raise ValueError("no test rows to write a verdict from")
+    return next(name for name, rule in RULES if rule(codes))
+
+
+def _as_list(rows) -> list:
+    return [rows] if isinstance(rows, dict) else list(rows)
+
+
+def _sign(x) -> str:
+    return format(x, "+.3g").replace("-", "\u2212")
+
+
+def _what(rows) -> str:
+    r = rows[0]
+    name = r.get("label") or r.get("observable", "the observable")
+    return f"{name} at layer {r['layer']}" if r.get("layer") is not None else name
+
+
+def _numbers(row) -> str:
+    """'random_init: Δ = −0.105, Holm p 0.0031' (or the row's shortfall)."""
+    if row_code(row) == SHORT:
+        check = row.get("check") or {}
+        n = (f"n = {check['n']:,} {check['counts']}, needs {check['needs']:,}"
+             if "n" in check else "no p")
+        return f"{row['kind']}: not enough data ({n})"
+    return (f"{row['kind']}: Δ = {_sign(row['delta'])}, Holm p "
+            f"{format_p(_p(row), row.get('p_method', 'normal'))}")
+
+
+def _by_code(rows, code) -> list:
+    return [r for r in rows if row_code(r) == code]
+
+
+def _others(rows, skip) -> str:
+    """'; no difference shown against shuffled (…)' for every row whose code is not `skip`."""
+    parts = []
+    for code, words in ((DIFFERS, "differs from"), (WINDOW, "window-dependent against"),
+                        (NONE, "no difference shown against"), (SHORT, "")):
+        if code in skip:
+            continue
+        for r in _by_code(rows, code):
+            parts.append(_numbers(r) if code == SHORT else f"{words} {_numbers(r)}")
+    return "; " + "; ".join(parts) if parts else ""
+
+
+SENTENCES = {
+    SHORT: lambda what, rows, lvl: (f"{what}: no verdict — " +
+                                    "; ".join(_numbers(r) for r in rows) + "."),
+    EVERY: lambda what, rows, lvl: (f"{what} differs from every kind it was tested against at "
+                                    f"{lvl} (" + "; ".join(_numbers(r) for r in rows) + ")."),
+    SOME: lambda what, rows, lvl: (f"{what} differs from " +
+                                   "; ".join(_numbers(r) for r in _by_code(rows, DIFFERS)) +
+                                   f" at {lvl}" + _others(rows, (DIFFERS,)) + "."),
+    WINDOW: lambda what, rows, lvl: (f"{what}: window-dependent at {lvl} — the difference from " +
+                                     "; ".join(_numbers(r) for r in _by_code(rows, WINDOW)) +
+                                     " clears the family at the declared window but not at every "
+                                     "window with an edge moved by the documented factors" +
+                                     _others(rows, (WINDOW,)) + "."),
+    NONE: lambda what, rows, lvl: (f"{what}: no difference shown at {lvl} (" +
+                                   "; ".join(_numbers(r) for r in _by_code(rows, NONE)) + ")" +
+                                   _others(rows, (NONE,)) + "."),
+}
+
+
+def sentence(rows, status: str | None = None) -> str:
+    """The one sentence of the rows' category; `status` says how the family was declared
+    ("declared before the data", "declared after the data", or None: no declared study,
+    which the sentence then says it is)."""
+    rows = _as_list(rows)
+    level = f"{float(rows[0]['level']) * 100:g} % family-wise"
+    text = SENTENCES[category(rows)](_what(rows), rows, level)
+    if status is None:
+        return text[:-1] + " (a family fixed after the data: exploratory, no study was declared)."
+    if status != "declared before the data":
+        return text[:-1] + f" ({status})."
+    return text
