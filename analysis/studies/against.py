@@ -6,12 +6,14 @@ declared test").
   sequence): exactly studies/nulls.py's NullComparison, se_Δ² = se_t² + s_n²(1 + 1/k) with
   s_n² = max(var of the nulls' values, mean of their own se²), t(k − 1).
 - **Paired** (k ≥ 8 and every side has leave-one-sequence-out values on the same
-  sequences): the trained side's error is read from the per-sequence paired difference
-  D_(i) = t_(i) − mean_j n_j,(i) (its jackknife se over the S shared sequences), where each
-  sequence's own effect, common to the trained model and its nulls, cancels; the seeds'
-  spread is the nulls' own variance on those tokens (which holds no shared sequence effect
-  either), se_Δ² = se_D² + var_j(n_j)(1 + 1/k), and the interval and its p use Student's t
-  with the Welch–Satterthwaite degrees of freedom of those two terms (S − 1 and k − 1).
+  sequences). Model: x_m = μ_m + a + ε_m on shared tokens, a the sequences' own effect
+  (common to every model), ε_m a model's own sampling error, and a null's μ its kind's mean
+  plus a seed effect u. The sampling term is the jackknife variance over the S sequences of
+  D_(i) = t_(i) − mean_j n_j,(i), where a cancels: var(ε̄_t) + var(ε̄_n)/k. The seeds' term is
+  var(u)(1 + 1/k) (a new seed, and the mean of k), var(u) = var_j(n_j) − var(ε̄_n) ≥ 0, with
+  var(ε̄_n) read from the nulls' own paired residuals n_j − n̄ (their jackknife variance is
+  (1 − 1/k) var(ε̄_n)). se_Δ² is their sum; the interval and its p use Student's t with the
+  Welch–Satterthwaite degrees of freedom of the two terms (S − 1 and k − 1).
 - **Rank test** (k ≥ 19): the trained value's rank among the k nulls on the same tokens,
   two-sided p = 2 min(1 + below, 1 + above)/(k + 1), exact under "the trained model is one
   more draw of the null kind" and never below 2/(k + 1); printed beside the t test, which
@@ -84,14 +86,23 @@ def null_test(trained, nulls: dict, level: float) -> NullTest:
                     rank_p(rank, k) if has_rank else None)
 
 
+def _jack_var(x) -> float:
+    """The jackknife variance of a statistic from its leave-one-out values x (S,)."""
+    x = np.asarray(x, np.float64)
+    return float((len(x) - 1) / len(x) * ((x - x.mean()) ** 2).sum())
+
+
 def _paired(trained, nulls, values, level):
     """(Δ, lo, hi, dof, p) of the paired reading (module docstring)."""
     k, S = len(nulls), len(trained.jack)
-    d = np.asarray(trained.jack) - np.mean([m.jack for m in nulls], axis=0)          # (S,)
-    se_d = float(np.sqrt((S - 1) / S * ((d - d.mean()) ** 2).sum()))
-    se_n = float(np.sqrt(values.var(ddof=1) * (1 + 1 / k)))
-    se = float(np.hypot(se_d, se_n))
-    dof = welch_dof(se_d, S - 1, se_n, k - 1) if se > 0 else float(k - 1)
+    jacks = np.array([m.jack for m in nulls], np.float64)                        # (k, S)
+    var_d = _jack_var(np.asarray(trained.jack) - jacks.mean(0))
+    # one null's own sampling error, the sequences' shared effect cancelled: E[jack var of
+    # n_j − n̄] = (1 − 1/k) var(ε̄)
+    var_eps = k / (k - 1) * np.mean([_jack_var(j - jacks.mean(0)) for j in jacks])
+    var_seed = max(float(values.var(ddof=1)) - var_eps, 0.0) * (1 + 1 / k)
+    se = float(np.sqrt(var_d + var_seed))
+    dof = welch_dof(np.sqrt(var_d), S - 1, np.sqrt(var_seed), k - 1) if var_seed > 0 else float(S - 1)
     delta = float(trained.value - values.mean())
     h = quantile(level, dof) * se
     return delta, delta - h, delta + h, dof, p_from_t(delta, se, dof)

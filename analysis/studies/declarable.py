@@ -53,7 +53,8 @@ class Tokens:
 @dataclass
 class Context:
     """What every measurement is computed under; `window` overrides the settings' own (the
-    moved windows of the β range). `cache` keeps a model's kernel points across observables."""
+    moved windows of the β range). `cache` keeps what a model's tokens give across observables
+    and windows (its rates, its kernel points), keyed by store, model and tokens."""
     settings: Settings
     primary: Primary
     window: tuple | None = None
@@ -126,7 +127,13 @@ def _jack(reps, seq) -> tuple | None:
 
 
 def _rates(st, layer, tokens, ctx):
-    return token_rate_rows(tokens.view(st), layer, tokens.stop, skip=tokens.start)[ctx.primary.modes]
+    """(rates (N, d), seq (N,)) of the tokens, under the primary count; read once per model,
+    layer and tokens (the moved windows of the β range read the same rates)."""
+    key = ("rates", st.path, st.name, layer, tokens, ctx.primary.modes)
+    if key not in ctx.cache:
+        ctx.cache[key] = token_rate_rows(tokens.view(st), layer, tokens.stop,
+                                         skip=tokens.start)[ctx.primary.modes]
+    return ctx.cache[key]
 
 
 @register("beta", "the primary β", window_range=True)
@@ -196,7 +203,7 @@ def _kernel(part, st, layer, tokens, ctx) -> Measured:
     where = f"every walked t ≥ {tokens.start}"
     if not st.depth:
         return Measured.missing(enough("token_mean", 0), "no depth walk in the store")
-    key = (st.name, tokens.seqs, tokens.start)
+    key = ("kernel", st.path, st.name, tokens.seqs, tokens.start)
     if key not in ctx.cache:
         settings = ctx.settings.replace(skip_positions=tokens.start)
         ctx.cache[key] = kernel_points(tokens.view(st), settings)
