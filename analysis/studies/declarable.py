@@ -164,11 +164,18 @@ def tail_widths(rates_2d) -> np.ndarray:
     """(N,) ln(λ_50/λ_10) of each token's stable rates (rows of (N, d), NaN = not stable);
     NaN for a token with fewer stable modes than its minimum. Every quantile of cλ is c times
     the quantile of λ, so a rescaling of the rates leaves each ratio unchanged."""
-    r = np.asarray(rates_2d, np.float64)
-    n = np.isfinite(r).sum(1)
-    with np.errstate(invalid="ignore"):
-        q = np.nanquantile(np.where(n[:, None] > 0, r, 1.0), TAIL_QUANTILES, axis=1)   # (2, N)
-        out = np.log(q[1] / q[0])
+    r = np.sort(np.asarray(rates_2d, np.float64), axis=1)            # NaN sort last
+    n = np.isfinite(r).sum(1)                                        # (N,)
+    rows = np.arange(len(r))
+
+    def quantile(q):                                                 # numpy's linear rule, per row
+        pos = q * np.maximum(n - 1, 0)
+        i = np.floor(pos).astype(int)
+        j = np.minimum(i + 1, np.maximum(n - 1, 0))
+        return r[rows, i] + (pos - i) * (r[rows, j] - r[rows, i])
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.log(quantile(TAIL_QUANTILES[1]) / quantile(TAIL_QUANTILES[0]))
     return np.where(n >= enough("tail_width_token", 0).needs, out, np.nan)
 
 

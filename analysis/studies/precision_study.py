@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.io.store import open_store
+from analysis.io.store import Store, open_store
 from analysis.studies.against import Difference, difference
 from analysis.studies.declarable import DECLARABLE, Context, Measured, Tokens
 from analysis.studies.positions import resolve_skip
@@ -70,7 +70,7 @@ def _declared(st) -> tuple:
 
 def precision_study(store, settings=None) -> list:
     """[PrecisionStudy] of every precision pair of trained models in `store` (a path or Store)."""
-    st = open_store(store) if not hasattr(store, "root") else store
+    st = store if isinstance(store, Store) else open_store(store)
     observables, layers, level = _declared(st)
     stores = {n: st.model(n) for n in trained_models(st.root)}
     out = []

@@ -25,7 +25,7 @@ import numpy as np
 from analysis.fit.enough import Enough
 from analysis.fit.multiplicity import holm
 from analysis.fit.window import FACTORS
-from analysis.io.store import open_store
+from analysis.io.store import Store, open_store
 from analysis.studies import verdicts
 from analysis.studies.against import NullTest, null_test
 from analysis.studies.declarable import DECLARABLE, Context, Measured, Tokens
@@ -168,7 +168,7 @@ def declared_study(store, settings=None) -> StudyResult | None:
     """The declared family of `store` (a path or an open Store) tested; None when the store
     records no `study`. `settings`: the analysis settings (default: the store's recorded ones);
     the study's own level replaces theirs."""
-    st = open_store(store) if isinstance(store, (str, bytes)) or hasattr(store, "__fspath__") else store
+    st = store if isinstance(store, Store) else open_store(store)
     rec = st.root.attrs.get(STUDY)
     if not rec:
         return None
