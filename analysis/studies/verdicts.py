@@ -76,6 +76,7 @@ def _as_list(rows) -> list:
 
 
 def _sign(x) -> str:
+    """A difference as the docs print it: 3 significant digits, its sign, U+2212 for minus."""
     return format(x, "+.3g").replace("-", "\u2212")
 
 
@@ -86,48 +87,42 @@ def _what(rows) -> str:
 
 
 def _numbers(row) -> str:
-    """'random_init: Δ = −0.105, Holm p 0.0031' (or the row's shortfall)."""
+    """'random_init (Δ = −0.105, Holm p 0.0031)', or the row's shortfall."""
     if row_code(row) == SHORT:
         check = row.get("check") or {}
         n = (f"n = {check['n']:,} {check['counts']}, needs {check['needs']:,}"
              if "n" in check else "no p")
-        return f"{row['kind']}: not enough data ({n})"
-    return (f"{row['kind']}: Δ = {_sign(row['delta'])}, Holm p "
-            f"{format_p(_p(row), row.get('p_method', 'normal'))}")
+        return f"{row['kind']} (not enough data: {n})"
+    p = format_p(_p(row), row.get("p_method", "normal")).replace("-", "\u2212")
+    return f"{row['kind']} (Δ = {_sign(row['delta'])}, Holm p {p})"
 
 
 def _by_code(rows, code) -> list:
     return [r for r in rows if row_code(r) == code]
 
 
+WORDS = {DIFFERS: "differs from", WINDOW: "window-dependent against",
+         NONE: "no difference shown from", SHORT: "no verdict against"}
+
+
+def _list(rows, code) -> str:
+    return ", ".join(_numbers(r) for r in _by_code(rows, code))
+
+
 def _others(rows, skip) -> str:
-    """'; no difference shown against shuffled (…)' for every row whose code is not `skip`."""
-    parts = []
-    for code, words in ((DIFFERS, "differs from"), (WINDOW, "window-dependent against"),
-                        (NONE, "no difference shown against"), (SHORT, "")):
-        if code in skip:
-            continue
-        for r in _by_code(rows, code):
-            parts.append(_numbers(r) if code == SHORT else f"{words} {_numbers(r)}")
-    return "; " + "; ".join(parts) if parts else ""
+    """'; no difference shown from shuffled (…)' for the rows whose code is not `skip`."""
+    return "".join(f"; {WORDS[c]} {_list(rows, c)}" for c in CODES
+                   if c != skip and _by_code(rows, c))
 
 
 SENTENCES = {
-    SHORT: lambda what, rows, lvl: (f"{what}: no verdict — " +
-                                    "; ".join(_numbers(r) for r in rows) + "."),
-    EVERY: lambda what, rows, lvl: (f"{what} differs from every kind it was tested against at "
-                                    f"{lvl} (" + "; ".join(_numbers(r) for r in rows) + ")."),
-    SOME: lambda what, rows, lvl: (f"{what} differs from " +
-                                   "; ".join(_numbers(r) for r in _by_code(rows, DIFFERS)) +
-                                   f" at {lvl}" + _others(rows, (DIFFERS,)) + "."),
-    WINDOW: lambda what, rows, lvl: (f"{what}: window-dependent at {lvl} — the difference from " +
-                                     "; ".join(_numbers(r) for r in _by_code(rows, WINDOW)) +
-                                     " clears the family at the declared window but not at every "
-                                     "window with an edge moved by the documented factors" +
-                                     _others(rows, (WINDOW,)) + "."),
-    NONE: lambda what, rows, lvl: (f"{what}: no difference shown at {lvl} (" +
-                                   "; ".join(_numbers(r) for r in _by_code(rows, NONE)) + ")" +
-                                   _others(rows, (NONE,)) + "."),
+    SHORT: lambda rows: f"no verdict, not enough data — {_list(rows, SHORT)}",
+    EVERY: lambda rows: f"differs from every kind it was tested against — {_list(rows, DIFFERS)}",
+    SOME: lambda rows: f"differs from {_list(rows, DIFFERS)}" + _others(rows, DIFFERS),
+    WINDOW: lambda rows: (f"window-dependent — the difference from {_list(rows, WINDOW)} clears the "
+                          f"family at the declared window but not at every window with an edge "
+                          f"moved by the documented factors" + _others(rows, WINDOW)),
+    NONE: lambda rows: f"no difference shown from {_list(rows, NONE)}" + _others(rows, NONE),
 }
 
 
@@ -136,10 +131,10 @@ def sentence(rows, status: str | None = None) -> str:
     ("declared before the data", "declared after the data", or None: no declared study,
     which the sentence then says it is)."""
     rows = _as_list(rows)
-    level = f"{float(rows[0]['level']) * 100:g} % family-wise"
-    text = SENTENCES[category(rows)](_what(rows), rows, level)
+    text = (f"{_what(rows)}, at {float(rows[0]['level']) * 100:g} % family-wise: "
+            f"{SENTENCES[category(rows)](rows)}")
     if status is None:
-        return text[:-1] + " (a family fixed after the data: exploratory, no study was declared)."
+        return text + " (a family fixed after the data: exploratory, no study was declared)."
     if status != "declared before the data":
-        return text[:-1] + f" ({status})."
-    return text
+        return text + f" ({status})."
+    return text + "."
