@@ -93,10 +93,12 @@ def test_a_p_moved_across_the_level_changes_the_rendered_sentence(tmp_path):
 VERDICT_WORDS = (r"learned(?! nothing)", r"the architecture's", r"order of magnitude", r"clearest",
                  r"differs?", r"distinguishable", r"no difference", r"disagrees?", r"agrees?",
                  r"consistent", r"stands", r"survives?", r"training's", r"set by training",
-                 r"confirms?", r"dominates?", r"steeper", r"shallower")
+                 r"confirms?", r"dominates?", r"steeper", r"shallower", r"fits none",
+                 r"(?:above|below) (?:both|every|all) (?:null )?kinds?", r"atypical")
 VERDICT = re.compile(r"\b(" + "|".join(VERDICT_WORDS) + r")\b", re.IGNORECASE)
 LAYER_RANGE = re.compile(r"\blayers? \d+\s*[–-]\s*\d+")
-UNSAID = re.compile(r"\{\{.*?\}\}|`[^`]*`|\"[^\"\n]*\"|“[^”]*”|\]\([^)]*\)", re.DOTALL)
+# a quote may run over a line break, never over a blank line
+UNSAID = re.compile(r'\{\{.*?\}\}|`[^`]*`|"(?:[^"\n]|\n(?!\n))*"|“[^”]*”|\]\([^)]*\)', re.DOTALL)
 
 
 def verdict_words(text: str) -> list:

@@ -117,9 +117,18 @@ def render_value(value, fmt: str | None) -> str:
 
 
 def _verdict(doc, path: str) -> str:
-    """The rule table's sentence for the rows at `path` (module docstring)."""
+    """The rule table's sentence for the rows at `path` (module docstring); a row without its
+    own `level` takes its family's, the nearest enclosing object's."""
     status = resolve(doc, "study.status") if path.split(".")[0] == "study" else None
-    return verdicts.sentence(resolve(doc, path), status)
+    rows = resolve(doc, path)
+    rows = [rows] if isinstance(rows, dict) else rows
+    if any("level" not in r for r in rows):
+        parts = path.split(".")
+        level = next(p["level"] for p in (resolve(doc, ".".join(parts[:i]))
+                                          for i in range(len(parts) - 1, 0, -1))
+                     if isinstance(p, dict) and "level" in p)
+        rows = [{"level": level, **r} for r in rows]
+    return verdicts.sentence(rows, status)
 
 
 def render(template: Path, root: Path) -> str:

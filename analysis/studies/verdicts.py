@@ -5,8 +5,9 @@ Every verdict sentence in report.md and in the generated docs comes from here: a
 a renderer passes the rows (an observable at one layer against each null kind it was tested
 against), never a word of its own, so new numbers give new words (REFEREE 15, 16).
 
-A row is a dict as fits.json holds it: `kind`, `delta`, `level`, its Holm-adjusted p
-(`p_holm`, or `p_adjusted` in the older null families), and where the study set it its own
+A row is a dict as fits.json holds it: what its Δ is against (`kind`; `b`, the other model of
+a pair; else 0), `delta` (or `delta_beta`, `delta_density`), `level`, its Holm-adjusted p
+(`p_holm`, or `p_adjusted` in the older families), and where the study set it its own
 `code` (a β test that holds at the declared window but not across the moved ones is
 "window-dependent"; an estimate below its minimum is "not enough data", with `check`). Each
 row gets one code (`row_code`):
@@ -80,10 +81,22 @@ def _sign(x) -> str:
     return format(x, "+.3g").replace("-", "\u2212")
 
 
+def _against(row) -> str:
+    """What the row's Δ is taken against: a null kind, the other model of a pair, or 0."""
+    return str(row.get("kind") or row.get("b") or "0")
+
+
+def _delta(row) -> float:
+    return next(float(row[k]) for k in ("delta", "delta_beta", "delta_density") if k in row)
+
+
 def _what(rows) -> str:
     r = rows[0]
-    name = r.get("label") or r.get("observable", "the observable")
-    return f"{name} at layer {r['layer']}" if r.get("layer") is not None else name
+    name = r.get("label") or r.get("observable") or r.get("name") or r.get("a") or "the test"
+    where = [f"layer {r['layer']}"] if r.get("layer") is not None else []
+    where += [f"L = {r['L']}"] if "a" in r and r.get("L") is not None else []
+    name = f"{r['model']}: {name}" if r.get("model") else name
+    return f"{name} at {', '.join(where)}" if where else name
 
 
 def _numbers(row) -> str:
@@ -92,9 +105,9 @@ def _numbers(row) -> str:
         check = row.get("check") or {}
         n = (f"n = {check['n']:,} {check['counts']}, needs {check['needs']:,}"
              if "n" in check else "no p")
-        return f"{row['kind']} (not enough data: {n})"
+        return f"{_against(row)} (not enough data: {n})"
     p = format_p(_p(row), row.get("p_method", "normal")).replace("-", "\u2212")
-    return f"{row['kind']} (Δ = {_sign(row['delta'])}, Holm p {p})"
+    return f"{_against(row)} (Δ = {_sign(_delta(row))}, Holm p {p})"
 
 
 def _by_code(rows, code) -> list:
@@ -117,7 +130,8 @@ def _others(rows, skip) -> str:
 
 SENTENCES = {
     SHORT: lambda rows: f"no verdict, not enough data — {_list(rows, SHORT)}",
-    EVERY: lambda rows: f"differs from every kind it was tested against — {_list(rows, DIFFERS)}",
+    EVERY: lambda rows: (f"differs from every kind it was tested against — {_list(rows, DIFFERS)}"
+                         if len(rows) > 1 else f"differs from {_list(rows, DIFFERS)}"),
     SOME: lambda rows: f"differs from {_list(rows, DIFFERS)}" + _others(rows, DIFFERS),
     WINDOW: lambda rows: (f"window-dependent — the difference from {_list(rows, WINDOW)} clears the "
                           f"family at the declared window but not at every window with an edge "
