@@ -118,3 +118,25 @@ def test_the_window_factors_move_each_edge():
     assert [(e, f) for e, f, _ in got] == [(e, f) for e in ("lo", "hi") for f in (0.25, 0.5, 2.0, 4.0)]
     assert all(math.isclose(w[0], 1e-4 * f) for e, f, w in got if e == "lo")
     assert all(np.isclose(w[1], 5e-2 * f) and w[0] == 1e-4 for e, f, w in got if e == "hi")
+
+
+def test_the_python_api_says_not_enough_data_on_the_tiny_sweep(store):
+    """`st.beta` and `null_study` on the same tiny store: no "nan" beside a verdict word."""
+    from analysis.io.store import open_store
+    from analysis.studies.nulls import null_study
+    from analysis.studies.primary import primary_of, store_settings
+
+    st = open_store(store, "llama")
+    h = st.beta(2)
+    assert h.fitted and not h.check.ok
+    assert h.value() == h.check.text == f"not enough data (n = {h.n_modes:,} stable modes in the window, needs 500)"
+    assert h.reads_as == h.check.text and not h.power_law_rejected
+    assert h.to_dict()["check"]["enough"] is False
+    s = store_settings(st).replace(n_boot=20)
+    study = null_study(st, 2, 10, s, primary_of(st, s))
+    beta = [c for c in study.comparisons if c.observable.startswith("β")]
+    assert beta and all(c.verdict.startswith("not enough data (n = ") for c in beta)
+    doc = json.loads(json.dumps(study.to_dict()))
+    for c in doc["comparisons"]:
+        assert "nan" not in c["verdict"]
+        assert c["check"]["enough"] or c["verdict"].startswith("not enough data")

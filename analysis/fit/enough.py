@@ -82,6 +82,10 @@ class Enough:
         return {"estimate": self.name, "n": int(self.n), "needs": int(self.needs),
                 "counts": self.counts, "enough": self.ok}
 
+    @classmethod
+    def from_dict(cls, d) -> "Enough":
+        return cls(d["estimate"], int(d["n"]), int(d["needs"]), d["counts"])
+
 
 def enough(name: str, n) -> Enough:
     """Estimate `name` made from n units, against its row of MINIMUMS."""

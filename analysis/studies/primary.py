@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.fit.enough import Enough, enough
 from analysis.fit.fits import fit_ir_exponent, mle_ir_exponent
 from analysis.io.aggregate import aggregate
 from analysis.spectrum.observables import token_rate_rows
@@ -94,17 +95,27 @@ class Headline:
         return self.n_modes > 0 and bool(np.isfinite(self.beta))
 
     @property
+    def check(self) -> Enough:
+        """β held against its minimum of modes in the window (fit/enough.py)."""
+        return enough("beta", self.n_modes)
+
+    @property
     def power_law_rejected(self) -> bool:
-        return bool(np.isfinite(self.gof_p) and self.gof_p < 1 - self.level)
+        return bool(self.check and np.isfinite(self.gof_p) and self.gof_p < 1 - self.level)
 
     @property
     def reads_as(self) -> str:
+        if not self.check:
+            return self.check.text
         return "a window slope, not an exponent" if self.power_law_rejected else "an exponent"
 
     def value(self) -> str:
-        """β [CI] and what it reads as, one phrase."""
+        """β [CI] and what it reads as, one phrase; "not enough data (n = …, needs …)" below
+        β's minimum, with no verdict."""
         if not self.fitted:
             return f"not fitted: no {self.modes} mode in the window [{self.window[0]:g}, {self.window[1]:g}]"
+        if not self.check:
+            return self.check.text
         num = f"{self.beta:+.3f} [{self.ci[0]:+.3f}, {self.ci[1]:+.3f}]"
         if self.power_law_rejected:
             return (f"β: a window slope, not an exponent (power law rejected, p = {self.gof_p:.3g}): "
@@ -130,7 +141,7 @@ class Headline:
                 "gof_p": self.gof_p, "power_law_rejected": self.power_law_rejected,
                 "reads_as": self.reads_as, "estimator": self.estimator, "modes": self.modes,
                 "layer": self.layer, "L": self.L, "level": self.level, "n_boot": self.n_boot,
-                "window": list(self.window)}
+                "window": list(self.window), "check": self.check.to_dict()}
 
 
 def headline_of(x, primary: Primary, settings: Settings, model, layer, L) -> Headline:
