@@ -140,3 +140,19 @@ def test_the_python_api_says_not_enough_data_on_the_tiny_sweep(store):
     for c in doc["comparisons"]:
         assert "nan" not in c["verdict"]
         assert c["check"]["enough"] or c["verdict"].startswith("not enough data")
+
+
+def test_one_call_measures_the_study_section_for_fits_json(store):
+    from analysis.studies.study_section import measure_study
+
+    _declare(store, DECLARED)
+    doc = json.loads(json.dumps(measure_study(store).to_dict()))
+    assert set(doc) == {"study", "positions_dropped", "density_shape", "beta_by_position",
+                        "precision_of_observables"}
+    assert doc["study"]["id"] == DECLARED.id and doc["precision_of_observables"] == []
+    assert doc["positions_dropped"]["text"].endswith("llama records no BOS rule")
+    shape = doc["density_shape"]["llama"]
+    assert set(shape["nulls"]) == {"random_init", "shuffled"} and shape["exploratory"]
+    bins = doc["beta_by_position"]["llama"]["bins"]
+    assert [(b["start"], b["stop"]) for b in bins] == [(0, 8), (8, 10)]
+    assert all(b["enough"] is False and b["needs"] == 500 for b in bins)   # a tiny sweep

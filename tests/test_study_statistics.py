@@ -160,3 +160,24 @@ def test_a_beta_difference_at_the_declared_window_alone_is_window_dependent(tmp_
     assert len(d["windows"]) == 8
     assert d["p_family"] == pytest.approx(max(t.p for t in tests) if one_sign else 1.0)
     assert dataclasses.asdict(row.trained.check)["needs"] == 500
+
+
+def test_the_quantization_spread_rides_on_the_nulls_tokens(tmp_path):
+    """Members (group attribute `quantization`) on 1 of the model's 4 sequences, nulls on all:
+    each declared row carries the members' values on the tokens they share with the nulls,
+    their sd and its χ² upper bound against the row's Δ."""
+    a = synthetic_model("a", "attention", -0.2, rows=1, **KW)
+    members = [synthetic_model(f"a.quant.{k}", "attention", -0.2, rows=1, seed=500 + k,
+                               **{**KW, "nseq": 1}) for k in range(3)]
+    path = write_store(tmp_path / "q.zarr", [a, *null_models(a, -0.7, n=2, **KW), *members])
+    root = zarr.open_group(str(path), mode="r+")
+    for k in range(3):
+        root[f"a.quant.{k}"].attrs["quantization"] = {"of": "a", "member": k, "ensemble": 3}
+    _declare(path, Study(layers=(0,), observables=("beta", "density"), against=("random_init",),
+                         level=LEVEL))
+    density = declared_study(path).rows[1]
+    q = density.quantization
+    assert q is not None and set(q.members) == {"a.quant.0", "a.quant.1", "a.quant.2"}
+    assert q.sequences == 1 and density.tokens.seqs == 4
+    assert q.sd_upper > q.sd > 0 and q.of_delta == pytest.approx(q.sd_upper / abs(density.test.delta))
+    assert density.to_dict()["quantization"]["bound"].startswith("upper end of the two-sided")
