@@ -111,3 +111,15 @@ def test_fp32_minus_fp64_of_every_declarable_observable(tmp_path):
     assert not rows["alignment"].diff.check.ok                 # no depth walk in this store
     doc = json.loads(json.dumps(study.to_dict()))
     assert doc["exploratory"] and doc["rows"][0]["difference"] == "other − reference"
+
+
+def test_skip_positions_reads_auto_or_a_number():
+    from sweep.format.settings import AUTO, SettingsError
+
+    s = Settings.from_store({"analysis": {"skip_positions": "auto"}})
+    assert s.skip_positions is AUTO and s.skip_positions == 0      # unresolved: every position
+    assert s.to_dict()["skip_positions"] == "auto" and "(auto)" in s.describe()
+    assert (s.resolve_skip(True).skip_positions, s.resolve_skip(False).skip_positions) == (1, 0)
+    assert Settings(skip_positions=3).resolve_skip(True).skip_positions == 3
+    with pytest.raises(SettingsError, match=r"^analysis\.skip_positions: must be auto or an integer"):
+        Settings(skip_positions="first")

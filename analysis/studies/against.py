@@ -31,33 +31,42 @@ from analysis.studies.nulls import NullComparison, rank_p
 
 
 @dataclass(frozen=True)
-class NullTest:
-    """Trained against the nulls of one kind (module docstring); NaN where `check` fails."""
+class Difference:
+    """a − b of one observable of two models on the same tokens, with its interval and its p
+    from the interval's own t; NaN where `check` fails."""
     delta: float
     lo: float
     hi: float
     dof: float
     p: float
     p_method: str
-    paired: bool
-    k: int
-    null_mean: float
-    null_sd: float
     check: Enough
+
+    def to_dict(self) -> dict:
+        return {"delta": self.delta, "ci": [self.lo, self.hi], "dof": self.dof, "p": self.p,
+                "p_method": self.p_method, "check": self.check.to_dict()}
+
+
+@dataclass(frozen=True)
+class NullTest(Difference):
+    """Trained against the nulls of one kind (module docstring)."""
+    paired: bool = False
+    k: int = 0
+    null_mean: float = np.nan
+    null_sd: float = np.nan
     rank: int | None = None
     p_rank: float | None = None
 
     def to_dict(self) -> dict:
-        return {"delta": self.delta, "ci": [self.lo, self.hi], "dof": self.dof, "p": self.p,
-                "p_method": self.p_method, "paired": self.paired, "n_nulls": self.k,
+        return {**super().to_dict(), "paired": self.paired, "n_nulls": self.k,
                 "null_mean": self.null_mean, "null_sd": self.null_sd, "rank": self.rank,
-                "p_rank": self.p_rank, "check": self.check.to_dict()}
+                "p_rank": self.p_rank}
 
 
 def _short(check, k, values=()) -> NullTest:
     v = np.asarray(values, np.float64)
-    return NullTest(np.nan, np.nan, np.nan, np.nan, np.nan, "", False, k,
-                    float(v.mean()) if len(v) else np.nan, np.nan, check)
+    return NullTest(np.nan, np.nan, np.nan, np.nan, np.nan, "", check, k=k,
+                    null_mean=float(v.mean()) if len(v) else np.nan)
 
 
 def null_test(trained, nulls: dict, level: float) -> NullTest:
@@ -81,8 +90,8 @@ def null_test(trained, nulls: dict, level: float) -> NullTest:
         delta, lo, hi, dof, p, method = c.delta, c.lo, c.hi, c.dof, c.p_raw, c.p_method
     rank = int((values < trained.value).sum())
     has_rank = enough("rank_test", k).ok
-    return NullTest(float(delta), float(lo), float(hi), float(dof), float(p), method, paired, k,
-                    float(values.mean()), sd, check, rank if has_rank else None,
+    return NullTest(float(delta), float(lo), float(hi), float(dof), float(p), method, check,
+                    paired, k, float(values.mean()), sd, rank if has_rank else None,
                     rank_p(rank, k) if has_rank else None)
 
 
@@ -108,22 +117,6 @@ def _paired(trained, nulls, values, level):
     return delta, delta - h, delta + h, dof, p_from_t(delta, se, dof)
 
 
-@dataclass(frozen=True)
-class Difference:
-    """a − b of one observable of two models on the same tokens, with its interval."""
-    delta: float
-    lo: float
-    hi: float
-    dof: float
-    p: float
-    p_method: str
-    check: Enough
-
-    def to_dict(self) -> dict:
-        return {"delta": self.delta, "ci": [self.lo, self.hi], "dof": self.dof, "p": self.p,
-                "p_method": self.p_method, "check": self.check.to_dict()}
-
-
 def difference(a, b, level) -> Difference:
     """a − b (Measured, same tokens): paired t(S − 1) over the shared sequences when both have
     leave-one-sequence-out values, else se² = se_a² + se_b² with Welch–Satterthwaite."""
@@ -133,8 +126,7 @@ def difference(a, b, level) -> Difference:
     delta = float(a.value - b.value)
     if a.jack is not None and b.jack is not None and len(a.jack) == len(b.jack):
         S = len(a.jack)
-        d = np.asarray(a.jack) - np.asarray(b.jack)
-        se, dof = float(np.sqrt((S - 1) / S * ((d - d.mean()) ** 2).sum())), float(S - 1)
+        se, dof = float(np.sqrt(_jack_var(np.asarray(a.jack) - np.asarray(b.jack)))), float(S - 1)
         method = f"{t_method(dof)}, paired over {S} sequences"
     else:
         sa, sb = a.se(level), b.se(level)
