@@ -40,7 +40,8 @@ class Auto(int):
     def __repr__(self) -> str:
         return "'auto'"
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return "auto"
 
 
 AUTO = Auto()
