@@ -188,7 +188,7 @@ def _ensemble_store(tmp_path, member_betas, shuffled=None):
 
     from synthetic_store import null_models, synthetic_model, write_store
 
-    kw = dict(nseq=2, lmax=16, d=32, n_ir=16)
+    kw = dict(nseq=2, lmax=32, d=32, n_ir=16)       # β from ≥ 500 modes (its minimum)
     a = synthetic_model("a", "attention", -0.2, rows=1, **kw)
     members = [dataclasses.replace(synthetic_model(f"a.quantized.{k}", "attention", b, rows=1,
                                                    seed=500 + k, **kw),
@@ -206,7 +206,7 @@ def test_analyze_reports_each_observable_over_the_ensemble_and_its_verdict_needs
     from analysis.report.analyze import analyze
     from sweep.format.settings import Settings
 
-    settings = Settings(n_boot=20, lengths=(16,))
+    settings = Settings(n_boot=20, lengths=(32,))
     path = _ensemble_store(tmp_path, [-0.2, -0.2, -0.2])
     analyze(path, tmp_path / "r", settings, progress=False)
     doc = json.loads((tmp_path / "r" / "fits.json").read_text())
@@ -232,11 +232,11 @@ def test_analyze_reports_each_observable_over_the_ensemble_and_its_verdict_needs
 
     st = open_store(_ensemble_store(tmp_path / "b", [-0.2, -0.7, -0.2]), "a")
     primary = Primary("mle", "symmetry-removed", "the test's")
-    beta = ensemble_study(st, 0, 16, settings, primary).spreads[0]
+    beta = ensemble_study(st, 0, 32, settings, primary).spreads[0]
     vs = beta.against_nulls["random_init"]
     assert vs.verdict.startswith("does not hold at every member")
     assert vs.comparisons["a.quantized.1"].p_raw == vs.p_ensemble > 0.1
-    trained = null_study(st, 0, 16, settings, primary).comparisons[0]     # the trained one alone
+    trained = null_study(st, 0, 32, settings, primary).comparisons[0]     # the trained one alone
     assert trained.p_raw < 0.05                  # t(3) on 4 nulls: 0.011 here, below the level
 
 
@@ -259,7 +259,7 @@ def test_the_ensemble_family_reads_p_back_with_the_t_its_interval_used(tmp_path)
     from sweep.format.settings import Primary, Settings
 
     st = open_store(_ensemble_store(tmp_path, [-0.2, -0.2, -0.2]), "a")
-    study = ensemble_study(st, 0, 16, Settings(n_boot=20, lengths=(16,)),
+    study = ensemble_study(st, 0, 32, Settings(n_boot=20, lengths=(32,)),
                            Primary("mle", "symmetry-removed", "the test's"))
     tested = [a for s in study.spreads for a in s.against_nulls.values() if np.isfinite(a.p_ensemble)]
     assert tested and len(tested) == len(study.family.tests)
@@ -277,7 +277,7 @@ def test_the_ensemble_reads_each_null_kind_on_its_own(tmp_path):
     from sweep.format.settings import Primary, Settings
 
     st = open_store(_ensemble_store(tmp_path, [-0.2, -0.2, -0.2], shuffled=-0.2), "a")
-    study = ensemble_study(st, 0, 16, Settings(n_boot=20, lengths=(16,)),
+    study = ensemble_study(st, 0, 32, Settings(n_boot=20, lengths=(32,)),
                            Primary("mle", "symmetry-removed", "the test's"))
     beta = study.spreads[0]
     assert set(beta.against_nulls) == {"random_init", "shuffled"}

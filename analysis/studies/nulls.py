@@ -19,14 +19,16 @@ nulls' values n_1 … n_k of that kind:
   fresh null draw, s_n² = max(var of the nulls' values, mean of their own se²) — the seeds'
   spread, never less than what one null's sampling error alone would give. se_Δ² = se_t² +
   s_n² (1 + 1/k) (a new null seed, and the mean of k), and the interval is Δ ± t_{k−1,q} se_Δ
-  (Student's t with the k − 1 degrees of freedom the spread was learned from; normal for
-  k = 1, where only the null's own sampling error is known). Its p is read from the same
+  (Student's t with the k − 1 degrees of freedom the spread was learned from; one null of a
+  kind is not enough data for it, fit/enough.py). Its p is read from the same
   t_{k−1} (p_method "t(k−1)", multiplicity.py), so p < 1 − level exactly when the interval
   excludes 0. What each side resampled is the observable's `unit`.
 - the verdict "distinguishable from its <kind> nulls" when the family-adjusted p (Holm,
   multiplicity.py) is below 1 − level, else "no difference from its <kind> nulls shown":
   never "the same", since k nulls can only show a difference larger than their design allows
-  (`design_line`: the smallest p of a rank test, and the |Δ|/se a t_{k−1} test needs).
+  (`design_line`: the smallest p of a rank test, and the |Δ|/se a t_{k−1} test needs);
+  "not enough data (n = …, needs …)" and no verdict where a side falls short of its minimum
+  (fit/enough.py: 2 nulls, 500 modes in the window for β).
 
 Observables, each skipped quietly when the store lacks it: the primary β (Settings.primary)
 at the representative (layer, L); log ‖J_tt‖_F² and Henrici's non-normality of J_tt
@@ -45,6 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from analysis.fit.enough import Enough, enough, worst
 from analysis.fit.multiplicity import Family, p_from_t, quantile, t_method
 from analysis.fit.resampling import resampling_for
 from analysis.fit.window import bootstrap_mle, window_density
@@ -67,6 +70,7 @@ class Estimate:
     unit: str
     dof: float = np.inf
     positions: str = ""
+    check: dict | None = None  # its minimum (fit/enough.py, Enough.to_dict), where it has one
 
     def se(self, level) -> float:
         if not np.isfinite(self.lo):
@@ -95,7 +99,7 @@ def design_line(k, level, m) -> str:
     alpha = (1 - level) / max(m, 1)             # what the smallest p must reach under Holm
     rank = f"a rank test cannot go below p = 2/(k + 1) = {rank_p(k, k):.2g}"
     if k < 2:
-        return f"k = {k}: {rank}; no spread of the nulls is known, so Δ's interval is normal"
+        return f"k = {k}: {rank}; {enough('t_interval', k).text} for a t interval"
     need = quantile(1 - alpha, k - 1)
     return (f"k = {k}: {rank}; the t({k - 1}) test reaches the first Holm level "
             f"(1 − {level:g})/{m} = {alpha:.2g} only when |Δ| > {need:.3g} se_Δ")
@@ -120,7 +124,7 @@ class NullComparison:
 
     def __post_init__(self):
         k, n = len(self.nulls), self.null_values
-        if not k or not np.isfinite(self.trained.value) or not np.isfinite(n).all():
+        if not self.check.ok or not np.isfinite(self.trained.value) or not np.isfinite(n).all():
             return
         se_n = np.array([e.se(self.level) for e in self.nulls.values()])
         spread2 = max(n.var(ddof=1) if k > 1 else 0.0, float(np.nanmean(se_n ** 2)))
@@ -134,6 +138,14 @@ class NullComparison:
     @property
     def p_method(self) -> str:
         return t_method(self.dof)
+
+    @property
+    def check(self) -> Enough:
+        """The first minimum this comparison falls short of: two nulls for a t interval, then
+        the trained value's and each null's own (fit/enough.py)."""
+        own = [c if isinstance(c, Enough) else Enough.from_dict(c)
+               for c in (e.check for e in (self.trained, *self.nulls.values())) if c is not None]
+        return worst(enough("t_interval", len(self.nulls)), *own)
 
     @property
     def null_values(self) -> np.ndarray:
@@ -155,6 +167,8 @@ class NullComparison:
 
     @property
     def verdict(self) -> str:
+        if not self.check.ok:
+            return self.check.text
         if not np.isfinite(self.lo):
             return "not measured"
         p = self.p_adjusted if np.isfinite(self.p_adjusted) else self.p_raw
@@ -174,7 +188,7 @@ class NullComparison:
                 "z": self.z, "rank": self.rank, "p_rank": self.p_rank, "n_nulls": len(self.nulls),
                 "delta": self.delta, "ci": [self.lo, self.hi], "dof": self.dof,
                 "p_raw": self.p_raw, "p_method": self.p_method, "p_adjusted": self.p_adjusted,
-                "level": self.level, "verdict": self.verdict}
+                "level": self.level, "check": self.check.to_dict(), "verdict": self.verdict}
 
 
 def _dof(interval) -> float:
@@ -191,7 +205,8 @@ def window_density_of(st, layer, L, settings, primary: Primary) -> Estimate | No
     if not len(rates):
         return None
     d = window_density(rates, seq, settings.window, settings.n_boot, settings.level, settings.seed)
-    return Estimate(d.value, d.lo, d.hi, d.unit, d.dof, f"t < {L}")
+    return Estimate(d.value, d.lo, d.hi, d.unit, d.dof, f"t < {L}",
+                    enough("token_mean", len(rates)).to_dict())
 
 
 def primary_beta(st, layer, L, settings, primary: Primary) -> Estimate | None:
@@ -203,14 +218,14 @@ def primary_beta(st, layer, L, settings, primary: Primary) -> Estimate | None:
         if not len(rates):
             return None
         m = bootstrap_mle(rates, seq, settings.window, settings.n_boot, settings.level, settings.seed)
-        return Estimate(m.beta, m.lo, m.hi, m.unit, _dof(m), where)
+        return Estimate(m.beta, m.lo, m.hi, m.unit, _dof(m), where, enough("beta", m.n_modes).to_dict())
     agg = aggregate(st.path, progress=None).model(st.name).skipping(settings.skip_positions)
     floor, why = resolution_floor(st.dtype) if primary.modes == "all-stable" else (0.0, "")
     b, _ = bootstrap_from_agg(agg, layer, L, primary.modes, settings.window, settings.n_boot,
                               settings.level, settings.seed, n_seqs=st.n_seqs, floor=floor)
     if why:                             # as Table I counts it, and said
         where += f", all-stable λ ≥ {floor_edge(floor)[0]:.3g} ({why})"
-    return Estimate(b.beta, b.lo, b.hi, b.unit, _dof(b), where)
+    return Estimate(b.beta, b.lo, b.hi, b.unit, _dof(b), where, enough("beta", b.fit.n_modes).to_dict())
 
 
 def token_mean(values, seq, settings, log=False, positions="") -> Estimate | None:

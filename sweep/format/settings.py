@@ -32,6 +32,29 @@ RECOMMENDED_PRIMARY = "mle:symmetry-removed"   # tdos' (docs/analysis.md, "The p
 SEE = "analysis.md#settings-the-analysis-section"
 
 
+class Auto(int):
+    """`skip_positions: auto`, the default: position 0 leaves every number where the store's
+    inputs put a BOS there (`Settings.resolve_skip`). Until resolved against a store it keeps
+    every position, as 0 does, so a Settings made without one computes what it always did."""
+
+    def __new__(cls, *_):                 # (copy and pickle pass the value back)
+        return super().__new__(cls, 0)
+
+    def __repr__(self) -> str:
+        return "'auto'"
+
+    def __str__(self) -> str:
+        return "auto"
+
+
+AUTO = Auto()
+
+
+def _skip(value):
+    """A `--skip-positions` argument: `auto` or a count."""
+    return AUTO if value == "auto" else int(value)
+
+
 class SettingsError(FieldError):
     """One line, `analysis.<field>: <what> — <fix>`."""
 
@@ -75,11 +98,13 @@ class Settings:
         None, "the representative layer (must be swept); null: 24 when stored, else the middle "
         "swept layer", flag={"metavar": "N"},
         check=at_least(0, "e.g. 24", what="must be a layer index >= 0, got {v!r}", integer=True))
-    skip_positions: int = option(
-        0, "token positions t < k left out of every number (1 drops a BOS or attention sink)",
-        flag={"metavar": "K"},
-        check=at_least(0, "0 keeps every position; 1 drops position 0 (a BOS or attention sink)",
-                       what="must be an integer >= 0, got {v!r}", integer=True))
+    skip_positions: int | str = option(
+        AUTO, "token positions t < k left out of every number; `auto`: position 0 where the "
+        "store's inputs put a BOS there (the report says how many it dropped), else none",
+        kind="`auto` or integer >= 0", default_text="default auto", flag={"metavar": "K", "type": _skip},
+        check=Check(lambda v: isinstance(v, Auto) or (not _not_int(v) and v >= 0),
+                    "must be auto or an integer >= 0, got {v!r}",
+                    "auto drops position 0 where it holds a BOS; 0 keeps every position"))
     seed: int = option(0, "seed of every resampling and simulation", flag={"metavar": "S"},
                        check=at_least(0, "e.g. 0", what="must be an integer >= 0, got {v!r}",
                                       integer=True))
@@ -100,6 +125,8 @@ class Settings:
         # the values as the checks and every reader want them: tuples of numbers where the
         # YAML or a flag gave lists; anything else is left for `check` to name
         object.__setattr__(self, "window", parse_window(self.window))
+        if self.skip_positions == "auto":
+            object.__setattr__(self, "skip_positions", AUTO)
         for name in ("lengths", "memory_window"):
             value = getattr(self, name)
             if isinstance(value, (list, tuple)) and _ints(value):
@@ -125,17 +152,25 @@ class Settings:
         estimator, modes = name.split(":")
         return Primary(estimator, modes, why)
 
+    def resolve_skip(self, position0_is_bos: bool) -> "Settings":
+        """`auto` made a number for a store whose inputs do (1) or do not (0) put a BOS at
+        position 0; a number stays as it is."""
+        if not isinstance(self.skip_positions, Auto):
+            return self
+        return dataclasses.replace(self, skip_positions=int(bool(position0_is_bos)))
+
     def replace(self, **changes) -> "Settings":
         """A copy with `changes`; None values leave a field as it is (CLI flags not given)."""
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def to_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
-                dataclasses.asdict(self).items()}
+        return {k: (list(v) if isinstance(v, tuple) else "auto" if isinstance(v, Auto) else v)
+                for k, v in dataclasses.asdict(self).items()}
 
     def describe(self) -> str:
         """One line for reports: what every number here was computed under."""
         skip = (f"; token positions t < {self.skip_positions} left out" if self.skip_positions
+                else "; position 0 left out after a BOS (auto)" if isinstance(self.skip_positions, Auto)
                 else "; every token position")
         return (f"window [{self.window[0]:g}, {self.window[1]:g}], {self.level:.0%} intervals, "
                 f"{self.n_boot} replicates, seed {self.seed}{skip}")

@@ -28,8 +28,9 @@ OBSERVABLES = {
     "beta": "the primary β (a window slope where the power law is rejected) at the layer, "
             "representative L",
     "density": "stable modes in the fit window per token",
-    "tail_width": "ln(λ_50 / λ_10) of the stable rates: the infrared tail's width in decades "
-                  "of e, unchanged when every rate is multiplied by one constant",
+    "tail_width": "ln(λ_50 / λ_10) of each token's stable rates, averaged over tokens: the "
+                  "infrared tail's width in e-folds, unchanged when every rate is multiplied by "
+                  "one constant, ln 5 / (1 + β) for ρ ∝ λ^β",
     "log_frobenius": "ln ‖J_tt‖_F² averaged over tokens",
     "nonnormality": "Henrici's relative departure from normality of J_tt, averaged over tokens",
     "alignment": "ln of the cross-layer alignment of the stacked kernel (a store swept with "
