@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 import zarr
+from sweep.format.variants import Variant
 from synthetic_store import SyntheticModel, null_models, synthetic_model, write_store
 
 from analysis.fit.enough import enough
@@ -133,8 +134,8 @@ def _spectrum(rng, extra, lmax=16, nseq=4, beta=-0.2, top=(1.25e-2, 0.1)):
     return ev                                                                 # (1, S, L, d)
 
 
-def _model(name, ev, null=None):
-    return SyntheticModel(name=name, eigenvalues=ev, layers=[0], arch="attention", null=null)
+def _model(name, ev, variant=None):
+    return SyntheticModel(name=name, eigenvalues=ev, layers=[0], arch="attention", variant=variant)
 
 
 @pytest.mark.parametrize("top, code", [((1.25e-2, 0.1), "window-dependent"),
@@ -143,7 +144,7 @@ def test_a_beta_difference_at_the_declared_window_alone_is_window_dependent(tmp_
     rng = np.random.default_rng(7)
     models = [_model("a", _spectrum(rng, extra=False))]
     models += [_model(f"a.random_init.{j}", _spectrum(rng, extra=True, top=top),
-                      {"of": "a", "kind": "random_init", "seed": j}) for j in range(4)]
+                      Variant("random_init", j, "a")) for j in range(4)]
     path = write_store(tmp_path / "w.zarr", models)
     _declare(path, Study(layers=(0,), observables=("beta", "density"),
                          against={"beta": ["random_init"], "density": []}, level=LEVEL))
@@ -163,21 +164,19 @@ def test_a_beta_difference_at_the_declared_window_alone_is_window_dependent(tmp_
 
 
 def test_the_quantization_spread_rides_on_the_nulls_tokens(tmp_path):
-    """Members (group attribute `quantization`) on 1 of the model's 4 sequences, nulls on all:
+    """Members (group attribute `variant`, role ensemble) on 1 of the model's 4 sequences, nulls on all:
     each declared row carries the members' values on the tokens they share with the nulls,
     their sd and its χ² upper bound against the row's Δ."""
     a = synthetic_model("a", "attention", -0.2, rows=1, **KW)
-    members = [synthetic_model(f"a.quant.{k}", "attention", -0.2, rows=1, seed=500 + k,
-                               **{**KW, "nseq": 1}) for k in range(3)]
+    members = [dataclasses.replace(synthetic_model(f"a.quantized.{k}", "attention", -0.2, rows=1,
+                                                   seed=500 + k, **{**KW, "nseq": 1}),
+                                   variant=Variant("quantized", k, "a", "ensemble")) for k in range(3)]
     path = write_store(tmp_path / "q.zarr", [a, *null_models(a, -0.7, n=2, **KW), *members])
-    root = zarr.open_group(str(path), mode="r+")
-    for k in range(3):
-        root[f"a.quant.{k}"].attrs["quantization"] = {"of": "a", "member": k, "ensemble": 3}
     _declare(path, Study(layers=(0,), observables=("beta", "density"), against=("random_init",),
                          level=LEVEL))
     density = declared_study(path).rows[1]
     q = density.quantization
-    assert q is not None and set(q.members) == {"a.quant.0", "a.quant.1", "a.quant.2"}
+    assert q is not None and set(q.members) == {"a.quantized.0", "a.quantized.1", "a.quantized.2"}
     assert q.sequences == 1 and density.tokens.seqs == 4
     assert q.sd_upper > q.sd > 0 and q.of_delta == pytest.approx(q.sd_upper / abs(density.test.delta))
     assert density.to_dict()["quantization"]["bound"].startswith("upper end of the two-sided")
