@@ -47,13 +47,19 @@ _EXPORTS = {
     "studies.primary": ["Headline", "primary_beta", "representative"],
     "fit.window": ["LocalExponent", "MLEInterval", "WindowSensitivity", "bootstrap_mle",
                    "local_exponent", "window_sensitivity"],
-    "measure.analysis": ["Analysis", "DeclaredFamily", "ModelAnalysis", "VerdictRow"],
+    "measure.analysis": ["Analysis", "ModelAnalysis"],
     "studies.ensemble": ["EnsembleDepth", "EnsembleStudy", "ensemble_across_depth",
                          "ensemble_study"],
     "studies.nulls": ["NullComparison", "NullStudy", "null_study"],
     "studies.nulls_depth": ["DepthNullStudy", "depth_null_study"],
     "report.render": ["render"],
     "report.analyze": ["analyze"],
+    "fit.enough": ["MINIMUMS", "enough", "format_estimate"],
+    "studies.study": ["StudyResult", "declared_study"],
+    "studies.study_section": ["StudySection", "measure_study"],
+    "studies.shape": ["DensityShape", "density_shape"],
+    "studies.positions": ["PositionBins", "beta_by_position", "bos_rule"],
+    "studies.precision_study": ["PrecisionStudy", "precision_study"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

@@ -405,29 +405,23 @@ def _worker_bytes(m, cfg, process: int) -> tuple[int, str]:
 
 
 def _null_bytes(m) -> int:
-    """What making a null's weights adds (sweep/generic/null.py): on the layer-local route the
-    whole input embedding in float32 (then cut to a sequence's rows), plus a shuffled null's
-    int64 permutation of it; on the whole-model route a second float32 copy of the model
-    (random_init) or the largest tensor's permutation (shuffled, bounded by the embedding's)."""
-    if m.null is None:
+    """What making a null's weights adds: the cost its kind registers (sweep/checkpoints/kinds.py)
+    on the route the model takes (the layer-local route, or the whole model)."""
+    from sweep.checkpoints import kinds
+
+    if m.variant is None or m.variant.role != "null":
         return 0
-    table = m.info.vocab_size * m.info.d_model
-    perm = 8 * table if m.null["kind"] == "shuffled" else 0
-    if m.info.not_local:
-        return perm if perm else 4 * m.info.n_params
-    return 4 * table + perm
+    return kinds.get(m.variant.kind).cost(whole=bool(m.info.not_local)).bytes(m.info)
 
 
 def _quant_bytes(m) -> int:
-    """What drawing a quantization-ensemble member's tensor adds (sweep/generic/quant.py):
-    its dequantized weights, gaps, draw and result in float64 (4 x 8 bytes per weight) of the
-    largest tensor drawn at once, taken as half a layer (layer-local) or the input embedding
-    (the whole model, which holds every tensor anyway)."""
-    if m.quant is None:
+    """What drawing an ensemble member's tensors adds: the cost its kind registers (the
+    quantization ensemble: a tensor's weights, gaps, draw and result in float64)."""
+    from sweep.checkpoints import kinds
+
+    if m.variant is None or m.variant.role != "ensemble":
         return 0
-    largest = (m.info.vocab_size * m.info.d_model if m.info.not_local
-               else m.info.block_params // 2)
-    return 4 * 8 * largest
+    return kinds.get(m.variant.kind).cost(whole=bool(m.info.not_local)).bytes(m.info)
 
 
 def worker_limit(cluster, known: bool) -> WorkerLimit | None:

@@ -276,14 +276,15 @@ def test_the_kernel_ratios_are_read_against_nulls(tmp_path):
 
     from analysis.studies.nulls import null_study
     from sweep.format.settings import Primary
+    from sweep.format.variants import Variant
 
     a, d, path = 0.7, 8, tmp_path / "s.zarr"
     jordan = {c: np.kron(np.eye(d // 2), np.array([[a, c], [0.0, a]])) for c in (0.5, 0.1, 0.15)}
     _write(path, "m", lambda layer, seq, t: jordan[0.5])
     for k, c in enumerate((0.1, 0.15)):
         _write(path, f"m.shuffled.{k}", lambda layer, seq, t, c=c: jordan[c])
-        zarr.open_group(str(path), mode="a")[f"m.shuffled.{k}"].attrs["null"] = {
-            "of": "m", "kind": "shuffled", "seed": k}
+        zarr.open_group(str(path), mode="a")[f"m.shuffled.{k}"].attrs["variant"] = (
+            Variant("shuffled", k, "m").attrs())
     study = null_study(open_store(path, "m"), 0, L, SETTINGS, Primary("cumulative", "all-stable", "test"))
     s = max(SPANS)
     [c] = [c for c in study.comparisons if c.observable.startswith("ln nonnormality")]

@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import zarr
 from synthetic_store import null_models, synthetic_model, write_store
 
 from analysis.measure.run import measure
 from analysis.report import figures as F
 from sweep.format.settings import Settings
+from sweep.format.variants import Variant
 
 SETTINGS = Settings(n_boot=20, lengths=(8, 16))
 
@@ -23,13 +23,11 @@ def store(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("figures")
     kw = dict(nseq=2, lmax=16, d=32, n_ir=16)
     a = synthetic_model("a", "attention", -0.2, rows=3, layers=[0, 1, 2], **kw)
-    members = [synthetic_model(f"a.quant.{k}", "attention", -0.2, rows=3, layers=[0, 1, 2],
-                               seed=50 + k, **kw) for k in range(2)]
-    path = write_store(tmp / "s.zarr", [a, *null_models(a, -0.5, n=2, **kw), *members])
-    root = zarr.open_group(str(path), mode="r+")
-    for k in range(2):
-        root[f"a.quant.{k}"].attrs["quantization"] = {"of": "a", "member": k, "ensemble": 2}
-    return path
+    members = [dataclasses.replace(synthetic_model(f"a.quantized.{k}", "attention", -0.2, rows=3,
+                                                   layers=[0, 1, 2], seed=50 + k, **kw),
+                                   variant=Variant("quantized", k, "a", "ensemble"))
+               for k in range(2)]
+    return write_store(tmp / "s.zarr", [a, *null_models(a, -0.5, n=2, **kw), *members])
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +116,7 @@ def test_the_live_view_has_no_member_row_and_no_empty_panel(store, tmp_path):
     ax_rho, ax_beta = fig.axes
     assert ax_rho.get_lines() and ax_beta.get_lines()
     labels = [t.get_text() for t in ax_beta.get_legend().get_texts()]
-    assert any("its 2 quantization members" in t for t in labels)
+    assert any("its 2 ensemble members" in t for t in labels)
     fig.canvas.draw()
     lo, hi = ax_beta.get_xlim()
     assert all(float(t).is_integer() for t in ax_beta.get_xticks() if lo <= t <= hi)

@@ -274,13 +274,14 @@ def test_the_memory_law_of_a_model_is_read_against_its_nulls(tmp_path):
     steep is told apart."""
     from analysis.studies.nulls import null_study
     from sweep.format.settings import Primary
+    from sweep.format.variants import Variant
 
     path = tmp_path / "s.zarr"
     _store(path, "syn", seed=0, alpha=ALPHA)
     for k in range(2):
         _store(path, f"syn.random_init.{k}", seed=10 + k, alpha=2 * ALPHA)
-        zarr.open_group(str(path), mode="a")[f"syn.random_init.{k}"].attrs["null"] = {
-            "of": "syn", "kind": "random_init", "seed": k}
+        zarr.open_group(str(path), mode="a")[f"syn.random_init.{k}"].attrs["variant"] = (
+            Variant("random_init", k, "syn").attrs())
     st = open_store(path, "syn")
     study = null_study(st, 1, L, SETTINGS, Primary("cumulative", "all-stable", "test"))
     [c] = [c for c in study.comparisons if c.observable.startswith("memory")]

@@ -185,7 +185,7 @@ def test_paper_configs_name_layers_that_exist(tmp_path, name, arch, n_layers, la
     raw["store"] = str(tmp_path / "p.zarr")
     plan = plan_from_dict(raw)
     cfg = plan.config
-    assert cfg.analysis.layer == layer and cfg.analysis.lengths == lengths
+    assert cfg.analysis.layer == layer and list(cfg.analysis.lengths) == lengths
     assert cfg.inputs.sequences >= 4
     swept = {ly: n for m in plan.models for ly, n in m.rows if m.spec.dtype == "float32"}
     assert swept[layer] == max(lengths) and max(swept) < n_layers

@@ -120,7 +120,7 @@ def store_with_nulls(tmp_path_factory):
 def test_a_shifted_null_is_told_apart_and_an_equal_one_is_not(store_with_nulls):
     s = Settings(n_boot=100)
     st = open_store(store_with_nulls, "a")
-    assert st.nulls == ["a.random_init.0", "a.random_init.1"] and st.null is None
+    assert st.nulls == ["a.random_init.0", "a.random_init.1"] and st.variant is None
     primary = s.primary_for(False)
     far = null_study(st, 0, 32, s, primary).comparisons[0]
     same = null_study(st.model("b"), 0, 32, s, primary).comparisons[0]
@@ -156,14 +156,17 @@ def test_every_observable_the_store_holds_is_read_and_absent_ones_are_skipped(tm
     f = got["log ‖J_tt‖_F² (token mean of the log)"]
     assert f.trained.value == pytest.approx(2.0, abs=0.15) and f.delta == pytest.approx(1.0, abs=0.2)
     assert f.lo > 0 and f.rank == 3 and f.trained.unit == "jackknife over 2 sequences, t(1)"
-    assert got["β (mle:symmetry-removed)"].verdict.startswith("no difference from its")
+    # 2 × 32 tokens of 12 IR modes: β's modes fall short of its minimum, and it says so
+    beta = got["β (mle:symmetry-removed)"]
+    assert beta.verdict == beta.check.text and beta.verdict.startswith("not enough data (n = ")
+    assert beta.verdict.endswith("stable modes in the window, needs 500)") and np.isnan(beta.p_raw)
 
 
 def test_analyze_reads_nulls_under_their_model(tmp_path):
-    kw = dict(nseq=2, lmax=16, d=32, n_ir=16)
+    kw = dict(nseq=2, lmax=32, d=32, n_ir=16)            # β from ≥ 500 modes (its minimum)
     a = synthetic_model("a", "attention", -0.2, rows=1, **kw)
     path = write_store(tmp_path / "s.zarr", [a, *null_models(a, -0.5, n=2, **kw)])
-    r = analyze(path, tmp_path, Settings(n_boot=20, lengths=(16,)), progress=False)["a"]
+    r = analyze(path, tmp_path, Settings(n_boot=20, lengths=(32,)), progress=False)["a"]
     doc = json.loads((tmp_path / "fits.json").read_text())
     assert set(doc["models"]) == {"a"}                                   # nulls are not models
     fam = doc["family"]

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import zarr
 from synthetic_store import null_models, synthetic_model, write_store
@@ -24,7 +25,7 @@ from sweep.format.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 RENDER = REPO / "analysis" / "report"
-DOORS = ("analyze",)          # analyze.py: measure, then render
+DOORS = ("analyze", "docgen")  # analyze.py: measure, then render; docgen.py: `make docs`
 COMPUTING = ("analysis.fit", "analysis.laws", "analysis.studies", "analysis.measure",
              "analysis.io", "analysis.spectrum", "scipy.stats", "scipy.optimize")
 SETTINGS = Settings(n_boot=20, lengths=(16,))
@@ -85,7 +86,7 @@ def test_no_renderer_opens_a_file_but_the_one_writer():
     writes = ("open", "write_text", "write_bytes", "savefig", "save", "to_csv", "dump")
     found = []
     for p in sorted(RENDER.glob("*.py")):
-        if p.stem in ("outputs", "docgen", *DOORS):   # docgen writes docs/, not a report
+        if p.stem in ("outputs", *DOORS):              # docgen writes docs/, not a report
             continue
         for node in ast.walk(ast.parse(p.read_text())):
             if isinstance(node, ast.Call):
@@ -125,9 +126,11 @@ def test_the_analysis_is_immutable(measured):
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.nulls.comparisons[0].p_adjusted = 0.0
     # the null study is the one counted in the report's family, every p adjusted there
-    assert r.nulls.family_m == measured.family.m == len(measured.family.tests) > 0
-    assert [c.p_adjusted for c in r.nulls.comparisons] == [t.p_adjusted for t in measured.family.tests]
-    assert measured.study is None                      # nothing declared: the slot stays empty
+    assert r.nulls.family_m == measured.family.m > 0
+    assert len(measured.family.tests) == len(r.nulls.comparisons)
+    np.testing.assert_array_equal([c.p_adjusted for c in r.nulls.comparisons],
+                                  [t.p_adjusted for t in measured.family.tests])
+    assert measured.study is not None and measured.declared is None   # no study: declared
 
 
 def test_results_name_no_machine(measured, store, tmp_path):
@@ -178,8 +181,6 @@ def test_a_study_is_one_registration(store, tmp_path):
 def _curved(model, seed):
     """`model` with its infrared rates drawn log-normal about 3e-3: a curved density in the
     window, so the power law is rejected and its β is a window slope."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     ev, n_ir = model.eigenvalues.copy(), 16
     lam = np.exp(rng.normal(np.log(3e-3), 0.8, ev.shape[:3] + (n_ir,)))
@@ -187,32 +188,22 @@ def _curved(model, seed):
     return dataclasses.replace(model, eigenvalues=ev)
 
 
-def _declared(a):
-    """A stand-in for the declared family of issue 56: β and the density against each kind,
-    Holm over them (the verdict words are the study's; here a fixed placeholder)."""
-    from analysis.measure.analysis import DeclaredFamily, VerdictRow
-
-    rows = [(name, ns, c) for name, r in a.models.items() if (ns := r["nulls"]) is not None
-            for c in ns.comparisons if c.key in ("beta", "density")]
-    m = len(rows)
-    return DeclaredFamily({"layers": [0], "observables": ["beta", "density"],
-                           "against": ["random_init"], "level": 0.9}, False, 0.9, tuple(
-        VerdictRow(name, c.key, ns.layer, c.kind, c.trained.value, float(c.null_values.mean()),
-                   c.delta, (c.lo, c.hi), c.p_raw, c.p_method, min(1.0, m * c.p_raw),
-                   f"declared verdict {c.key}") for name, ns, c in rows))
-
-
 def test_the_first_table_reads_the_window_slope_and_lists_its_nulls(tmp_path):
-    """Issue 57 item 1: a store with nulls whose power law is rejected (β a window slope):
-    the report opens with its answer, whose first table lists the nulls and the declared
-    family's verdicts; every wide table comes after it."""
-    kw = dict(nseq=2, lmax=16, d=32, n_ir=16)
+    """Issue 57 item 1: a store with nulls whose power law is rejected (β a window slope) and
+    a declared study: the report opens with its answer, whose first table lists the nulls and
+    the declared family's verdicts; every wide table comes after it."""
+    from sweep.format.study import HISTORY, STUDY, Study
+
+    kw = dict(nseq=2, lmax=32, d=32, n_ir=16)
     a = _curved(synthetic_model("a", "attention", -0.2, rows=1, **kw), 7)
     path = write_store(tmp_path / "s.zarr", [a, *null_models(a, -0.5, n=2, **kw)])
-    study = Registration("study", "analysis", _declared, "the declared family (a stand-in)")
-    an = measure(path, SETTINGS, registry=(*REGISTRY, study))
+    record = Study(layers=(0,), observables=("beta", "density"), against=("random_init",),
+                   level=0.9).record("2026-12-07T00:00:00+00:00", False)
+    root = zarr.open_group(str(path), mode="r+")
+    root.attrs[STUDY], root.attrs[HISTORY] = record, [record]
+    an = measure(path, SETTINGS)
     r = an["a"]
-    assert r.headline.power_law_rejected and an.study is not None
+    assert r.headline.power_law_rejected and an.declared is not None
     assert [c.observable for c in r.nulls.comparisons if c.key == "beta"] == [
         "window slope β (mle:symmetry-removed)"]
     render(an, tmp_path / "r")
@@ -224,17 +215,19 @@ def test_the_first_table_reads_the_window_slope_and_lists_its_nulls(tmp_path):
     assert any("a window slope, not an exponent" in x for x in md[answer:first_table])
     assert any("window slope β (mle:symmetry-removed) against its 2 random_init nulls" in x
                for x in md[answer:first_table])
-    assert any("declared: beta at layer 0 against random_init" in x for x in md[answer:first_table])
+    sentences = [v["sentence"] for v in an.declared.verdicts()]
+    assert len(sentences) == 2 and all(f"  - declared: {s}" in md[answer:first_table]
+                                        for s in sentences)
     head = next(i for i, x in enumerate(md) if x.startswith("| primary estimator"))
     assert "against its nulls (exploratory)" in md[head]
     row = md[head + 2]
     assert "no nulls in the store" not in row and "random_init nulls" in row
     assert "β: a window slope, not an exponent" in row
-    declared = md.index("| observable | layer | against | Δ [CI] | p Holm (p from) | verdict |")
-    assert head < declared < wide and "**declared verdict beta**" in md[declared + 2]
+    declared = md.index("| observable | layer | against | Δ [CI] | p Holm (p from) | code |")
+    assert head < declared < wide
     doc = json.loads((tmp_path / "r" / "fits.json").read_text())
     assert [x["observable"] for x in doc["study"]["rows"]] == ["beta", "density"]
-    assert doc["study"]["rows"][0]["verdict"] == "declared verdict beta"
+    assert {"positions_dropped", "density_shape", "beta_by_position"} <= set(doc)
 
 
 def test_compare_json_names_no_machine(tmp_path):

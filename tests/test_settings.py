@@ -51,7 +51,7 @@ def test_the_window_reaches_every_window_dependent_number(store, tmp_path):
 
 def test_an_empty_window_says_so_in_one_line_and_prints_no_number(store, tmp_path, capsys):
     out = tmp_path / "rep"
-    assert main([str(store), "--out", str(out), "--n-boot", "20", "--quiet", "--lengths", "16",
+    assert main([str(store), "--out", str(out), "--n-boot", "20", "--lengths", "16",
                  "--window", "1e3", "1e4"]) == 0          # above every synthetic rate
     printed = capsys.readouterr().out
     line = printed.splitlines()[0]                    # the headline: the primary's count

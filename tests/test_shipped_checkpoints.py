@@ -87,7 +87,7 @@ def test_beats_unigram_on_heldout_stdlib(name, arch, n_layers, d_model, heldout)
 @pytest.mark.parametrize("name", [s[0] for s in SHIPPED])
 def test_tokenizer_is_bytes(name):
     """The shipped tokenizer is found by the sweep's text path and maps text to its UTF-8 bytes."""
-    from sweep.plan.checkpoint import load_tokenizer
+    from sweep.checkpoints.hub import load_tokenizer
 
     tok = load_tokenizer(str(ROOT / "checkpoints" / name), None)
     text = "def f(x):\n    return x ** 2  # é ∂\t\x00\x7f"

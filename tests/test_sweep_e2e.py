@@ -207,7 +207,7 @@ def test_report_headline_is_st_beta_and_the_status_number(swept, tmp_path, capsy
     models, printed = {}, {}
     for name in open_store(cfg.store).models:     # one by one: their layers share no length L
         rep = tmp_path / name
-        assert analyze_main([cfg.store, "--model", name, "--out", str(rep), "--quiet"]) == 0
+        assert analyze_main([cfg.store, "--model", name, "--out", str(rep)]) == 0
         printed[name] = capsys.readouterr().out
         models[name] = json.loads((rep / "fits.json").read_text())["models"][name]
     assert main(["status", cfg.store, "--spectra"]) == 0

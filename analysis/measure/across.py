@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from analysis.fit.multiplicity import Family
 from analysis.studies.compare import compare_models
 from analysis.studies.precision import compare_precision, measured_floors, precision_pairs
+from analysis.studies.study_section import measure_study
 
 
 class AnalysisContext:
@@ -71,3 +72,10 @@ def family(a: AnalysisContext) -> Settled:
                           len(ns.comparisons) if ns else 0}, a.settings.level,
                          ns.entries() if ns else [])
     return Settled(fam, {name: {"nulls": ns.counted(fam.tests, fam.m)}} if ns else {})
+
+
+def study(a: AnalysisContext):
+    """The study's section (issue 56): the declared family of tests, tested as one Holm family,
+    the positions the BOS rule dropped, the density's shape and β per position bin of each
+    model, fp32 − fp64 of every declared observable (studies/study_section.py)."""
+    return measure_study(a.path, a.settings)

@@ -3,9 +3,11 @@
 `Analysis` holds one `ModelAnalysis` per trained model and the results that span the models
 (the precision pairs, the comparison, the family of tests), each made once by a registered
 study (analysis/measure/registry.py) and never changed after: `render` (analysis/report/
-render.py) only reads them. The declared family of tests (issue 56, `study:` in the config)
-has its own slot, `Analysis.study`: None until a study registered under the name "study"
-fills it; its rows are what report.md's first table shows as verdicts.
+render.py) only reads them. The study's section (issue 56: the declared family of tests of
+the config's `study:`, the positions dropped, the density's shape, β per position bin, fp32 −
+fp64 per declared observable; analysis/studies/study_section.py) has its own slot,
+`Analysis.study`, filled by the study registered under the name "study"; its declared rows
+are the verdicts report.md's answer and first table show.
 """
 from __future__ import annotations
 
@@ -103,56 +105,21 @@ class ModelAnalysis:
 
 
 @dataclass(frozen=True)
-class VerdictRow:
-    """One test of the declared family (fits.json `study.rows`, CONTRACT.md)."""
-    model: str
-    observable: str                # a name of sweep.format.study.OBSERVABLES
-    layer: int
-    kind: str                      # the null kind it is tested against
-    trained: float
-    null_mean: float
-    delta: float
-    ci: tuple                      # (lo, hi) of Δ at the family's level
-    p_raw: float
-    p_method: str                  # the distribution p was read from
-    p_adjusted: float              # Holm over the family
-    verdict: str                   # written from the numbers by the study's rule table
-
-    def to_dict(self) -> dict:
-        return {"model": self.model, "observable": self.observable, "layer": self.layer,
-                "kind": self.kind, "trained": self.trained, "null_mean": self.null_mean,
-                "delta": self.delta, "ci": list(self.ci), "p": self.p_raw,
-                "p_method": self.p_method, "p_holm": self.p_adjusted, "verdict": self.verdict}
-
-
-@dataclass(frozen=True)
-class DeclaredFamily:
-    """The family of tests the config declared before the sweep (`study:`), tested as one:
-    what `Analysis.study` holds once a study is registered under the name "study". Everything
-    else in the report is exploratory. A study may return its own type with these fields."""
-    declaration: dict              # sweep.format.study.Study.declaration()
-    after_data: bool               # declared (or changed) after the sweep had data
-    level: float                   # family-wise, Holm
-    rows: tuple = ()               # (VerdictRow, ...)
-
-    def for_model(self, name) -> tuple:
-        return tuple(r for r in self.rows if r.model == name)
-
-    def to_dict(self) -> dict:
-        return {"declaration": self.declaration, "after_data": self.after_data,
-                "level": self.level, "rows": [r.to_dict() for r in self.rows]}
-
-
-@dataclass(frozen=True)
 class Analysis(Mapping):
     """One store measured under one `Settings`: {model name: ModelAnalysis} as a mapping, the
     results that span the models (`results`: one entry per registered analysis study, read as
-    attributes: `a.precision`, `a.comparison`, `a.family`) and the declared family (`study`)."""
+    attributes: `a.precision`, `a.comparison`, `a.family`) and the study's section (`study`)."""
     store: str                     # the store's path as given to `measure`
     settings: object
     models: Mapping
     results: Mapping = field(default_factory=dict, repr=False)
-    study: object = None           # DeclaredFamily (issue 56) or None: nothing declared
+    study: object = None           # studies/study_section.StudySection (issue 56), or None
+
+    @property
+    def declared(self):
+        """The declared family of tests (studies/study.StudyResult), None where the config
+        declared none: every verdict outside it is exploratory."""
+        return None if self.study is None else self.study.declared
 
     def __getitem__(self, name) -> ModelAnalysis:
         return self.models[name]

@@ -13,10 +13,9 @@ carries its `to_dict()` under its name (render.py) until a renderer of its own i
 A study returns one immutable result and writes nothing. A store-wide study may settle a
 model's result (`across.Settled`): the family of tests counts the models' null studies.
 
-The declared family of tests of issue 56 fills `Analysis.study`: register it as
-`Registration("study", "analysis", <function>, ...)`, its result a `DeclaredFamily`
-(analysis/measure/analysis.py) or any object with its fields; report.md's first table then
-shows its verdicts.
+The study of issue 56 fills `Analysis.study` through the registration named "study" (its
+result a studies/study_section.StudySection: the declared family, whose verdicts report.md's
+answer and first table show, and the study's exploratory numbers, which fits.json carries).
 """
 from __future__ import annotations
 
@@ -78,6 +77,8 @@ REGISTRY = (
                  "several models on shared axes, Δβ of every pair (tdos compare)"),
     Registration("family", "analysis", across.family,
                  "the report's family of tests, Holm-corrected; the null studies counted in it"),
+    Registration("study", "analysis", across.study,
+                 "the declared family of tests (study:) and the study's exploratory numbers"),
 )
 
 

@@ -14,7 +14,7 @@ from analysis.measure.analysis import Analysis, ModelAnalysis, frozen_map
 from analysis.measure.model import ModelContext
 from analysis.measure.registry import REGISTRY, check
 from analysis.studies.primary import primary_of, representative, store_settings, why_representative
-from sweep.format.schema import trained_models
+from sweep.format.variants import trained_models
 
 
 def measure(store, settings=None, model=None, progress=False, registry=REGISTRY) -> Analysis:

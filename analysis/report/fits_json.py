@@ -137,8 +137,8 @@ def fits_doc(a, out) -> dict:
         doc["family"] = a.family.to_dict()
     if a.comparison is not None:
         doc["comparison"] = a.comparison.to_dict()
-    if a.study is not None:
-        doc["study"] = a.study.to_dict()
+    if a.study is not None:        # study, positions_dropped, density_shape, beta_by_position, …
+        doc.update(a.study.to_dict())
     ensembles = {n: r.ensemble.to_dict() for n, r in a.items() if r.ensemble is not None}
     if ensembles:
         doc["ensembles"] = ensembles

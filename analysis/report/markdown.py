@@ -106,11 +106,11 @@ def inputs_line(i: dict) -> str:
             f"sha256 {str(i.get('text_sha256', ''))[:12]}…), tokenized by {tok}")
 
 
-def headline_lines(r, study=None) -> list:
+def headline_lines(r, declared=None) -> list:
     """The first table of a model: the primary β and its verdict against its nulls, said as a
     window slope where the power law is rejected; the β row read by what it is (`key`), never
-    by its label. With a declared family (`study`, Analysis.study) its verdicts follow, and
-    the null column is exploratory."""
+    by its label. With a declared family (`declared`: Analysis.declared, studies/study.py) its
+    verdicts follow, and the null column is exploratory."""
     h = r.headline
     p = r.primary
     cell = h.value() if h.fitted else f"not fitted: {r.empty_window_line(p.modes)}"
@@ -121,36 +121,31 @@ def headline_lines(r, study=None) -> list:
     if not against:
         against = ("no nulls in the store" if r.nulls is None else
                    "its nulls: no β to set against them (none fitted on their tokens)")
-    column = "against its nulls" + (" (exploratory)" if study is not None else "")
+    column = "against its nulls" + (" (exploratory)" if declared is not None else "")
     return [f"| primary estimator | layer, L | primary β [CI] | {column} |", "|---|---|---|---|",
             f"| {p.describe()} | {r.layer}, {r.L} | {cell} | {against} |", "",
-            *declared_lines(r.name, study),
+            *declared_lines(r.name, declared),
             *_infrared_lines(h, r.infrared), *_density_line(r),
             f"CI: {r.settings.level:.0%}, resampling {h.unit}; {h.n_modes:,} modes in the window. "
             f"Representative: {r.why_layer}. Every other estimator and mode "
             f"count below is a **diagnostic**, not a result.", ""]
 
 
-def declared_rows(name, study) -> list:
-    """The declared family's rows of model `name` (Analysis.study: a DeclaredFamily)."""
-    return [] if study is None else [x for x in study.rows if x.model == name]
-
-
-def declared_lines(name, study) -> list:
-    """The declared family's tests of one model: its verdicts, the only ones that are not
-    exploratory (docs/analysis.md)."""
-    if study is None:
+def declared_lines(name, declared) -> list:
+    """The declared family's tests of one model (studies/study.py StudyRow), with the rule
+    table's verdict of each (observable, layer): the only verdicts that are not exploratory."""
+    if declared is None:
         return []
-    rows = declared_rows(name, study)
-    when = "after the data" if study.after_data else "before the sweep"
-    md = [f"**The declared family** (declared {when}; {len(study.rows)} tests, family-wise "
-          f"{study.level:.0%}, Holm): {len(rows)} of them on {name}.", ""]
+    rows = [x for x in declared.rows if x.model == name]
+    md = [f"**The declared family** ({declared.status}; {declared.m} tests with enough data, "
+          f"family-wise {declared.level:.0%}, Holm): {len(rows)} of its rows on {name}.", ""]
     if rows:
-        md += ["| observable | layer | against | Δ [CI] | p Holm (p from) | verdict |",
+        md += ["| observable | layer | against | Δ [CI] | p Holm (p from) | code |",
                "|---|---|---|---|---|---|"]
-        md += [f"| {x.observable} | {x.layer} | {x.kind} | {num(x.delta, '+.4g')} "
-               f"{ci(*x.ci, '+.4g')} | {format_p(x.p_adjusted, x.p_method)} ({x.p_method}) | "
-               f"**{x.verdict}** |" for x in rows] + [""]
+        md += [f"| {x.label} | {x.layer} | {x.kind} | {num(x.test.delta, '+.4g')} "
+               f"{ci(x.test.lo, x.test.hi, '+.4g')} | {format_p(x.p_holm, x.test.p_method)} "
+               f"({x.test.p_method}) | {x.code} |" for x in rows] + [""]
+        md += [f"- {v['sentence']}" for v in declared.verdicts() if v["model"] == name] + [""]
     return md
 
 
@@ -158,27 +153,26 @@ def answer_lines(a, comparison_lines=()) -> list:
     """The short answer report.md opens with: each model's headline β (or window slope) and
     its verdicts, the family's count, the comparison's verdicts; every wide table below."""
     md = ["## The answer", ""]
+    declared = a.declared
     for name, r in a.items():
         h = r.headline
         value = h.value() if h.fitted else f"not fitted: {r.empty_window_line(r.primary.modes)}"
         md.append(f"- **{name}**, layer {r.layer}, L = {r.L} ({h.name}; "
                   f"{interval_words(h.level, h.unit)}): {value}")
-        tag = "exploratory, " if a.study is not None else ""
+        if declared is not None:
+            md += [f"  - declared: {v['sentence']}" for v in declared.verdicts() if v["model"] == name]
+        tag = "exploratory, " if declared is not None else ""
         for c in (r.nulls.comparisons if r.nulls else ()):
             if c.key == "beta":
                 md.append(f"  - {tag}{c.observable} against its {len(c.nulls)} {c.kind} nulls "
                           f"({c.sequences} seq): Δ = {c.delta:+.3f} {ci(c.lo, c.hi)}, p Holm "
                           f"{format_p(c.p_adjusted, c.p_method)} → **{c.verdict}**")
-        md += [f"  - declared: {x.observable} at layer {x.layer} against {x.kind}: Δ = "
-               f"{num(x.delta, '+.4g')} {ci(*x.ci, '+.4g')}, p Holm "
-               f"{format_p(x.p_adjusted, x.p_method)} → **{x.verdict}**"
-               for x in declared_rows(name, a.study)]
     fam = a.family
     if fam is not None and fam.tests:
         differ = sum(t.verdict(fam.level) == "differ" for t in fam.tests)
-        md.append(f"- family of tests: {fam.m} tests, {differ} differ at "
-                  f"{fam.level * 100:g} % after Holm's correction (the table under \"Family of "
-                  f"tests\")")
+        md.append(f"- {'exploratory ' if declared is not None else ''}family of tests: {fam.m} "
+                  f"tests, {differ} differ at {fam.level * 100:g} % after Holm's correction (the "
+                  f"table under \"Family of tests\")")
     md += list(comparison_lines)
     return md + [""]
 
@@ -203,9 +197,9 @@ def _density_line(r) -> list:
             f"{r.settings.window[1]:g}] ({r.settings.level:.0%} CI, {x.ci_unit}).", ""]
 
 
-def _model_section(name, r, rel, files, precision=(), study=None) -> list:
+def _model_section(name, r, rel, files, precision=(), declared=None) -> list:
     empty = [f"- **{line}**" for line in (r.empty_window_line(m) for m in MODES) if line]
-    md = [f"## {name} ({r.arch}, {r.dtype})", "", *headline_lines(r, study), *null_markdown(r.nulls),
+    md = [f"## {name} ({r.arch}, {r.dtype})", "", *headline_lines(r, declared), *null_markdown(r.nulls),
           *depth_null_markdown(r.nulls_depth),
           f"- blocks: {r.counts['done']} done ({r.counts['flagged']} of them flagged, excluded), "
           f"{r.counts['pending']} pending of {r.counts['planned']} planned",
@@ -270,6 +264,8 @@ def report_text(a, out, files, extra_files, comparison_md=None, comparison_lines
           f"more, else a bootstrap over circular blocks of tokens; columns ci_unit_all_stable, "
           f"ci_unit_symmetry_removed of table1.csv). MLE: the bounded power law on the window, "
           f"its CI resampling the same units.", ""]
+    if a.study is not None:
+        md += [f"Positions: {a.study.positions.text}.", ""]
     notes = list(dict.fromkeys(r.paper.note for r in a.values() if r.paper.note))
     md += [line for n in notes for line in (f"*{n}*", "")]
     if family is not None and not family.tests:
@@ -281,7 +277,7 @@ def report_text(a, out, files, extra_files, comparison_md=None, comparison_lines
                "verdicts of those differences are the ones in this table.", ""]
     for name, r in a.items():
         md += _model_section(name, r, f"{name}/" if len(a) > 1 else "", files[name],
-                             [p for p in a.precision if name in p.names], a.study)
+                             [p for p in a.precision if name in p.names], a.declared)
     if comparison_md is not None or extra_files:
         md += ["## Across models", ""]
         md += comparison_md or []

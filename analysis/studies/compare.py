@@ -43,7 +43,7 @@ from analysis.studies.nulls import null_study
 from analysis.studies.primary import MAX_L, representative
 from analysis.studies.rows import bootstrap_from_agg
 from analysis.studies.tables import default_lengths
-from sweep.format.schema import trained_models
+from sweep.format.variants import trained_models
 from sweep.format.settings import MODES, Settings
 
 

@@ -1,9 +1,9 @@
 """Each observable of a quantized model over its quantization ensemble (docs/nulls.md, "The
 quantization ensemble"; docs/analysis.md, "Reading a result against its quantization").
 
-A member is a model group whose attribute `quantization` = {"of", "member", "ensemble"} names
-the trained model (sweep.format.schema.quant_families): the model with every weight moved
-within its own rounding bin, swept on the first sequences of the model's tokens. Per observable
+A member is a model group whose attribute `variant` = {"kind", "seed", "of", "role": "ensemble"}
+names the trained model (Store.ensemble, sweep/format/variants.py): the model with every weight
+moved within its own rounding bin, swept on the first sequences of the model's tokens. Per observable
 the trained value is set beside the members' values: their min, max and sd (k − 1 degrees of
 freedom), and how far the trained value lies from the members' range, in units of that sd.
 
@@ -27,7 +27,7 @@ import numpy as np
 
 from analysis.fit.multiplicity import Family
 from analysis.studies.estimates import LAYER_OBSERVABLES, FirstSequences, key_of, observables
-from analysis.studies.nulls import NullComparison, by_kind, compare_with_nulls
+from analysis.studies.nulls import NullComparison, by_kind
 
 
 @dataclass(frozen=True)
@@ -218,6 +218,6 @@ def _against(st, members, kind, names, layer, L, settings, primary, law, keys=No
         of_kind = {n: obs[name] for n, obs in nulls.items() if name in obs}
         if of_kind and all(name in e for e in est.values()):
             out[name] = AgainstNulls(kind, S, {
-                w: compare_with_nulls(w, name, e[name], of_kind, settings.level, kind, S, key_of(name))
+                w: NullComparison(w, name, e[name], of_kind, settings.level, kind, S, key=key_of(name))
                 for w, e in est.items()}, settings.level)
     return out

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.fit.enough import enough
 from analysis.fit.multiplicity import quantile
 from analysis.fit.resampling import resampling_for
 from analysis.fit.window import bootstrap_mle, window_density
@@ -42,6 +43,7 @@ class Estimate:
     unit: str
     dof: float = np.inf
     positions: str = ""
+    check: dict | None = None  # its minimum (fit/enough.py, Enough.to_dict), where it has one
 
     def se(self, level) -> float:
         if not np.isfinite(self.lo):
@@ -94,7 +96,8 @@ def window_density_of(st, layer, L, settings, primary: Primary) -> Estimate | No
     if not len(rates):
         return None
     d = window_density(rates, seq, settings.window, settings.n_boot, settings.level, settings.seed)
-    return Estimate(d.value, d.lo, d.hi, d.unit, d.dof, f"t < {L}")
+    return Estimate(d.value, d.lo, d.hi, d.unit, d.dof, f"t < {L}",
+                    enough("token_mean", len(rates)).to_dict())
 
 
 def primary_beta(st, layer, L, settings, primary: Primary) -> Estimate | None:
@@ -106,14 +109,16 @@ def primary_beta(st, layer, L, settings, primary: Primary) -> Estimate | None:
         if not len(rates):
             return None
         m = bootstrap_mle(rates, seq, settings.window, settings.n_boot, settings.level, settings.seed)
-        return Estimate(m.beta, m.lo, m.hi, m.unit, interval_dof(m), where)
+        return Estimate(m.beta, m.lo, m.hi, m.unit, interval_dof(m), where,
+                        enough("beta", m.n_modes).to_dict())
     agg = aggregate(st.path, progress=None).model(st.name).skipping(settings.skip_positions)
     floor, why = resolution_floor(st.dtype) if primary.modes == "all-stable" else (0.0, "")
     b, _ = bootstrap_from_agg(agg, layer, L, primary.modes, settings.window, settings.n_boot,
                               settings.level, settings.seed, n_seqs=st.n_seqs, floor=floor)
     if why:                             # as Table I counts it, and said
         where += f", all-stable λ ≥ {floor_edge(floor)[0]:.3g} ({why})"
-    return Estimate(b.beta, b.lo, b.hi, b.unit, interval_dof(b), where)
+    return Estimate(b.beta, b.lo, b.hi, b.unit, interval_dof(b), where,
+                    enough("beta", b.fit.n_modes).to_dict())
 
 
 def token_mean(values, seq, settings, log=False, positions="") -> Estimate | None:

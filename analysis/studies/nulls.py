@@ -1,11 +1,12 @@
 """Each observable of a trained model against its null models, one null kind at a time, on the
 trained model's own tokens (docs/analysis.md, "Reading a result against its null").
 
-A null is a model group of the same store whose attribute `null` = {"of", "kind", "seed"}
-names the trained model (Store.null, Store.nulls): the same architecture with fresh-init or
-entry-permuted weights, swept on the first `nulls.sequences` of its sequences. The kinds are
-never pooled: random_init and shuffled weights give different values (e.g. log ‖J‖²), so
-pooled they would make one "null distribution" with a spread neither kind has. For every
+A null is a model group of the same store whose attribute `variant` = {"kind", "seed", "of",
+"role": "null"} names the trained model (Store.variant, Store.nulls, sweep/format/variants.py):
+the same architecture with weights of one registered kind (docs/nulls.md), swept on the first
+`nulls.sequences` of its sequences. The kinds are never pooled: random_init and shuffled
+weights give different values (e.g. log ‖J‖²), so pooled they would make one "null
+distribution" with a spread neither kind has. For every
 kind and every observable the store holds, the trained value t is computed on exactly the
 nulls' tokens (their sequences, the same positions: `FirstSequences`) and set beside the k
 nulls' values n_1 … n_k of that kind:
@@ -18,14 +19,16 @@ nulls' values n_1 … n_k of that kind:
   fresh null draw, s_n² = max(var of the nulls' values, mean of their own se²) — the seeds'
   spread, never less than what one null's sampling error alone would give. se_Δ² = se_t² +
   s_n² (1 + 1/k) (a new null seed, and the mean of k), and the interval is Δ ± t_{k−1,q} se_Δ
-  (Student's t with the k − 1 degrees of freedom the spread was learned from; normal for
-  k = 1, where only the null's own sampling error is known). Its p is read from the same
+  (Student's t with the k − 1 degrees of freedom the spread was learned from; one null of a
+  kind is not enough data for it, fit/enough.py). Its p is read from the same
   t_{k−1} (p_method "t(k−1)", multiplicity.py), so p < 1 − level exactly when the interval
   excludes 0. What each side resampled is the observable's `unit`.
 - the verdict "distinguishable from its <kind> nulls" when the family-adjusted p (Holm,
   multiplicity.py) is below 1 − level, else "no difference from its <kind> nulls shown":
   never "the same", since k nulls can only show a difference larger than their design allows
-  (`design_line`: the smallest p of a rank test, and the |Δ|/se a t_{k−1} test needs).
+  (`design_line`: the smallest p of a rank test, and the |Δ|/se a t_{k−1} test needs);
+  "not enough data (n = …, needs …)" and no verdict where a side falls short of its minimum
+  (fit/enough.py: 2 nulls, 500 modes in the window for β).
 
 The observables and their intervals: analysis/studies/estimates.py.
 """
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from analysis.fit.enough import Enough, enough, worst
 from analysis.fit.multiplicity import Family, p_from_t, quantile, t_method
 from analysis.studies.estimates import Estimate, FirstSequences, key_of, observables
 from sweep.format.settings import Primary
@@ -51,7 +55,7 @@ def design_line(k, level, m) -> str:
     alpha = (1 - level) / max(m, 1)             # what the smallest p must reach under Holm
     rank = f"a rank test cannot go below p = 2/(k + 1) = {rank_p(k, k):.2g}"
     if k < 2:
-        return f"k = {k}: {rank}; no spread of the nulls is known, so Δ's interval is normal"
+        return f"k = {k}: {rank}; {enough('t_interval', k).text} for a t interval"
     need = quantile(1 - alpha, k - 1)
     return (f"k = {k}: {rank}; the t({k - 1}) test reaches the first Holm level "
             f"(1 − {level:g})/{m} = {alpha:.2g} only when |Δ| > {need:.3g} se_Δ")
@@ -59,8 +63,8 @@ def design_line(k, level, m) -> str:
 
 @dataclass(frozen=True)
 class NullComparison:
-    """One observable of one trained model against its nulls of one kind (module docstring);
-    made by `compare_with_nulls`, its p counted in a family by `counted`."""
+    """One observable of one trained model against its nulls of one kind (module docstring),
+    Δ and its interval made at construction; its p counted in a family by `counted`."""
     model: str
     observable: str            # what was measured, in words (the label every table prints)
     trained: Estimate          # on the nulls' sequences and positions
@@ -76,6 +80,24 @@ class NullComparison:
     p_adjusted: float = np.nan
     key: str = ""              # what it is, whatever its label says: "beta", "density", …
 
+    def __post_init__(self):
+        """Δ, its interval and p, made once at construction (module docstring); a counted copy
+        (`counted`) carries them over and is not made again."""
+        k, n = len(self.nulls), self.null_values
+        if (not np.isnan(self.delta) or not self.check.ok or not np.isfinite(self.trained.value)
+                or not np.isfinite(n).all()):
+            return
+        se_n = np.array([e.se(self.level) for e in self.nulls.values()])
+        spread2 = max(n.var(ddof=1) if k > 1 else 0.0, float(np.nanmean(se_n ** 2)))
+        se = np.sqrt(self.trained.se(self.level) ** 2 + spread2 * (1 + 1 / k))
+        dof = float(k - 1) if k > 1 else np.inf
+        q = quantile(self.level, dof)
+        delta = float(self.trained.value - n.mean())
+        for name, value in (("delta", delta), ("lo", float(delta - q * se)),
+                            ("hi", float(delta + q * se)), ("dof", dof),
+                            ("p_raw", p_from_t(delta, se, dof))):
+            object.__setattr__(self, name, value)       # frozen: set once, here
+
     def counted(self, test) -> "NullComparison":
         """This comparison with its raw and family-adjusted p from `test` (multiplicity.Test)."""
         return dataclasses.replace(self, p_raw=test.p_raw, p_adjusted=test.p_adjusted)
@@ -83,6 +105,14 @@ class NullComparison:
     @property
     def p_method(self) -> str:
         return t_method(self.dof)
+
+    @property
+    def check(self) -> Enough:
+        """The first minimum this comparison falls short of: two nulls for a t interval, then
+        the trained value's and each null's own (fit/enough.py)."""
+        own = [c if isinstance(c, Enough) else Enough.from_dict(c)
+               for c in (e.check for e in (self.trained, *self.nulls.values())) if c is not None]
+        return worst(enough("t_interval", len(self.nulls)), *own)
 
     @property
     def null_values(self) -> np.ndarray:
@@ -104,6 +134,8 @@ class NullComparison:
 
     @property
     def verdict(self) -> str:
+        if not self.check.ok:
+            return self.check.text
         if not np.isfinite(self.lo):
             return "not measured"
         p = self.p_adjusted if np.isfinite(self.p_adjusted) else self.p_raw
@@ -123,25 +155,8 @@ class NullComparison:
                 "z": self.z, "rank": self.rank, "p_rank": self.p_rank, "n_nulls": len(self.nulls),
                 "delta": self.delta, "ci": [self.lo, self.hi], "dof": self.dof,
                 "p_raw": self.p_raw, "p_method": self.p_method, "p_adjusted": self.p_adjusted,
-                "level": self.level, "verdict": self.verdict, "key": self.key}
-
-
-def compare_with_nulls(model, observable, trained: Estimate, nulls: dict, level, kind="",
-                       sequences=0, key="") -> NullComparison:
-    """`trained` against the `nulls` {name: Estimate} of one kind: Δ = trained − mean null with
-    its t(k − 1) interval and p (module docstring)."""
-    c = NullComparison(model, observable, trained, nulls, level, kind, sequences, key=key)
-    k, n = len(nulls), c.null_values
-    if not k or not np.isfinite(trained.value) or not np.isfinite(n).all():
-        return c
-    se_n = np.array([e.se(level) for e in nulls.values()])
-    spread2 = max(n.var(ddof=1) if k > 1 else 0.0, float(np.nanmean(se_n ** 2)))
-    se = np.sqrt(trained.se(level) ** 2 + spread2 * (1 + 1 / k))
-    dof = float(k - 1) if k > 1 else np.inf
-    q = quantile(level, dof)
-    delta = float(trained.value - n.mean())
-    return dataclasses.replace(c, delta=delta, lo=float(delta - q * se), hi=float(delta + q * se),
-                               dof=dof, p_raw=p_from_t(delta, se, dof))
+                "level": self.level, "check": self.check.to_dict(), "verdict": self.verdict,
+                "key": self.key}
 
 
 @dataclass(frozen=True)
@@ -150,7 +165,7 @@ class NullStudy:
     model: str
     layer: int
     L: int
-    nulls: dict                # {null name: {"kind", "seed"}}
+    nulls: dict                # {null name: {"kind", "seed", "of", "role"}}
     kinds: dict = field(default_factory=dict)           # {kind: {nulls, sequences, L, same_tokens}}
     comparisons: tuple = ()    # (NullComparison, ...)
     family_m: int = 0          # tests in the family its comparisons were counted in (`counted`)
@@ -184,10 +199,7 @@ class NullStudy:
 
 def by_kind(st) -> dict:
     """{kind: [null names]} in the store's order."""
-    out = {}
-    for n in st.nulls:
-        out.setdefault(st.model(n).null["kind"], []).append(n)
-    return out
+    return st.null_kinds()
 
 
 def _same_tokens(st, nulls, n_seqs) -> bool:
@@ -216,11 +228,11 @@ def null_study(st, layer, L, settings, primary: Primary, window_slope=False) -> 
         for name, est in trained.items():
             nulls = {n: obs[name] for n, obs in by_null.items() if name in obs}
             if nulls:
-                comparisons.append(compare_with_nulls(st.name, slope_label(name, window_slope),
-                                                      est, nulls, settings.level, kind, S,
-                                                      key_of(name)))
-    return NullStudy(st.name, layer, L, {n: st.model(n).null for n in st.nulls}, kinds,
-                     tuple(comparisons))
+                comparisons.append(NullComparison(st.name, slope_label(name, window_slope),
+                                                  est, nulls, settings.level, kind, S,
+                                                  key=key_of(name)))
+    return NullStudy(st.name, layer, L, {n: st.model(n).variant.attrs() for n in st.nulls},
+                     kinds, tuple(comparisons))
 
 
 def slope_label(name, window_slope) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 from analysis.fit.multiplicity import Family
 from analysis.studies.estimates import (FirstSequences, Label, density_label, key_of,
                                         primary_beta, window_density_of)
-from analysis.studies.nulls import by_kind, compare_with_nulls, slope_label
+from analysis.studies.nulls import NullComparison, by_kind, slope_label
 from sweep.format.settings import Primary
 
 
@@ -72,9 +72,9 @@ def depth_null_study(st, L, settings, primary: Primary, window_slope: bool) -> D
             for name, est in trained.items():
                 nulls = {n: obs[name] for n, obs in by_null.items() if name in obs}
                 if nulls:
-                    rows.append((layer, compare_with_nulls(
+                    rows.append((layer, NullComparison(
                         st.name, slope_label(name, window_slope), est, nulls, settings.level,
-                        kind, S, key_of(name))))
+                        kind, S, key=key_of(name))))
     family = Family.counted(
         f"{st.name}: β and window mode density against its nulls across depth",
         {"layers": len(layers), "observables": 2, "null kinds": len(kinds)}, settings.level,

@@ -32,7 +32,7 @@ from analysis.io.store import open_store
 from analysis.spectrum.observables import Spectrum
 from analysis.studies.primary import primary_beta, primary_of, primary_point, representative
 from sweep.format.ledger import Ledger, is_done
-from sweep.format.schema import null_families, quant_families
+from sweep.format.variants import Variant, folded
 from sweep.format.settings import Settings
 
 LIVE_BOOT = 200             # replicates per live CI and GOF p: a preview, redrawn every few seconds
@@ -45,7 +45,7 @@ def render_live(store_path, out_png, settings=None) -> Path:
     st = open_store(store_path)
     settings = settings or Settings.from_store(st.root.attrs)
     betas = {name: live_betas(st.model(name), agg.model(name), settings)
-             for name in null_families(st.root)}
+             for name in folded(st.root)}
     out = Path(save(live_figure(st, agg, settings, betas), Path(out_png), dpi=90))
     _write_json(out.with_suffix(".json"), {"fingerprint": st.fingerprint, "window": list(settings.window),
                                            "primary": primary_of(st, settings).name,
@@ -55,13 +55,10 @@ def render_live(store_path, out_png, settings=None) -> Path:
 
 def live_figure(st, agg, settings, betas=None):
     """One row of two panels per trained model (ρ per layer; primary β per layer over its
-    nulls' band, its quantization members' β as points beside it); `st` a Store of the store,
+    nulls' band, its ensemble members' β as points beside it); `st` a Store of the store,
     `agg` its aggregate (analysis.io.aggregate), `betas` {model: live_betas} when already
-    computed. A member is the trained model as far as its file can tell: it gets no row of
-    its own."""
-    members = quant_families(st.root)
-    families = {n: v for n, v in null_families(st.root).items()
-                if not any(n in m for m in members.values())}
+    computed. A member is the trained model as far as its file can tell: no row of its own."""
+    families, members = folded(st.root, "null"), folded(st.root, "ensemble")
     fig = new_figure(12, 4.2 * len(families))
     axes = np.atleast_2d(fig.subplots(len(families), 2, squeeze=False))
     skip = settings.skip_positions
@@ -134,16 +131,18 @@ def live_snapshot(store_path, running: bool, png=None) -> dict:
     live = _read_json(png.with_suffix(".json"))
     if live.get("fingerprint") != st.fingerprint:      # left by another sweep at this path
         live, png = {}, None
-    models = [_model_counts(st.model(name), live.get("betas", {}).get(name, {}), nulls)
-              for name, nulls in null_families(st.root).items()]
-    done = sum(m["counts"]["done"] + m["nulls"]["counts"]["done"] for m in models)
-    total = sum(m["counts"]["total"] + m["nulls"]["counts"]["total"] for m in models)
-    null_done = sum(m["nulls"]["counts"]["done"] for m in models)
-    null_total = sum(m["nulls"]["counts"]["total"] for m in models)
+    members = folded(st.root, "ensemble")
+    models = [_model_counts(st.model(name), live.get("betas", {}).get(name, {}), nulls, members[name])
+              for name, nulls in folded(st.root, "null").items()]
+    done, total = (sum(m["counts"][k] + m["nulls"]["counts"][k] + m["ensemble"]["counts"][k]
+                       for m in models) for k in ("done", "total"))
     verdict = (f"{done}/{total} blocks done" if running or done < total
                else f"complete: {done}/{total} blocks")
-    if null_total:
-        verdict += f" (nulls included: {null_done}/{null_total})"
+    included = [f"{what} included: {sum(m[k]['counts']['done'] for m in models)}/{t}"
+                for k, what in (("nulls", "nulls"), ("ensemble", "ensemble members"))
+                if (t := sum(m[k]["counts"]["total"] for m in models))]
+    if included:
+        verdict += f" ({'; '.join(included)})"
     if not running and done < total:
         verdict += "; rerun with --resume to finish"
     return {"store": store_path, "running": running, "updated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -153,8 +152,9 @@ def live_snapshot(store_path, running: bool, png=None) -> dict:
             "png": base64.b64encode(png.read_bytes()).decode() if png and png.is_file() else None}
 
 
-def _model_counts(st, betas: dict, nulls: list) -> dict:
-    """A trained model's rows per layer, and its nulls' blocks summed over them and their layers."""
+def _model_counts(st, betas: dict, nulls: list, members: list) -> dict:
+    """A trained model's rows per layer, and its nulls' (and its ensemble members') blocks
+    summed over them and their layers."""
     led = Ledger.read(st.group)
     layers = []
     for layer in st.layers:
@@ -162,16 +162,18 @@ def _model_counts(st, betas: dict, nulls: list) -> dict:
         layers.append({"layer": layer, "total": total, "done": done, "flagged": flagged,
                        "beta": betas.get(str(layer), {})})
     counts = {k: sum(r[k] for r in layers) for k in ("done", "flagged", "total")}
-    return {"name": st.name, "counts": counts, "layers": layers, "nulls": _null_counts(st, nulls)}
+    return {"name": st.name, "counts": counts, "layers": layers, "nulls": _null_counts(st, nulls),
+            "ensemble": _null_counts(st, members)}
 
 
 def _null_counts(st, nulls: list) -> dict:
-    """{models, kinds: {kind: [seeds]}, counts: {done, flagged, total}} of a model's nulls."""
+    """{models, kinds: {kind: [seeds]}, counts: {done, flagged, total}} of a model's nulls (or
+    of its other variants)."""
     leds = [Ledger.read(st.root[n]) for n in nulls]
     kinds: dict = {}
     for n in nulls:
-        null = st.root[n].attrs["null"]
-        kinds.setdefault(null["kind"], []).append(int(null["seed"]))
+        v = Variant.from_attrs(st.root[n].attrs)
+        kinds.setdefault(v.kind, []).append(v.seed)
     return {"models": list(nulls), "kinds": kinds,
             "counts": {"done": sum(x.done for x in leds), "flagged": sum(x.flagged for x in leds),
                        "total": sum(x.total for x in leds)}}
@@ -206,17 +208,17 @@ def _null_band(ax_beta, st, nulls, settings) -> None:
 
 
 def _member_points(ax_beta, st, members, settings) -> None:
-    """Each quantization member's current primary β per layer (point estimates at the model's
-    L), where it has done tokens."""
+    """Each ensemble member's current primary β per layer (point estimates at the model's L),
+    where it has done tokens."""
     primary, L = primary_of(st, settings), representative(st, settings=settings)[1]
     shown = False
-    for k, (n, a) in enumerate(members):
+    for n, a in members:
         pts = [(ly, primary_point(n, ly, min(L, st.layer_length[ly]), primary, settings))
                for ly in st.layers if ly in n.layers and a.token_done(ly).any()]
         pts = [(ly, b) for ly, b in pts if np.isfinite(b)]
         if pts:
             ax_beta.plot(*zip(*pts), "x", color="C3", ms=6, ls="none",
-                         label=None if shown else f"its {len(members)} quantization members "
+                         label=None if shown else f"its {len(members)} ensemble members "
                                                   f"(point estimates)")
             shown = True
     if shown:                               # the legend again, its nulls' title kept

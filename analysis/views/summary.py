@@ -17,7 +17,7 @@ from analysis.io.aggregate import aggregate
 from analysis.io.store import open_store
 from analysis.spectrum.rates import mode_key
 from analysis.studies.primary import primary_beta, primary_of, primary_point, representative
-from sweep.format.schema import null_families
+from sweep.format.variants import ROLES, folded
 from sweep.format.settings import MODES, Settings
 
 
@@ -38,10 +38,10 @@ def layer_row(st, agg, layer, settings=None) -> dict:
     return row
 
 
-def null_row(st, nulls, layer, settings=None) -> dict | None:
-    """A model's nulls at `layer` in one row: their done tokens summed, and the lowest and
-    highest primary β (point estimates at the model's L, no CI) among the nulls with done
-    tokens there; None when none has any."""
+def null_row(st, nulls, layer, settings=None, role: str = "null") -> dict | None:
+    """A model's nulls (or its variants of another `role`: its ensemble members) at `layer` in
+    one row: their done tokens summed, and the lowest and highest primary β (point estimates
+    at the model's L, no CI) among those with done tokens there; None when none has any."""
     s = settings or Settings()
     seen = [(n, a) for n, a in ((n, a.skipping(s.skip_positions)) for n, a in nulls)
             if a.token_done(layer).any()]
@@ -52,6 +52,7 @@ def null_row(st, nulls, layer, settings=None) -> dict | None:
     betas = [primary_point(n, layer, L, primary, s) for n, _ in seen]
     finite = [b for b in betas if np.isfinite(b)]
     return {"model": st.name, "layer": int(layer), "nulls": len(nulls), "fitted": len(seen),
+            "what": "nulls" if role == "null" else "members",
             "tokens": sum(int(a.token_done(layer).sum()) for _, a in seen), "L": L,
             "beta_range": (min(finite), max(finite)) if finite else None}
 
@@ -64,7 +65,7 @@ def summary_rows(path, settings=None) -> list[dict]:
     st = open_store(path)
     settings = settings or Settings.from_store(st.root.attrs)
     rows = []
-    for name, nulls in null_families(st.root).items():
+    for name, by_role in _families(st.root).items():
         s, a = st.model(name), agg.model(name)
         for layer in s.layers:
             if not a.token_done(layer).any():
@@ -74,9 +75,9 @@ def summary_rows(path, settings=None) -> list[dict]:
                 lam_a = s.intrinsic_rates(layer)
                 row["lam_A"] = (float(lam_a.min()), float(lam_a.max()))
             rows.append(row)
-        if nulls:
-            pairs = [(st.model(n), agg.model(n)) for n in nulls]
-            rows += [r for layer in s.layers if (r := null_row(s, pairs, layer, settings))]
+        for role, names in by_role.items():
+            pairs = [(st.model(n), agg.model(n)) for n in names]
+            rows += [r for layer in s.layers if (r := null_row(s, pairs, layer, settings, role))]
     return rows
 
 
@@ -136,5 +137,15 @@ def _beta(h) -> str:
 def _null_line(r) -> str:
     b = r["beta_range"]
     rng = "no modes in window" if b is None else f"{b[0]:+.3f} … {b[1]:+.3f}"
-    who = f"+ {r['fitted']} of {r['nulls']} nulls" if r["fitted"] < r["nulls"] else f"+ {r['nulls']} nulls"
+    what = r.get("what", "nulls")
+    who = (f"+ {r['fitted']} of {r['nulls']} {what}" if r["fitted"] < r["nulls"]
+           else f"+ {r['nulls']} {what}")
     return f"  {who:<18} {r['layer']:>5} {r['tokens']:>6}  primary β at L = {r['L']} {rng}"
+
+
+def _families(root) -> dict[str, dict[str, list[str]]]:
+    """{trained model: {role: its variants of that role}} (roles with none left out), the
+    models and the variants in store order."""
+    by_role = {role: folded(root, role) for role in ROLES}
+    return {m: {role: by_role[role][m] for role in ROLES if by_role[role][m]}
+            for m in by_role[ROLES[0]]}
