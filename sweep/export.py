@@ -44,13 +44,14 @@ def export_null(store: str, name: str, out: str) -> Path:
     record, dtype = g.attrs["checkpoint"], g.attrs["model"]["dtype"]
     _check_memory(record, dtype)
     verify_checkpoint(record, "NULL_MODEL")
-    from sweep.checkpoints import kinds
+    from sweep.checkpoints import hf, kinds
     from sweep.checkpoints.formats import open_checkpoint
     from sweep.plan.layers import decoder_layers
     from sweep.worker.model import load_local
 
     model = load_local(Path(record["dir"]), dtype, "cpu", name=g.attrs["model"]["path"])
     kinds.maker(null).whole(model.hf, open_checkpoint(Path(record["dir"])), decoder_layers(model.hf))
+    hf.drop_gguf_quantizer(model.hf)      # a GGUF's model: its tensors are plain ones by now
     model.hf.save_pretrained(dest)
     tok = model.tokenizer()
     if tok is not None:
