@@ -35,7 +35,7 @@ def locate(path, revision: str | None, where: str, download: bool = False) -> Pa
         ggufs = sorted(f.name for f in p.glob("*.gguf") if f.is_file())
         if ggufs:       # the folder a GGUF was downloaded into: the file is the checkpoint
             which = (f"give the file, {p / ggufs[0]}" if len(ggufs) == 1 else
-                     f"give one of its {len(ggufs)} files ({', '.join(ggufs[:3])}{', …' if len(ggufs) > 3 else ''})")
+                     f"give one of its {len(ggufs)} files: {', '.join(ggufs)}")
             raise ConfigError(f"{where}: {path} is a folder holding a GGUF file, not a checkpoint "
                               f"directory (no config.json) — {which}")
         raise ConfigError(f"{where}: no checkpoint at {path} (directory has no config.json) — "
