@@ -308,3 +308,17 @@ def test_the_fragments_plan(fragment, kind, said, models, tmp_path):
             workdir(tmp_path / "w", models[kind], merge))
     assert p.returncode == 0, _said(p)
     assert said in p.stdout
+
+
+def test_a_folder_of_ggufs_names_the_file_to_give(tmp_path):
+    """The GGUF row's message, and its other branch: a folder of several GGUF files names them."""
+    from sweep.checkpoints.directory import locate
+    from sweep.errors import ConfigError
+
+    for name in ("b.Q8_0.gguf", "a.Q4_1.gguf"):
+        (tmp_path / name).write_bytes(b"GGUF")
+    with pytest.raises(ConfigError, match=r"give one of its 2 files: a\.Q4_1\.gguf, b\.Q8_0\.gguf$"):
+        locate(tmp_path, None, "model.path")
+    (tmp_path / "b.Q8_0.gguf").unlink()
+    with pytest.raises(ConfigError, match=rf"give the file, {re.escape(str(tmp_path / 'a.Q4_1.gguf'))}$"):
+        locate(tmp_path, None, "model.path")
