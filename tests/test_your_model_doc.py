@@ -199,6 +199,18 @@ def test_a_gguf_null_exports_its_own_values(models, page_run):
     assert moved == 4
 
 
+def test_a_gguf_export_is_priced_by_its_dequantized_weights(models):
+    """export-null's memory check counts a GGUF's weights as dequantized, not the file's bytes
+    (a quantized file is a fraction of them): transformers' own parameter count."""
+    from sweep.export import weight_bytes
+
+    gguf = models["gguf"]
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    record = {"dir": str(gguf), "files": {gguf.name: {"size": gguf.stat().st_size}}}
+    assert weight_bytes(record, "float64") == 8 * sum(p.numel() for p in model.parameters())
+    assert weight_bytes(record, "float64") > 4 * gguf.stat().st_size
+
+
 def test_more_sequences_grow_the_store(page_run):
     """Section 3's remedy: a config with more sequences plans on the finished store."""
     base, _ = page_run("safetensors")
