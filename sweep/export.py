@@ -9,6 +9,7 @@ in the same dtype, the export gives the null's stored eigenvalues exactly.
 """
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -42,15 +43,16 @@ def export_null(store: str, name: str, out: str) -> Path:
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise ConfigError(f"OUT: {dest} exists and is not an empty directory — give a new path")
     record, dtype = g.attrs["checkpoint"], g.attrs["model"]["dtype"]
-    _check_memory(record, dtype)
     verify_checkpoint(record, "NULL_MODEL")
-    from sweep.checkpoints import kinds
+    _check_memory(record, dtype)
+    from sweep.checkpoints import hf, kinds
     from sweep.checkpoints.formats import open_checkpoint
     from sweep.plan.layers import decoder_layers
     from sweep.worker.model import load_local
 
     model = load_local(Path(record["dir"]), dtype, "cpu", name=g.attrs["model"]["path"])
     kinds.maker(null).whole(model.hf, open_checkpoint(Path(record["dir"])), decoder_layers(model.hf))
+    hf.drop_gguf_quantizer(model.hf)      # a GGUF's model: its tensors are plain ones by now
     model.hf.save_pretrained(dest)
     tok = model.tokenizer()
     if tok is not None:
@@ -70,12 +72,23 @@ def _open(store: str) -> zarr.Group:
     return root
 
 
-def _check_memory(record: dict, dtype: str) -> None:
-    """Refuse, in one line, a model whose copies would not fit in this machine's memory."""
+def weight_bytes(record: dict, dtype: str) -> int:
+    """Bytes of one copy of the recorded checkpoint's weights in `dtype`: a GGUF's tensors as
+    dequantized (their entries counted from its tensor table: a Q4 file is a fraction of them),
+    a folder's weight files taken as float32 cast to `dtype`."""
+    if str(record["dir"]).endswith(".gguf"):
+        from sweep.checkpoints import hf
+
+        _, entries, _ = hf.gguf_table(record["dir"])     # (name, shape, type, offset)
+        return sum(math.prod(shape) for _, shape, *_ in entries) * dtypes.row(dtype).bytes
     stored = sum(int(r.get("size", 0)) for f, r in record["files"].items()
                  if f.endswith((".safetensors", ".bin")))
-    # float32 checkpoints cast up to the compute dtype
-    need = COPIES * stored * dtypes.row(dtype).bytes // dtypes.row("float32").bytes
+    return stored * dtypes.row(dtype).bytes // dtypes.row("float32").bytes
+
+
+def _check_memory(record: dict, dtype: str) -> None:
+    """Refuse, in one line, a model whose copies would not fit in this machine's memory."""
+    need = COPIES * weight_bytes(record, dtype)
     have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > have:
         raise ConfigError(f"NULL_MODEL: exporting needs about {need / 2**30:.1f} GiB ({COPIES} copies "

@@ -32,6 +32,12 @@ def locate(path, revision: str | None, where: str, download: bool = False) -> Pa
     if is_dir(p):
         if (p / "config.json").is_file():
             return p
+        ggufs = sorted(f.name for f in p.glob("*.gguf") if f.is_file())
+        if ggufs:       # the folder a GGUF was downloaded into: the file is the checkpoint
+            which = (f"give the file, {p / ggufs[0]}" if len(ggufs) == 1 else
+                     f"give one of its {len(ggufs)} files: {', '.join(ggufs)}")
+            raise ConfigError(f"{where}: {path} is a folder holding a GGUF file, not a checkpoint "
+                              f"directory (no config.json) — {which}")
         raise ConfigError(f"{where}: no checkpoint at {path} (directory has no config.json) — "
                           f"give a checkpoint directory or hub id")
     rev = f" at revision {revision}" if revision else ""
