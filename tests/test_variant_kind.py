@@ -101,4 +101,5 @@ def test_analyze_compares_the_model_with_the_new_kind_on_its_own(swept, tmp_path
     assert nulls["kinds"]["scaled"]["nulls"] == ["llama.scaled.0", "llama.scaled.1"]
     scaled = [c for c in nulls["comparisons"] if c["kind"] == "scaled"]
     assert scaled and all(c["n_nulls"] == 2 and c["p_method"] for c in scaled)
-    assert any(np.isfinite(c["delta"]) for c in scaled)
+    # β from 79 modes is "not enough data" (Δ null); the per-token observables are measured
+    assert any(c["delta"] is not None and np.isfinite(c["delta"]) for c in scaled)
