@@ -10,6 +10,14 @@ P_TAIL = 1e-4                # below this a parametric p prints as "< 1e-4" (`fo
 DASH = "–"                   # what a number that was not measured prints as
 
 
+def short_of(check: dict) -> str:
+    """'not enough data (n = 86 stable modes in the window, needs 500)' from a check's dict
+    (analysis/fit/enough.py `Enough.to_dict`); '' when it had enough."""
+    if check.get("enough", check["n"] >= check["needs"]):
+        return ""
+    return f"not enough data (n = {check['n']:,} {check['counts']}, needs {check['needs']:,})"
+
+
 def num(v, fmt="+.3f") -> str:
     """`v` in `fmt`, or "–" when it is not a finite number (nothing measured)."""
     return format(v, fmt) if v is not None and np.isfinite(v) else DASH

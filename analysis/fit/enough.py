@@ -35,6 +35,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from analysis._format import short_of
+
 
 @dataclass(frozen=True)
 class Minimum:
@@ -76,7 +78,7 @@ class Enough:
     @property
     def text(self) -> str:
         """'not enough data (n = 86 stable modes in the window, needs 500)'; '' when enough."""
-        return "" if self.ok else f"not enough data (n = {self.n:,} {self.counts}, needs {self.needs:,})"
+        return short_of(self.to_dict())
 
     def to_dict(self) -> dict:
         return {"estimate": self.name, "n": int(self.n), "needs": int(self.needs),

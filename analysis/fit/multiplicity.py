@@ -133,8 +133,11 @@ class Test:
     p_raw: float
     p_adjusted: float = np.nan
     p_method: str = NORMAL
+    short: str = ""            # "not enough data (n = …, needs …)": why it has no Δ, and no verdict
 
     def verdict(self, level) -> str:
+        if self.short:
+            return self.short
         return verdict(self.lo, self.hi, level, self.p_adjusted)
 
     def to_dict(self) -> dict:
@@ -154,10 +157,12 @@ class Family:
     def m(self) -> int:
         return sum(np.isfinite(t.p_raw) for t in self.tests)
 
-    def add(self, name, d, lo, hi, *, dof=None, replicates=None, unit="") -> Test:
-        """Enter one difference; its p from its interval's distribution (`test_p`)."""
-        p, method = test_p(d, lo, hi, self.level, dof, replicates, unit)
-        t = Test(name, float(d), float(lo), float(hi), p, p_method=method)
+    def add(self, name, d, lo, hi, *, dof=None, replicates=None, unit="", short="") -> Test:
+        """Enter one difference; its p from its interval's distribution (`test_p`). `short`:
+        the difference is short of its data (fit/enough.py), so it has no p and no verdict."""
+        p, method = (np.nan, t_method(dof)) if short else test_p(d, lo, hi, self.level, dof,
+                                                                  replicates, unit)
+        t = Test(name, float(d), float(lo), float(hi), p, p_method=method, short=short)
         self.tests.append(t)
         return t
 
@@ -189,8 +194,9 @@ class Family:
         lines = ["| test | Δ | CI | p raw | p Holm | p from | verdict (corrected) |",
                  "|---|---|---|---|---|---|---|"]
         for t in self.tests:
-            ci = f"[{t.lo:+.3g}, {t.hi:+.3g}]" if np.isfinite(t.lo) else "–"
-            lines.append(f"| {t.name} | {t.delta:+.3g} | {ci} | {format_p(t.p_raw, t.p_method)} | "
+            ci = f"[{t.lo:+.3g}, {t.hi:+.3g}]" if np.isfinite(t.lo) and not t.short else "–"
+            delta = f"{t.delta:+.3g}" if np.isfinite(t.delta) and not t.short else "–"
+            lines.append(f"| {t.name} | {delta} | {ci} | {format_p(t.p_raw, t.p_method)} | "
                          f"{format_p(t.p_adjusted, t.p_method)} | {t.p_method} | "
                          f"{t.verdict(self.level)} |")
         return lines

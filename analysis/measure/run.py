@@ -13,6 +13,7 @@ from analysis.measure.across import AnalysisContext, Settled
 from analysis.measure.analysis import Analysis, ModelAnalysis, frozen_map
 from analysis.measure.model import ModelContext
 from analysis.measure.registry import REGISTRY, check
+from analysis.studies.positions import resolve_skip
 from analysis.studies.primary import primary_of, representative, store_settings, why_representative
 from sweep.format.variants import trained_models
 
@@ -24,7 +25,7 @@ def measure(store, settings=None, model=None, progress=False, registry=REGISTRY)
     check(registry)
     path = os.fspath(store)
     st0 = open_store(path, model)
-    settings = settings or store_settings(st0)
+    settings = resolve_skip(settings or store_settings(st0), st0)    # `auto`: BOS or not, once
     names = [st0.name] if model else trained_models(st0.root)
     a = AnalysisContext(path, settings, {n: st0.model(n) for n in names}, progress)
     agg = aggregate(path, progress=None)

@@ -2,6 +2,8 @@
 the dict fits.json stores, and Table I's note on what its intervals resampled."""
 from __future__ import annotations
 
+from analysis._format import ci as _ci
+from analysis._format import num, short_of
 from sweep.format.settings import MODES
 
 
@@ -22,20 +24,23 @@ def laws_markdown(laws: dict) -> list:
 def law_lines(laws: dict) -> list:
     """One line per measured law (β, self-averaging, deep-IR resolution, K(t)) with its CI."""
     ci = laws["beta_ci"]
-    md = [f"β = {laws['beta']:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}] at L = {laws['L']} "
+    md = [f"β = {num(laws['beta'])} {_ci(*ci)} at L = {laws['L']} "
           f"(bootstrap resampling {laws['beta_ci_unit']})"]
     for f in (list(laws["self_averaging"]["fits"].values())
               + list(laws["ir_resolution"]["fits"].values())):
+        if "check" in f and short_of(f["check"]):
+            md.append(f"{f['name']} vs {f['x']}: {short_of(f['check'])}")
+            continue
         e = f["expected_ci"]
-        pred = (f"{f['expected']:+.3f}" if e[0] == e[1] else
-                f"{f['expected']:+.3f} [{e[0]:+.3f}, {e[1]:+.3f}] (from β's CI)")
-        md.append(f"{f['name']} vs {f['x']}: slope {f['slope']:+.3f} [{f['ci'][0]:+.3f}, "
-                  f"{f['ci'][1]:+.3f}], χ²/dof {f['chi2_red']:.2f}, {f['n_points']} points; "
+        pred = (num(f["expected"]) if e[0] == e[1] else
+                f"{num(f['expected'])} {_ci(*e)} (from β's CI)")
+        md.append(f"{f['name']} vs {f['x']}: slope {num(f['slope'])} {_ci(*f['ci'])}, "
+                  f"χ²/dof {num(f['chi2_red'], '.2f')}, {f['n_points']} points; "
                   f"predicted {pred}: {_agreement(f)}")
     k = laws["memory_kernel"]
     md.append(f"memory kernel K(t) ~ t^−a over t ∈ [{k['t_range'][0]:g}, {k['t_range'][1]:g}] "
-              f"blocks: a = {k['exponent']:.3f} [{k['ci'][0]:.3f}, {k['ci'][1]:.3f}]; 1+β = "
-              f"{k['expected_1_plus_beta']:.3f} [{k['expected_ci'][0]:.3f}, {k['expected_ci'][1]:.3f}] "
+              f"blocks: a = {num(k['exponent'], '.3f')} {_ci(*k['ci'], fmt='.3f')}; 1+β = "
+              f"{num(k['expected_1_plus_beta'], '.3f')} {_ci(*k['expected_ci'], fmt='.3f')} "
               f"({k['check']})")
     return md
 
@@ -44,6 +49,8 @@ def _agreement(f) -> str:
     """The band-variance slope's −1 is a law of independent tokens, data-free: a check. The
     deep-IR resolution's −1/(1+β) takes β from the same modes' N(<λ) (which counts the
     deepest rates too): overlap is expected, so it is labelled as such, not as a check."""
+    if f["consistent"] is None:         # no interval on one side: nothing to hold them against
+        return "no interval, no verdict"
     word = "consistent" if f["consistent"] else "not consistent"
     if f["name"].startswith("λ_("):
         return f"{'overlaps' if f['consistent'] else 'does not overlap'} (β from the same modes: not an independent check)"

@@ -49,8 +49,9 @@ def power_law_lines(res) -> list:
     return [f"Power law on [{res.settings.window[0]:g}, {res.settings.window[1]:g}] at layer "
             f"{res.layer}, L = {res.L} ({res.modes}): KS = {x.ks:.4f}, Monte-Carlo p = "
             f"{x.gof_p:.3f} ({res.settings.n_boot} synthetic sets), {verdict} at "
-            f"{1 - res.settings.level:.0%}; local β {x.local_beta_low:+.3f} in the window's lowest "
-            f"decade and {x.local_beta_high:+.3f} in its highest; against the alternatives "
+            f"{1 - res.settings.level:.0%}; local β {num(x.local_beta_low)} in the window's lowest "
+            f"decade and {num(x.local_beta_high)} in its highest (– where a decade holds too few "
+            f"modes); against the alternatives "
             f"(R > 0 favours the power law): {alts}. The test takes modes as independent; with "
             f"{x.n_modes:,} modes even a small curvature is significant, so read KS and the local "
             f"exponent for how far from a power law it is.", ""]
@@ -115,9 +116,11 @@ def headline_lines(r, declared=None) -> list:
     p = r.primary
     cell = h.value() if h.fitted else f"not fitted: {r.empty_window_line(p.modes)}"
     beta = [c for c in (r.nulls.comparisons if r.nulls else ()) if c.key == "beta"]
-    against = "; ".join(f"{c.verdict}: Δ = {c.delta:+.3f} [{c.lo:+.3f}, {c.hi:+.3f}], z = "
-                        f"{c.z:+.2f}, p Holm {format_p(c.p_adjusted, c.p_method)} ({c.p_method}; "
-                        f"{c.sequences} seq, {c.trained.positions})" for c in beta)
+    against = "; ".join(
+        f"{c.verdict} ({c.sequences} seq, {c.trained.positions})" if not c.check else
+        f"{c.verdict}: Δ = {num(c.delta)} {ci(c.lo, c.hi)}, z = {num(c.z, '+.2f')}, p Holm "
+        f"{format_p(c.p_adjusted, c.p_method)} ({c.p_method}; {c.sequences} seq, "
+        f"{c.trained.positions})" for c in beta)
     if not against:
         against = ("no nulls in the store" if r.nulls is None else
                    "its nulls: no β to set against them (none fitted on their tokens)")
@@ -164,9 +167,10 @@ def answer_lines(a, comparison_lines=()) -> list:
         tag = "exploratory, " if declared is not None else ""
         for c in (r.nulls.comparisons if r.nulls else ()):
             if c.key == "beta":
+                numbers = (f"Δ = {num(c.delta)} {ci(c.lo, c.hi)}, p Holm "
+                           f"{format_p(c.p_adjusted, c.p_method)} → " if c.check else "")
                 md.append(f"  - {tag}{c.observable} against its {len(c.nulls)} {c.kind} nulls "
-                          f"({c.sequences} seq): Δ = {c.delta:+.3f} {ci(c.lo, c.hi)}, p Holm "
-                          f"{format_p(c.p_adjusted, c.p_method)} → **{c.verdict}**")
+                          f"({c.sequences} seq): {numbers}**{c.verdict}**")
     fam = a.family
     if fam is not None and fam.tests:
         differ = sum(t.verdict(fam.level) == "differ" for t in fam.tests)

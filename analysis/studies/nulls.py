@@ -172,7 +172,8 @@ class NullStudy:
 
     def entries(self) -> list:
         """Family.counted's entries: every comparison with its t(k − 1)."""
-        return [(c.test_name(), c.delta, c.lo, c.hi, {"dof": c.dof}) for c in self.comparisons]
+        return [(c.test_name(), c.delta, c.lo, c.hi, {"dof": c.dof, "short": c.check.text})
+                for c in self.comparisons]
 
     def add_to(self, family: Family) -> list:
         """Enter every comparison into `family`; returns its tests (adjusted by family.correct())."""

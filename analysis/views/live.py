@@ -30,7 +30,8 @@ from analysis._plot import new_figure, save, sweep_colors
 from analysis.io.aggregate import aggregate
 from analysis.io.store import open_store
 from analysis.spectrum.observables import Spectrum
-from analysis.studies.primary import primary_beta, primary_of, primary_point, representative
+from analysis.studies.primary import (primary_beta, primary_of, primary_point, representative,
+                                      store_settings)
 from sweep.format.ledger import Ledger, is_done
 from sweep.format.variants import Variant, folded
 from sweep.format.settings import Settings
@@ -43,7 +44,7 @@ def render_live(store_path, out_png, settings=None) -> Path:
     store's recorded `analysis:` section (the report's)."""
     agg = aggregate(store_path)
     st = open_store(store_path)
-    settings = settings or Settings.from_store(st.root.attrs)
+    settings = settings or store_settings(st)
     betas = {name: live_betas(st.model(name), agg.model(name), settings)
              for name in folded(st.root)}
     out = Path(save(live_figure(st, agg, settings, betas), Path(out_png), dpi=90))

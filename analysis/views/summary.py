@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis._format import replicates_words
 from analysis.io.aggregate import aggregate
 from analysis.io.store import open_store
 from analysis.spectrum.rates import mode_key
-from analysis.studies.primary import primary_beta, primary_of, primary_point, representative
+from analysis.studies.primary import (primary_beta, primary_of, primary_point, representative,
+                                      store_settings)
 from sweep.format.variants import ROLES, folded
 from sweep.format.settings import MODES, Settings
 
@@ -63,7 +65,7 @@ def summary_rows(path, settings=None) -> list[dict]:
     `settings` default: the store's recorded `analysis:` section (the report's)."""
     agg = aggregate(path)
     st = open_store(path)
-    settings = settings or Settings.from_store(st.root.attrs)
+    settings = settings or store_settings(st)
     rows = []
     for name, by_role in _families(st.root).items():
         s, a = st.model(name), agg.model(name)
@@ -88,7 +90,7 @@ def _of(part, whole) -> str:
 def summary_text(path) -> str:
     """What `tdos sweep` prints at the end and `tdos status --spectra` prints: the rows under
     the store's recorded settings."""
-    settings = Settings.from_store(open_store(path).root.attrs)
+    settings = store_settings(open_store(path))
     return format_summary(summary_rows(path, settings), settings)
 
 
@@ -118,8 +120,9 @@ def format_summary(rows: list[dict], settings=None) -> str:
         f"sym.rm: modes the symmetry-removed count also drops (norm scale/shift, |ζ| = 1 to "
         f"rounding; marginal), of all modes; β: the store's "
         + (primary.describe_choice() if primary else "primary β")
-        + f", at tokens t < L, on [{s.window[0]:g}, {s.window[1]:g}], {s.level:.0%} CI of "
-        f"{s.n_boot} replicates over {', '.join(units) or 'tokens'}, seed {s.seed}: the report's "
+        + f", at tokens t < L, on [{s.window[0]:g}, {s.window[1]:g}], {s.level:.0%} CI over "
+        + ("; ".join(f"{u} ({replicates_words(u, s.n_boot)})" for u in units) or "tokens")
+        + f", seed {s.seed}: the report's "
         f"number for that layer and L (`tdos analyze`, β across depth); a window slope where "
         f"the power law is rejected at {1 - s.level:.0%}"
         + ("; + nulls: a model's null models at that layer, tokens summed, primary β lowest … "
@@ -130,6 +133,8 @@ def format_summary(rows: list[dict], settings=None) -> str:
 def _beta(h) -> str:
     if not h.fitted:
         return "no modes in window"
+    if not h.check:
+        return h.check.text
     slope = "window slope " if h.power_law_rejected else ""
     return f"{slope}{h.beta:+.3f} [{h.ci[0]:+.3f},{h.ci[1]:+.3f}], p = {h.gof_p:.2g}"
 
