@@ -47,10 +47,10 @@ class NullsConfig:
     @classmethod
     def doc_rows(cls) -> list[tuple[str, str, str]]:
         """docs/config.md's rows of `nulls:` (sweep/config/docs.py): (field, type, meaning), one
-        per registered null kind, then `sequences`."""
+        per null kind of tdos (not a test's or a plugin's registration), then `sequences`."""
         rows = [(k, "integer >= 0, default 0",
                  f"null models `<name>.{k}.0..N-1`: {kinds.get(k).help}, seeds 0..N-1")
-                for k in kinds.names("null")]
+                for k in kinds.names("null") if k in kinds.OWN]
         return rows + [("sequences", "integer in 1..`inputs.sequences`, default all",
                         "the nulls sweep the first n sequences only (the report must say so); "
                         "refused with `trust_remote_code: true` (a worker cannot make such a "
