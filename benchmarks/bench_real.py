@@ -69,7 +69,7 @@ class LoadSampler(threading.Thread):
 
 def reestimate() -> None:
     """`--reestimate`: the dry runs of results/real.json's configs again, with today's
-    sweep/budget.py, beside the wall times measured then (a recalibrated estimate, in sample
+    sweep/budget/time.py, beside the wall times measured then (a recalibrated estimate, in sample
     when its constants were fitted to this record)."""
     record = json.loads((OUT / "real.json").read_text())
     for step, (cfg, store, _) in zip(record["steps"], RUNS):
@@ -139,7 +139,7 @@ def summary(r: dict) -> str:
               f"The dry runs' estimate is {r['estimate_over_wall']:.2f} x the measured sweep wall "
               f"time (within 30 %: between 0.70 and 1.30).", ""]
     if "reestimate_over_wall" in r:
-        lines += [f"Re-estimated afterwards (`bench_real.py --reestimate`) with sweep/budget.py's "
+        lines += [f"Re-estimated afterwards (`bench_real.py --reestimate`) with sweep/budget/time.py's "
                   f"layer-setup term, which was fitted to these two sweeps: "
                   + ", ".join(f"{s['config']} {s['reestimate_wall_min']:.1f} min"
                               for s in r["steps"])
