@@ -22,8 +22,9 @@ from pathlib import Path
 
 from sweep.budget.host import WorkerLimit, du, free, memory_total, size, store_bytes, worker_limit
 from sweep.budget.memory import GRAPH_PER_TOKEN, JAC_CHUNK, GiB, MiB, gib, worker_bytes
-from sweep.budget.time import (DEPTH_D, DEPTH_SECONDS_PER_STEP, WORKER_START_S, at_width,
-                               model_seconds)
+from sweep.budget.power import design, proposals
+from sweep.budget.time import (DEPTH_D, DEPTH_SECONDS_PER_STEP, TimeEstimate, at_width,
+                               measured_line, sweep_seconds)
 from sweep.errors import ConfigError
 from sweep.plan.make import Plan
 from sweep.process import ProcessTerm, process_term
@@ -56,14 +57,25 @@ class Budget:
     worker_parts: str               # what worker_bytes is made of, for the dry run
     memory_total: int               # physical memory of this machine
     local: bool                     # workers run on this machine (their memory is checked)
-    core_seconds: float             # CPU estimate (sweep/budget/time.py)
+    time: TimeEstimate              # core-seconds by term, the client's wall (sweep/budget/time.py)
     limit: WorkerLimit | None = None  # Dask's limit per worker, where this machine can tell
     process: ProcessTerm | None = None  # the measured process term inside worker_bytes
     growth: str = ""                # what the sweep adds to its existing store (sweep/store/grow.py)
+    power: tuple = ()               # TestPower of every declared test (sweep/budget/power.py)
+    proposals: tuple = ()           # other splits of the nulls' cost that detect smaller |Δ|
+    study: str = ""                 # the declared family, in words
 
     @property
     def blocks(self) -> int:
         return sum(r.blocks for r in self.rows)
+
+    @property
+    def core_seconds(self) -> float:
+        return self.time.core_seconds
+
+    @property
+    def wall_seconds(self) -> float:
+        return self.time.wall_seconds
 
     def summary(self) -> str:
         """One line: what `tdos sweep` prints when it starts."""
@@ -91,10 +103,23 @@ class Budget:
             f"  = {self.worker_parts}",
             *([f"  process: {self.process.describe()}"] if self.process else []),
             *([f"  {self.limit.line()}"] if self.limit else []),
-            f"compute: ~{hours:.2g} core-hours on CPU (~{hours * 60 / self.workers:.3g} min wall "
-            f"on {self.workers} worker(s)), from measured per-token costs (sweep/budget/time.py)",
+            f"compute: ~{hours:.2g} core-hours on CPU (~{self.wall_seconds / 60:.3g} min wall "
+            f"on {self.workers} worker(s)), from measured costs (sweep/budget/time.py)",
+            f"  = core-minutes: {self.time.describe()}; and {self.time.client:.0f} s of the "
+            f"client's own",
+            f"  {measured_line()}",
+            *self._design_lines(),
         ]
         return "\n".join(lines)
+
+    def _design_lines(self) -> list[str]:
+        if not self.study:
+            return []
+        return [f"design: {self.study}; the smallest |Δ| each test detects with 80 % power at "
+                f"Holm's first step, from SmolLM2's measured variances (docs/power.md):",
+                *(t.line() for t in self.power),
+                *([f"a split of the same null cost that detects smaller |Δ|:", *self.proposals]
+                  if self.proposals else [])]
 
     def refusal(self) -> str | None:
         """Why this sweep cannot run here (disk or memory), with the numbers; else None."""
@@ -119,25 +144,30 @@ def size_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = N
     kind = cfg.cluster.kind
     n = workers or cfg.cluster.workers or (os.cpu_count() or 1)
     process = process_term()
-    rows, disk, work, seconds, peak, parts = [], 0, 0.0, 0.0, process.bytes, "the process"
+    rows, disk, peak, parts = [], 0, process.bytes, "the process"
     for m in plan.models:
         S, B = min(cfg.inputs.sequences, m.tokens.shape[0]), cfg.token_block   # a null: maybe fewer
         rows += [Row(m.name, m.spec.dtype, layer, tokens, S * math.ceil(tokens / B))
                  for layer, tokens in m.rows]
         disk += store_bytes(m, S * sum(tokens for _, tokens in m.rows), cfg)
-        model_work, fixed = model_seconds(m, cfg, S, n)
-        work, seconds = work + model_work, seconds + fixed
         need, what = worker_bytes(m, cfg, process.bytes)
         if need > peak:
             peak, parts = need, what
-    seconds += n * WORKER_START_S
     growth, left = _check_existing_store(plan)
-    seconds += work * left                      # a grown or resumed store: what is left of it
+    time = sweep_seconds(plan, n, left)           # a grown or resumed store: what is left of it
+    study = getattr(cfg, "study", None)          # SweepConfig.study (the config engineer's)
     local = kind in ("local", "auto", "cuda") and not scheduler
     return Budget(tuple(rows), cfg.store, n, disk, du(Path(cfg.store)), free(Path(cfg.store)),
-                  peak, parts, memory_total(), local, seconds,
+                  peak, parts, memory_total(), local, time,
                   worker_limit(cfg.cluster, local or (kind == "slurm" and not scheduler)), process,
-                  growth)
+                  growth, design(plan), proposals(plan, n), _family(study))
+
+
+def _family(study) -> str:
+    if study is None:
+        return ""
+    return (f"{len(study.tests())} declared tests (observable x layer x null kind), family-wise "
+            f"level {study.level:g}, Holm")
 
 
 def check_fits(budget: Budget) -> None:

@@ -18,8 +18,11 @@ recorded `tdos sweep configs/mamba370m-paper.yaml` on the random-init 370M (2 wo
 """
 from __future__ import annotations
 
+import collections
 import math
+from dataclasses import dataclass
 
+from sweep.budget.measured import CLIENT_SECONDS, MACHINE, MEASURED, TASK_SECONDS
 from sweep.format import dtypes
 
 D_REF = 1024                        # d_model of the measured blocks
@@ -59,16 +62,80 @@ MEMORY_L_REF = 512
 WORKER_START_S = 5.0                # importing torch, transformers, distributed in a worker
 LOAD_S_PER_GB = 16.7                # cold task of Mamba-370M fp32: 24.9 s for 1.49 GB of weights
 FP64_LOAD_FACTOR = 1.67             # its fp64 cold task: 41.7 s
+# every task's own fixed cost on a worker, whatever its size (Dask's round trip, reading the
+# ledger and h_l, writing its chunks and ledger cell, the Python around them), and the client's
+# own wall around the tasks (imports, the plan, starting the cluster, the store, closing):
+# fitted to the quick start's and the demo's measured sweeps (benchmarks/bench_time.py), the
+# one thing here no per-token benchmark measures; sweep/budget/measured.py is generated from
+# that record (benchmarks/time_docs.py)
 
 
-def model_seconds(m, cfg, sequences: int, workers: int) -> tuple[float, float]:
-    """(work, fixed) core-seconds of model `m`'s tasks on `workers` workers: `work` scales with
-    what is left of a grown or resumed store (blocks, walks, cotangents), `fixed` does not
-    (every worker's load of the model, the layers made resident)."""
-    planned = sequences * sum(tokens for _, tokens in m.rows)              # token spectra
-    work = planned * seconds_per_token(m) + memory_seconds(m, cfg) + depth_seconds(m, sequences)
-    fixed = layer_setup_seconds(m) + workers * load_seconds(m.info, m.spec.dtype)
-    return work, fixed
+@dataclass(frozen=True)
+class TimeEstimate:
+    """Core-seconds of a sweep by term, and the client's own wall around them."""
+
+    parts: dict                     # term -> core-seconds (`sweep_seconds`)
+    workers: int
+    client: float = CLIENT_SECONDS  # seconds of wall on no worker
+
+    @property
+    def core_seconds(self) -> float:
+        return float(sum(self.parts.values()))
+
+    @property
+    def wall_seconds(self) -> float:
+        """The sweep's wall on `workers` workers with a core each: the client's own seconds and
+        the core-seconds spread over the workers."""
+        return self.client + self.core_seconds / self.workers
+
+    def describe(self) -> str:
+        """The terms, largest first, in core-minutes."""
+        terms = sorted(self.parts.items(), key=lambda kv: -kv[1])
+        return ", ".join(f"{name} {s / 60:.2g}" for name, s in terms if s > 0)
+
+
+def sweep_seconds(plan, workers: int, left: float = 1.0) -> TimeEstimate:
+    """The time model of `plan` on `workers` workers. `left`: the share of the blocks still to
+    compute in an existing store (a grown or resumed one); what scales with the blocks (their
+    tokens, walks, cotangents and tasks) is charged that share, the loads and set-up in full."""
+    cfg = plan.config
+    parts: dict = collections.Counter()
+    for m in plan.models:
+        S = min(cfg.inputs.sequences, m.tokens.shape[0])                   # a null: maybe fewer
+        planned = S * sum(tokens for _, tokens in m.rows)                  # token spectra
+        parts["J_tt and eig"] += left * planned * seconds_per_token(m)
+        parts["walks (depth)"] += left * depth_seconds(m, S)
+        parts["token memory"] += left * memory_seconds(m, cfg)
+        parts["tasks' fixed costs"] += left * task_count(m, cfg, S) * TASK_SECONDS
+        parts["layer set-up"] += layer_setup_seconds(m)
+        parts["model loads"] += workers * load_seconds(m.info, m.spec.dtype)
+    parts["worker start"] = workers * WORKER_START_S
+    return TimeEstimate(dict(parts), workers)
+
+
+def measured_line() -> str:
+    """How the estimate fared against measured sweeps here (benchmarks/results/time.json)."""
+    if not MEASURED:
+        return "not yet measured against a sweep on this machine (benchmarks/bench_time.py)"
+    runs = "; ".join(f"{what} {est:.3g} min estimated, {wall:.3g} min measured ({date})"
+                     for what, wall, est, date in MEASURED.values())
+    return f"against measured sweeps on {MACHINE}: {runs} (benchmarks/results/time.json)"
+
+
+def task_count(m, cfg, sequences: int) -> int:
+    """The tasks model `m` makes (sweep/tasks.py): a block task per (row, sequence, token block),
+    or with depth: one walk per (sequence, token block) over every row; a residual task per
+    batch of sequences; a memory task per (row, sequence); one A_log task."""
+    from sweep.tasks import residual_batch
+
+    B, L = cfg.token_block, cfg.inputs.length
+    if m.depth_spans:
+        blocks = sequences * math.ceil(m.rows[0][1] / B)
+    else:
+        blocks = sequences * sum(math.ceil(tokens / B) for _, tokens in m.rows)
+    residual = math.ceil(sequences / residual_batch(m, L))
+    memory = len(m.rows) * sequences if cfg.memory is not None else 0
+    return blocks + residual + memory + int(any(k.ssm for k in m.info.kinds))
 
 
 def seconds_per_token(m) -> float:
