@@ -218,14 +218,14 @@ class AttentionBlockOps(BlockOps):
         m = _buffer(scratch, "mlp", (d, d), h_t)
         for c0 in range(0, d, c):
             c1 = min(d, c0 + c)
-            _into_cols(m, c0, c1, lambda o: self.mlp_jac(y, scratch, (c0, c1), o))   # (d, n)
+            _into_cols(m, c0, c1, lambda into: self.mlp_jac(y, scratch, (c0, c1), into))   # (d, n)
         for c0 in range(0, d, c):
             c1 = min(d, c0 + c)
             if self.parallel:
                 z = _cols_through(self.norm2, h_t, _identity_cols(d, c0, c1, h_t))   # (d, n)
             else:
                 z = _cols_through(self.norm2, a, g[:, c0:c1])                        # (d, n)
-            _into_cols(out, c0, c1, lambda o: linalg.matmul(m, z, out=o))
+            _into_cols(out, c0, c1, lambda into: linalg.matmul(m, z, out=into))
             out[:, c0:c1].add_(g[:, c0:c1])
 
     def _attention_into(self, h_t, pre: dict, g: torch.Tensor, c: int, scratch: dict) -> torch.Tensor:
@@ -242,7 +242,7 @@ class AttentionBlockOps(BlockOps):
         for c0 in range(0, d, c):
             c1 = min(d, c0 + c)
             d_o = self._attention_push(parts, c0, c1)  # (n, H*hd): row i = d o / d x_{c0+i}
-            _into_cols(g, c0, c1, lambda o: linalg.matmul(w_o, d_o.T, out=o))
+            _into_cols(g, c0, c1, lambda into: linalg.matmul(w_o, d_o.T, out=into))
         for r0 in range(0, d, c):
             r1 = min(d, r0 + c)
             g[r0:r1] = _rows_through(self.norm1, h_t, g[r0:r1])
