@@ -72,14 +72,14 @@ def null_cost(plan, S: int) -> float:
     return sum(v for k, v in parts.items() if k != "worker start")
 
 
-def read(store: Path, layer: int, S: int) -> tuple[dict, dict]:
+def read(store: Path, layer: int, S: int) -> tuple:
     """({observable: Estimate} of the trained model and {null: {...}} of every null, on the
     first S sequences."""
     from analysis.io.store import open_store
     from analysis.studies.nulls import FirstSequences, observables
     from analysis.studies.primary import primary_of, store_settings
 
-    st = open_store(str(store)).model("smollm2")
+    st = open_store(str(store), "smollm2")
     settings, L = store_settings(st), 32
     primary = primary_of(st, settings)
     trained, law = observables(FirstSequences(st, S), layer, L, settings, primary)
