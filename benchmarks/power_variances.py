@@ -85,6 +85,9 @@ def build() -> dict:
             key = (row["observable"], row["layer"], row["kind"])
             if key not in best or row["sequences"] > best[key]["sequences"]:
                 best[key] = row
+    if not best:
+        raise SystemExit(f"no null comparisons with per-null estimates in {', '.join(map(str, SOURCES))}: "
+                         f"read their layout in rows_of()")
     return {"L0": L0,
             "sources": {p.relative_to(REPO).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
                         for p in SOURCES},
@@ -92,8 +95,9 @@ def build() -> dict:
 
 
 def main() -> None:
-    OUT.write_text(json.dumps(build(), indent=1) + "\n")
-    print(f"{OUT.relative_to(REPO)}: {len(build()['rows'])} rows", file=sys.stderr)
+    made = build()
+    OUT.write_text(json.dumps(made, indent=1) + "\n")
+    print(f"{OUT.relative_to(REPO)}: {len(made['rows'])} rows", file=sys.stderr)
 
 
 if __name__ == "__main__":
