@@ -3,12 +3,14 @@
 Everything here comes from the plan (sweep/plan/make.py: the config and the checkpoints'
 headers; no weights are loaded), so `tdos sweep --dry-run` answers in seconds, and a real
 run refuses a sweep whose store cannot fit on the disk or whose workers cannot fit in
-memory before the store exists. Three rooms, one question each:
+memory before the store exists. One question a room:
 
-    sweep/budget/time.py     core-seconds from measured per-token and per-task costs
+    sweep/budget/time.py     core-seconds from measured per-token and per-task costs, by term
+                             (measured.py: its fitted constants, generated from the record)
     sweep/budget/memory.py   one worker's peak bytes and what they are made of
     sweep/budget/host.py     what this machine (and Dask's limit) offers: disk, memory, the
                              threshold a worker is stopped at; the store's size
+    sweep/budget/power.py    what each declared test can detect (variances.json: SmolLM2's)
 
 `size_sweep(plan) -> Budget` puts them together; `Budget.table()` is what --dry-run prints.
 """
@@ -23,8 +25,8 @@ from pathlib import Path
 from sweep.budget.host import WorkerLimit, du, free, memory_total, size, store_bytes, worker_limit
 from sweep.budget.memory import GRAPH_PER_TOKEN, JAC_CHUNK, GiB, MiB, gib, worker_bytes
 from sweep.budget.power import design, proposals
-from sweep.budget.time import (DEPTH_D, DEPTH_SECONDS_PER_STEP, TimeEstimate, at_width,
-                               measured_line, sweep_seconds)
+from sweep.budget.time import (DEPTH_D, DEPTH_SECONDS_PER_STEP, GPU_TOKEN_SPEEDUP, TimeEstimate,
+                               at_width, measured_line, sweep_seconds)
 from sweep.errors import ConfigError
 from sweep.plan.make import Plan
 from sweep.process import ProcessTerm, process_term
@@ -64,6 +66,7 @@ class Budget:
     power: tuple = ()               # TestPower of every declared test (sweep/budget/power.py)
     proposals: tuple = ()           # other splits of the nulls' cost that detect smaller |Δ|
     study: str = ""                 # the declared family, in words
+    gpu_seconds: float = 0.0        # wall on one GPU worker (assumed speed, sweep/budget/time.py)
 
     @property
     def blocks(self) -> int:
@@ -107,6 +110,9 @@ class Budget:
             f"on {self.workers} worker(s)), from measured costs (sweep/budget/time.py)",
             f"  = core-minutes: {self.time.describe()}; and {self.time.client:.0f} s of the "
             f"client's own",
+            f"  one GPU worker: ~{_hours(self.gpu_seconds)} wall, if J_tt and eig ran "
+            f"{GPU_TOKEN_SPEEDUP:g}x one core's speed there (assumed: no GPU was measured; "
+            f"docs/performance.md)",
             f"  {measured_line()}",
             *self._design_lines(),
         ]
@@ -118,7 +124,7 @@ class Budget:
         return [f"design: {self.study}; the smallest |Δ| each test detects with 80 % power at "
                 f"Holm's first step, from SmolLM2's measured variances (docs/power.md):",
                 *(t.line() for t in self.power),
-                *([f"a split of the same null cost that detects smaller |Δ|:", *self.proposals]
+                *(["a split of the same null cost that detects smaller |Δ|:", *self.proposals]
                   if self.proposals else [])]
 
     def refusal(self) -> str | None:
@@ -155,12 +161,17 @@ def size_sweep(plan: Plan, workers: int | None = None, scheduler: str | None = N
             peak, parts = need, what
     growth, left = _check_existing_store(plan)
     time = sweep_seconds(plan, n, left)           # a grown or resumed store: what is left of it
+    gpu = time.on_one_gpu(sweep_seconds(plan, 1, left))
     study = getattr(cfg, "study", None)          # SweepConfig.study (the config engineer's)
     local = kind in ("local", "auto", "cuda") and not scheduler
     return Budget(tuple(rows), cfg.store, n, disk, du(Path(cfg.store)), free(Path(cfg.store)),
                   peak, parts, memory_total(), local, time,
                   worker_limit(cfg.cluster, local or (kind == "slurm" and not scheduler)), process,
-                  growth, design(plan), proposals(plan, n), _family(study))
+                  growth, design(plan), proposals(plan, n), _family(study), gpu)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 60:.3g} min" if seconds < 5400 else f"{seconds / 3600:.3g} h"
 
 
 def _family(study) -> str:

@@ -108,20 +108,39 @@ def nulls_of(plan, name: str, kind: str) -> list:
     return [m for m in plan.models if variant(m) == ("null", kind, name)]
 
 
-def design(plan, rows: list[dict] | None = None) -> tuple[TestPower, ...]:
-    """Every declared test of every trained model with nulls: its design and power (`rows`:
-    the variances, default sweep/budget/variances.json)."""
+@dataclass(frozen=True)
+class Family:
+    """The declared family as the power lines read it."""
+
+    tests: list                     # (observable, layer, kind), the study's order
+    alpha: float                    # 1 − the study's level
+    m: int                          # the family's size, Holm's first divisor
+    rows: list                      # the measured variances
+
+
+def family(plan, rows: list[dict] | None = None) -> Family | None:
+    """The plan's declared family (None without `study:`); `rows`: the variances, default
+    sweep/budget/variances.json."""
     study = getattr(plan.config, "study", None)
     if study is None:
+        return None
+    tests = study.tests()
+    return Family(tests, 1 - study.level, len(tests), rows if rows is not None else variance_rows())
+
+
+def trained_with_nulls(plan) -> list:
+    """The plan's trained models that have nulls (an fp32 twin without any tests nothing)."""
+    of = {v[2] for v in map(variant, plan.models) if v and v[0] == "null"}
+    return [t for t in plan.models if variant(t) is None and t.name in of]
+
+
+def design(plan, rows: list[dict] | None = None) -> tuple[TestPower, ...]:
+    """Every declared test of every trained model with nulls: its design and power."""
+    f = family(plan, rows)
+    if f is None:
         return ()
-    rows, tests = rows if rows is not None else variance_rows(), study.tests()
-    alpha, m = 1 - study.level, len(tests)
-    out = []
-    for trained in (t for t in plan.models if variant(t) is None):
-        if not any(v and v[0] == "null" and v[2] == trained.name for v in map(variant, plan.models)):
-            continue                             # a model without nulls (an fp32 twin) tests nothing
-        out += [_test(plan, trained, o, layer, kind, rows, alpha, m) for o, layer, kind in tests]
-    return tuple(out)
+    return tuple(_test(plan, trained, o, layer, kind, f.rows, f.alpha, f.m)
+                 for trained in trained_with_nulls(plan) for o, layer, kind in f.tests)
 
 
 def _test(plan, trained, observable, layer, kind, rows, alpha, m, k=None, sequences=None):
@@ -143,24 +162,20 @@ def _test(plan, trained, observable, layer, kind, rows, alpha, m, k=None, sequen
 def proposals(plan, workers: int, rows: list[dict] | None = None) -> tuple[str, ...]:
     """Per (trained model, kind): a split of the same null core-seconds between seeds and
     sequences per seed whose detectable |Δ| is >= 5 % smaller for every declared test."""
-    study = getattr(plan.config, "study", None)
-    if study is None:
+    f = family(plan, rows)
+    if f is None:
         return ()
-    rows, tests = rows if rows is not None else variance_rows(), study.tests()
-    alpha, m = 1 - study.level, len(tests)
     out = []
-    for trained in (t for t in plan.models if variant(t) is None):
-        for kind in sorted({k for _, _, k in tests}):
+    for trained in trained_with_nulls(plan):
+        for kind in sorted({k for _, _, k in f.tests}):
             nulls = nulls_of(plan, trained.name, kind)
-            if not nulls:
-                continue
-            line = _best_split(plan, trained, kind, nulls, tests, rows, alpha, m, workers)
+            line = _best_split(plan, trained, kind, nulls, f, workers) if nulls else ""
             if line:
                 out.append(line)
     return tuple(out)
 
 
-def _best_split(plan, trained, kind, nulls, tests, rows, alpha, m, workers) -> str:
+def _best_split(plan, trained, kind, nulls, f: Family, workers) -> str:
     from sweep.budget.time import sweep_seconds
 
     def cost(S: int) -> float:                # one seed's core-seconds on S sequences
@@ -169,8 +184,8 @@ def _best_split(plan, trained, kind, nulls, tests, rows, alpha, m, workers) -> s
         return sum(v for term, v in parts.items() if term != "worker start")
 
     def detectables(k: int, S: int) -> list[float]:     # every test of the kind, in order
-        found = [_test(plan, trained, o, layer, kd, rows, alpha, m, k, S)
-                 for o, layer, kd in tests if kd == kind]
+        found = [_test(plan, trained, o, layer, kd, f.rows, f.alpha, f.m, k, S)
+                 for o, layer, kd in f.tests if kd == kind]
         return [t.detectable for t in found if math.isfinite(t.se)]
 
     k0, S0 = len(nulls), min(plan.config.inputs.sequences, nulls[0].tokens.shape[0])

@@ -9,8 +9,10 @@ blocks; the generic path: bench_generic, Qwen3-0.6B and Mamba-2-370m shapes), sc
 a path was also measured at another width, the power law through the two: `at_width`), plus
 each worker's start-up and model loads (bench_block_mamba-T32's cold task), plus the walks of
 `depth:` (each walked token's frame update per layer and eig + SVD per stack, measured at
-d_model = 576; `depth_seconds`). `make real`'s two sweeps check the whole model against
-their measured wall time (benchmarks/bench_real.py, within 30 %). Against the
+d_model = 576; `depth_seconds`), plus each task's fixed cost and the client's own wall (fitted to
+the quick start's and the demo's sweeps, `make real` held out: benchmarks/bench_time.py,
+benchmarks/results/time.json; the docs quote that record through benchmarks/time_docs.py).
+Against the
 recorded `tdos sweep configs/mamba370m-paper.yaml` on the random-init 370M (2 workers,
 435 s wall = 0.24 core-hours, benchmarks/README.md) it gives 0.21 core-hours. Token memory
 (`memory:`) adds its cotangents times one cotangent's measured backward
@@ -49,9 +51,10 @@ DEPTH_D = 576
 # a layer-local group makes each decoder layer up to its deepest swept one resident, for its
 # residual stream and again for its blocks (the GGUF's layer dequantized, a null's weights
 # drawn or permuted, a member's moved, the stand-ins probed): 1.35 s per (group, layer) at
-# SmolLM2's 3.54 M parameters per layer, linear in them. Fitted to make real's two sweeps
-# (benchmarks/results/real.md: 12 groups streamed through 17 and 30 layers; without it the
-# estimate was 0.73 of the measured wall, with it within 3 % of both, in sample)
+# SmolLM2's 3.54 M parameters per layer, linear in them. Fitted to make real's two sweeps of
+# 2026-12-06 on the AMD VM (benchmarks/results/real-2026-12-06.json: 12 groups streamed through
+# 17 and 30 layers; without it the estimate was 0.73 of the measured wall, with it within 3 %
+# of both, in sample)
 LAYER_SETUP_SECONDS = 1.35
 LAYER_SETUP_PARAMS = 3_540_096
 # token memory: seconds of one cotangent's backward through a layer's whole-sequence call at
@@ -68,6 +71,15 @@ FP64_LOAD_FACTOR = 1.67             # its fp64 cold task: 41.7 s
 # fitted to the quick start's and the demo's measured sweeps (benchmarks/bench_time.py), the
 # one thing here no per-token benchmark measures; sweep/budget/measured.py is generated from
 # that record (benchmarks/time_docs.py)
+
+
+# One GPU worker: no GPU was available to this work, so its speed is an assumption, said
+# wherever it is printed. torch.linalg.eigvals on CUDA runs MAGMA's hybrid geev, whose QR
+# iterations stay on the host, so the eigensolver that dominates a block gains little at
+# d <= 1k; J_tt's GEMMs gain more. The per-token terms (J_tt and eig, walks, cotangents) are
+# taken GPU_TOKEN_SPEEDUP times faster than one core; set-up, loads and tasks as on one core.
+GPU_TOKEN_SPEEDUP = 4.0
+PER_TOKEN = ("J_tt and eig", "walks (depth)", "token memory")
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,12 @@ class TimeEstimate:
         the core-seconds spread over the workers."""
         return self.client + self.core_seconds / self.workers
 
+    def on_one_gpu(self, one_worker: "TimeEstimate") -> float:
+        """Wall seconds on one GPU worker (GPU_TOKEN_SPEEDUP, assumed), from the estimate of the
+        same plan on one worker."""
+        per_token = sum(v for k, v in one_worker.parts.items() if k in PER_TOKEN)
+        return one_worker.wall_seconds - per_token * (1 - 1 / GPU_TOKEN_SPEEDUP)
+
     def describe(self) -> str:
         """The terms, largest first, in core-minutes."""
         terms = sorted(self.parts.items(), key=lambda kv: -kv[1])
@@ -105,7 +123,7 @@ def sweep_seconds(plan, workers: int, left: float = 1.0) -> TimeEstimate:
         planned = S * sum(tokens for _, tokens in m.rows)                  # token spectra
         parts["J_tt and eig"] += left * planned * seconds_per_token(m)
         parts["walks (depth)"] += left * depth_seconds(m, S)
-        parts["token memory"] += left * memory_seconds(m, cfg)
+        parts["token memory"] += left * memory_seconds(m, cfg, S)
         parts["tasks' fixed costs"] += left * task_count(m, cfg, S) * TASK_SECONDS
         parts["layer set-up"] += layer_setup_seconds(m)
         parts["model loads"] += workers * load_seconds(m.info, m.spec.dtype)
@@ -182,14 +200,14 @@ def layer_setup_seconds(m) -> float:
     return (deepest + 1) * LAYER_SETUP_SECONDS * m.info.block_params / LAYER_SETUP_PARAMS
 
 
-def memory_seconds(m, cfg) -> float:
-    """The memory tasks' cotangents (every layer and sequence, (L / every) sampled tokens, p or
-    d each) times one cotangent's backward; float64 twice float32."""
+def memory_seconds(m, cfg, sequences: int) -> float:
+    """The memory tasks' cotangents (every layer and each of the model's `sequences`, (L / every)
+    sampled tokens, p or d each) times one cotangent's backward; float64 twice float32."""
     mem = cfg.memory
     if mem is None:
         return 0.0
     L, d = cfg.inputs.length, m.info.d_model
-    cotangents = len(m.rows) * cfg.inputs.sequences * -(-L // mem.every) * (mem.probes or d)
+    cotangents = len(m.rows) * sequences * -(-L // mem.every) * (mem.probes or d)
     one = MEMORY_SECONDS_PER_COTANGENT["mamba" if m.info.arch == "mamba" else "attention"]
     wider = dtypes.row(m.spec.dtype).bytes / dtypes.row("float32").bytes
     return cotangents * one * (L / MEMORY_L_REF) * (d / D_REF) ** 2 * wider
