@@ -110,6 +110,7 @@ real-docs: .venv/.ready
 # from the JSON each names (analysis/report/docgen.py); tests/test_docgen.py checks they agree.
 docs: .venv/.ready
 	$(PY) -m analysis.report.docgen
+	$(PY) -m sweep.config.docs
 
 # docs/analysis.md's mode-count and precision numbers: both demo checkpoints and a random-init
 # Mamba-370M-shaped block swept in fp32 and fp64 (a few minutes on 2 cores), the precision

@@ -9,8 +9,11 @@
     laws/       App. B self-averaging and K(t) laws with their uncertainty
     studies/    Table I and β against depth, the primary β of a store (`st.beta`, the
                 report's headline), fp32 vs fp64, two models compared, stacked blocks
-                (depth) and token memory
-    report/     figures, report.md, fits.json, compare.md: renderers of the studies
+                (depth), token memory, nulls and the quantization ensemble
+    measure/    `analysis.measure.measure(store, settings) -> Analysis`: the registry of
+                studies, run once, one immutable result
+    report/     `render(analysis, out)`: figures, report.md, fits.json, compare.md, computing
+                nothing; `analyze` = measure, then render
     views/      the live view during a sweep, the summary after it
     cli         `tdos analyze` / `tdos compare`
 
@@ -27,13 +30,14 @@ _EXPORTS = {
     "studies.depth": ["DepthStudy", "depth_study"],
     "fit.fits": ["IRFit", "MLEFit", "fit_ir_exponent", "fit_ir_from_hist", "mle_ir_exponent"],
     "fit.gof": ["PowerLawGOF", "power_law_gof"],
-    "studies.memory": ["MemoryFit", "MemoryProfile", "fit_memory", "memory_profile"],
+    "studies.memory": ["MemoryProfile", "memory_profile"],
+    "studies.memory_laws": ["MemoryFit", "fit_memory"],
     "spectrum.observables": ["ComplexSpectrum", "MemoryKernel", "Spectrum", "SpectrumFamily",
-                             "a_log_distribution", "block_rates", "complex_spectrum",
-                             "delta_distribution", "effective_spectrum", "effective_vs_length",
-                             "intrinsic_by_layer", "intrinsic_spectrum", "memory_kernel",
+                             "block_rates", "complex_spectrum", "memory_kernel",
                              "memory_kernel_from_hist", "tdos", "tdos_from_rates",
                              "tdos_vs_depth", "tdos_vs_length"],
+    "spectrum.decay": ["a_log_distribution", "delta_distribution", "effective_spectrum",
+                       "effective_vs_length", "intrinsic_by_layer", "intrinsic_spectrum"],
     "studies.precision": ["PrecisionComparison", "compare_precision", "match_tokens"],
     "spectrum.rates": ["classify", "classify_rows", "marginal_threshold", "rates_of"],
     "laws.selfavg": ["ir_resolution", "self_averaging"],
@@ -43,6 +47,19 @@ _EXPORTS = {
     "studies.primary": ["Headline", "primary_beta", "representative"],
     "fit.window": ["LocalExponent", "MLEInterval", "WindowSensitivity", "bootstrap_mle",
                    "local_exponent", "window_sensitivity"],
+    "measure.analysis": ["Analysis", "ModelAnalysis"],
+    "studies.ensemble": ["EnsembleDepth", "EnsembleStudy", "ensemble_across_depth",
+                         "ensemble_study"],
+    "studies.nulls": ["NullComparison", "NullStudy", "null_study"],
+    "studies.nulls_depth": ["DepthNullStudy", "depth_null_study"],
+    "report.render": ["render"],
+    "report.analyze": ["analyze"],
+    "fit.enough": ["MINIMUMS", "enough", "format_estimate"],
+    "studies.study": ["StudyResult", "declared_study"],
+    "studies.study_section": ["StudySection", "measure_study"],
+    "studies.shape": ["DensityShape", "density_shape"],
+    "studies.positions": ["PositionBins", "beta_by_position", "bos_rule"],
+    "studies.precision_study": ["PrecisionStudy", "precision_study"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE)

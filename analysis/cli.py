@@ -1,64 +1,62 @@
 """`tdos analyze STORE ...` and `tdos compare STORE[:MODEL] ... ` (sweep/cli.py delegates
-here). Every option left out comes from the config's `analysis:` section that the sweep
-recorded in the store, then from the defaults (sweep/format/settings.py)."""
+here). Their settings flags are made from the `analysis:` section's declaration
+(sweep/format/settings.py); every one left out comes from that section as the sweep recorded
+it in the store, then from its defaults. Errors are one line, `tdos: error: ...`, exit 2."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
+import warnings
 
 import numpy as np
 
 from analysis.io.store import StoreError, open_store
-from analysis.laws.uncertainty import law_lines
+from analysis.report.laws import law_lines
 from analysis.report.analyze import analyze
 from analysis.report.compare import verdict_lines, write_comparison
 from analysis.report.fits_json import headline
 from analysis.studies.compare import compare_models, parse_source
-from sweep.format.settings import MODES, PRIMARIES, Settings, SettingsError
+from sweep.format.fields import FieldError, declared, default_words, flag, plain_help
+from sweep.format.settings import MODES, Settings
+
+class UsageError(Exception):
+    """A bad command line; said in one line like every other error."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{message} — see `{self.prog} --help`")
 
 
 def _settings_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--window", nargs=2, type=float, default=None, metavar=("LO", "HI"),
-                   help="fit window in λ (default: the config's analysis.window, else the "
-                        "paper's 1e-4 5e-2); reaches every fit, band, time range and test")
-    p.add_argument("--modes", choices=MODES, default=None,
-                   help="mode count the figures draw (default all-stable, the paper's: every "
-                        "0 < |ζ| < 1; symmetry-removed also drops the norm's invariant-direction "
-                        "and marginal modes); tables, fits.json and report.md carry both")
-    p.add_argument("--lengths", nargs="+", type=int, default=None, metavar="L",
-                   help="Table I lengths (default: the config's analysis.lengths, else 8, 16, …)")
-    p.add_argument("--layer", type=int, default=None,
-                   help="representative layer (default: the config's analysis.layer, else 24 "
-                        "when stored, else the middle stored layer)")
-    p.add_argument("--level", type=float, default=None, help="confidence level (default 0.9)")
-    p.add_argument("--n-boot", type=int, default=None,
-                   help="bootstrap replicates per CI and Monte-Carlo sets per GOF p (default 500)")
-    p.add_argument("--skip-positions", type=int, default=None, metavar="K",
-                   help="leave token positions t < K out of every number (default 0)")
-    p.add_argument("--seed", type=int, default=None, help="seed of every resampling (default 0)")
-    p.add_argument("--memory-window", nargs=2, type=int, default=None, metavar=("K_LO", "K_HI"),
-                   help="lags the token-memory fits use (default: analysis.memory_window, "
-                        "else from the layer's causal-convolution width, or 1, to lags)")
-    p.add_argument("--primary", choices=PRIMARIES, default=None,
-                   help="β estimator:mode count of headlines and verdicts (default: "
-                        "analysis.primary, else the paper's for its own setting, else tdos')")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    """One flag per field of the `analysis:` section, made from its declaration
+    (sweep/format/settings.py): the same name, help and default as docs/config.md's rows; a bad
+    value is refused by the section's own check, the same line a config would get."""
+    for f in declared(Settings):
+        name, kwargs = flag(Settings, f)
+        default = default_words(f).removeprefix("default ")
+        otherwise = "" if default == "null" else f", else {default.replace('`', '')}"
+        p.add_argument(name, default=None, **kwargs,
+                       help=f"{plain_help(f)} (default: the store's recorded analysis.{f.name}"
+                            f"{otherwise})".replace("%", "%%"))
+    p.add_argument("--quiet", action="store_true",
+                   help="print nothing but errors and the path of the result")
 
 
 def settings_from(args, store_path) -> Settings:
     """The store's recorded settings, then the flags given."""
     root = open_store(store_path).root.attrs
-    return Settings.from_store(root, window=tuple(args.window) if args.window else None,
-                               modes=args.modes, lengths=args.lengths, layer=args.layer,
-                               level=args.level, n_boot=args.n_boot,
-                               skip_positions=args.skip_positions, seed=args.seed,
-                               memory_window=tuple(args.memory_window) if args.memory_window else None,
-                               primary=args.primary)
+    given = {f.name: getattr(args, f.name) for f in declared(Settings)}
+    return Settings.from_store(root, **{k: tuple(v) if isinstance(v, list) else v
+                                        for k, v in given.items()})
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tdos analyze", description="Figures 1–8, Table I, fits "
-                                "JSON and a markdown report from a tdos store.")
+    p = _Parser(prog="tdos analyze", description="Figures 1–8, Table I, fits JSON and a markdown "
+                "report from a tdos store. Every setting left out comes from the config's "
+                "`analysis:` section as the sweep recorded it in the store (docs/config.md).")
     p.add_argument("store", help="path of the zarr store written by `tdos sweep`")
     p.add_argument("--out", default=None, help="output folder (default: STORE-report)")
     p.add_argument("--model", default=None, help="analyze only this model group")
@@ -67,13 +65,31 @@ def parser() -> argparse.ArgumentParser:
 
 
 def compare_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tdos compare", description="β of several models on shared "
-                                "axes and Δβ of every pair with a CI and a verdict.")
+    p = _Parser(prog="tdos compare", description="β of several models on shared axes and Δβ of "
+                "every pair with a CI and a verdict; settings left out come from the first store.")
     p.add_argument("sources", nargs="+", metavar="STORE[:MODEL]",
                    help="a store (all its models) or one model group of it")
     p.add_argument("--out", default="compare", help="output folder (default: ./compare)")
     _settings_flags(p)
     return p
+
+
+def _error(message: str) -> int:
+    print(f"tdos: error: {message}", file=sys.stderr)
+    return 2
+
+
+@contextlib.contextmanager
+def _quiet(quiet: bool):
+    """--quiet: nothing reaches the console from inside (progress, warnings, notes); errors
+    still do, as the exceptions they are."""
+    if not quiet:
+        yield
+        return
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield
 
 
 def _model_line(name, r) -> list:
@@ -103,30 +119,32 @@ def _model_line(name, r) -> list:
 
 
 def main(argv=None) -> int:
-    args = parser().parse_args(argv)
     try:
-        settings = settings_from(args, args.store)
-        results = analyze(args.store, args.out, settings, args.model, progress=not args.quiet)
-    except (StoreError, SettingsError) as exc:
-        print(f"tdos analyze: {exc}", file=sys.stderr)
-        return 2
+        args = parser().parse_args(argv)
+        with _quiet(args.quiet):
+            settings = settings_from(args, args.store)
+            results = analyze(args.store, args.out, settings, args.model, progress=not args.quiet)
+    except (StoreError, FieldError, UsageError) as exc:
+        return _error(str(exc))
     out = args.out or args.store.rstrip("/") + "-report"
-    for name, r in results.items():
-        print("\n".join(_model_line(name, r)))
+    if not args.quiet:
+        for name, r in results.items():
+            print("\n".join(_model_line(name, r)))
     print(f"report: {out}/report.md")
     return 0
 
 
 def compare_main(argv=None) -> int:
-    args = compare_parser().parse_args(argv)
     try:
-        settings = settings_from(args, parse_source(args.sources[0])[0][0])
-        comparison = compare_models(args.sources, settings)
-    except (StoreError, SettingsError) as exc:
-        print(f"tdos compare: {exc}", file=sys.stderr)
-        return 2
-    write_comparison(comparison, args.out)
-    print("\n".join(verdict_lines(comparison)))
+        args = compare_parser().parse_args(argv)
+        with _quiet(args.quiet):
+            settings = settings_from(args, parse_source(args.sources[0])[0][0])
+            comparison = compare_models(args.sources, settings)
+            write_comparison(comparison, args.out)
+    except (StoreError, FieldError, UsageError) as exc:
+        return _error(str(exc))
+    if not args.quiet:
+        print("\n".join(verdict_lines(comparison)))
     print(f"comparison: {args.out}/compare.md")
     return 0
 

@@ -44,7 +44,7 @@ def build(name: str, dtype):
                             head_dim=128, max_position_embeddings=40960, rms_norm_eps=1e-6,
                             tie_word_embeddings=True)
     else:
-        from sweep.plan.architecture import mamba_ssm_to_hf_config
+        from sweep.checkpoints.mamba_ssm import mamba_ssm_to_hf_config
 
         cfg = mamba_ssm_to_hf_config({"d_model": 1024, "n_layer": 48, "vocab_size": 50277,
                                       "ssm_cfg": {"layer": "Mamba2"}, "pad_vocab_size_multiple": 16})

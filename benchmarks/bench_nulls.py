@@ -3,7 +3,7 @@
 One decoder layer of a Qwen3-0.6B-shaped model (d 1024, MLP 3072, 16 heads of 128, 8 KV
 heads) and of a Mamba-370M-shaped one (d 1024, state 16, expand 2) made resident by
 `LocalModel.resident`: read from the checkpoint (the trained model), made by the model's own
-init (random_init), or read and permuted (shuffled). Two layers in a small-vocabulary
+init (random_init), or read and made by every other registered null kind. Two layers in a small-vocabulary
 checkpoint written to a temp dir; the median of `--repeat` loads of layer 1, one thread.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_nulls.py [--repeat 5]
@@ -19,8 +19,9 @@ from pathlib import Path
 import torch
 import transformers as T
 
+from sweep.checkpoints import kinds
+from sweep.format.variants import Variant
 from sweep.generic.local import LocalModel
-from sweep.generic.null import Null
 
 SHAPES = {
     "qwen3 (d 1024)": lambda: T.Qwen3Config(vocab_size=512, hidden_size=1024, intermediate_size=3072,
@@ -31,8 +32,8 @@ SHAPES = {
 }
 
 
-def _time(path: Path, null: Null | None, repeat: int) -> float:
-    lm = LocalModel(path, torch.float32, null=null, keep=1)
+def _time(path: Path, variant: Variant | None, repeat: int) -> float:
+    lm = LocalModel(path, torch.float32, variant=variant, keep=1)
     times = []
     for _ in range(repeat):
         lm.resident(0)                         # layer 1 goes back to meta: read or made again
@@ -47,8 +48,9 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=5)
     args = p.parse_args()
     torch.set_num_threads(1)
-    print("| layer shape | params | read (trained) | random_init | shuffled |")
-    print("|---|---|---|---|---|")
+    null_kinds = kinds.names("null")
+    print("| layer shape | params | read (trained) | " + " | ".join(null_kinds) + " |")
+    print("|---|---|---|" + "---|" * len(null_kinds))
     with tempfile.TemporaryDirectory() as tmp:
         for name, make in SHAPES.items():
             model = T.AutoModelForCausalLM.from_config(make())
@@ -56,8 +58,8 @@ def main() -> None:
             model.save_pretrained(path)
             n = sum(p.numel() for p in model.model.layers[1].parameters()) if hasattr(model, "model") \
                 else sum(p.numel() for p in model.backbone.layers[1].parameters())
-            cells = [_time(path, null, args.repeat) for null in
-                     (None, Null("random_init", 0), Null("shuffled", 0))]
+            cells = [_time(path, v, args.repeat) for v in
+                     (None, *(Variant(kind, 0, "model") for kind in null_kinds))]
             print(f"| {name} | {n / 1e6:.1f} M | " + " | ".join(f"{c * 1e3:.0f} ms" for c in cells) + " |")
 
 

@@ -13,7 +13,7 @@ Then it times, as separate processes with a fresh hash cache (TDOS_CACHE in a ne
                                                  # cluster.memory_limit 20GiB (issue 57's case)
 
 twice: the first run reads and hashes every file (as every run did before the hash cache),
-the second finds each file's sha256 in the cache (sweep/plan/hashes.py). Both print the same
+the second finds each file's sha256 in the cache (sweep/checkpoints/hashes.py). Both print the same
 memory per worker.
 
     .venv/bin/python benchmarks/bench_plan70b.py [--dir /tmp/llama3-70b-sparse] [--timeout 900]

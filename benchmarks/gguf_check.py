@@ -6,7 +6,7 @@ The file (`make smollm2` puts it under checkpoints/; `--gguf` names another copy
 - sweeps layer 29 of one 8-token sequence of natural text, read with the GGUF's own tokenizer,
   through run_sweep (the code `tdos sweep` runs) on a LocalCluster of one worker process:
   layer-local, each layer's tensors dequantized from the file on the worker
-  (sweep/generic/weights.py GgufCheckpoint), the residual stream in the store; twice, with
+  (sweep/checkpoints/gguf_file.py GgufCheckpoint), the residual stream in the store; twice, with
   the generic path (transformers' own layer code) and with compute.engine auto (the
   hand-written LLaMA path, whose rotary tables are float64 where transformers' are float32);
 - polls the peak RSS (VmHWM) of every process of that sweep, and sets the worker's beside the

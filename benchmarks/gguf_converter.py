@@ -109,7 +109,7 @@ def main() -> None:
              f"{SEQS} sequences x {L} random tokens; routes {routes}, paths {paths}", "",
              "| GGUF | tensor types | eigenvalues, ‖J_tt‖_F², h_3 equal to its twin's | "
              "‖J_tt‖_F² against the original checkpoint's (max relative) |", "|---|---|---|---|"]
-    from sweep.plan.gguf_file import read_header
+    from sweep.checkpoints.gguf_tensors import read_header
 
     for name, gguf in pairs:
         same = all(np.array_equal(read(gguf.stem, a), read(f"{gguf.stem}-twin", a))

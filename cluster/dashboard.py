@@ -8,13 +8,13 @@ needs only distributed and tornado.
 """
 from __future__ import annotations
 
-import threading
 from typing import Callable
 
 import cloudpickle
 
 from cluster import page
 from cluster.build import dashboard_link
+from cluster.repeat import Repeating
 
 MIN_PERIOD = 2.0            # seconds between pushes at most this often, whatever live_every says
 IDLE_PERIOD = 10.0          # push period when the live plot is off (live_every 0): counts only
@@ -39,8 +39,9 @@ class TdosPage:
         self.every = max(MIN_PERIOD, every) if every > 0 else IDLE_PERIOD
         self.link: str | None = None
         self.error: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="tdos-page")
+        # pushes until the sweep ends, or until one fails (its error is the note)
+        self._pushes = Repeating(lambda: self.every if self._push(running=True) else None,
+                                 self.every, "tdos-page")
 
     @property
     def note(self) -> str:
@@ -55,21 +56,14 @@ class TdosPage:
             return self
         if self._push(running=True):
             self.link = page_link(self.client)
-            self._thread.start()
+            self._pushes.start()
         return self
 
     def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        self._pushes.stop()
         if self.link:
             self._push(running=False)          # the page stays, with the final counts
         return False
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every):
-            if not self._push(running=True):
-                return
 
     def _push(self, running: bool) -> bool:
         try:

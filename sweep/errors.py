@@ -37,3 +37,10 @@ class UnsupportedTransformers(Exception):
 class RouteFailed(Exception):
     """A model failed on the layer-local route and then on the whole-model route: the message
     names the model, the layer, the step that failed and the transformers release."""
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message (at most 200 characters; its type's name when it
+    has none): what a one-line error quotes of a library's own."""
+    lines = str(e).strip().splitlines()
+    return lines[0][:200] if lines else type(e).__name__

@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep.plan.hashes import cache_dir
+from sweep.checkpoints.hashes import cache_dir
 
 CACHE_NAME = "process-memory.json"
 ASSUMED_BYTES = 1 << 29          # 0.5 GiB: the figure used when the probe cannot run

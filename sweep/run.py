@@ -8,21 +8,23 @@ from __future__ import annotations
 import collections
 import contextlib
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from cluster.repeat import Repeating
 from sweep.config.load import with_store
 from sweep.config.sections import SweepConfig
 from sweep.errors import (CheckpointChanged, ConfigError, NonCausal, RouteFailed, SelfCheckFailed,
                           UnsupportedTransformers)
 from sweep.failures import DaskLogs, Failures, log_path
+from sweep.format.variants import NOUNS, ROLES
 from sweep.plan.make import Plan, make_plan
 from sweep.store import ledger
 from sweep.store import writer as st
 from sweep.store.lock import store_lock
+from sweep.store.study import record_study
 from sweep.tasks import BlockTask, DepthTask, MemoryTask, ResidualTask, pending_tasks
 from sweep.watch import Stalled, StallWatch
 from sweep.worker.plugin import WorkerStatePlugin
@@ -64,22 +66,23 @@ def run_sweep(cfg: SweepConfig | Plan, store: str | None = None, workers: int | 
     cfg = plan.config
     with store_lock(cfg.store, wait=wait):
         root = st.open_store(plan, create=not resume, say=_say)
+        if (said := record_study(root, cfg.study)) is not None:    # before any block is computed
+            _say(said)
         tasks = pending_tasks(plan, root)
         names = [m.name for m in plan.models]
         within = {m.name: (m.layers, m.tokens.shape[0]) for m in plan.models}   # a shrunk config's part
         before = ledger.counts(root, names, within)
-        run = _Run(Failures(log_path(cfg.store)), again or "rerun with --resume")
+        run = _Run(Failures(log_path(cfg.store)), again or "rerun with --resume", time.monotonic())
         if tasks:
             for m in plan.models:
-                if m.null is not None or m.quant is not None:   # swept the way its model is:
-                    continue                                     # said on the model's line
-                nulls = sum(1 for x in plan.models if x.null and x.null["of"] == m.name)
-                members = sum(1 for x in plan.models if x.quant and x.quant["of"] == m.name)
+                if m.variant is not None:        # swept the way its model is: said on its line
+                    continue
+                own = [x.variant.role for x in plan.models if x.variant and x.variant.of == m.name]
                 _say(f"{m.name}: " + (f"whole model on every worker: {m.info.not_local}" if m.info.not_local
                                       else f"layer-local (at most {cfg.compute.resident_layers} "
                                            f"decoder layer(s) per worker, the residual stream in the store)")
-                     + (f"; its {nulls} null model(s) the same way" if nulls else "")
-                     + (f"; its quantization ensemble of {members} the same way" if members else ""))
+                     + "".join(f"; its {own.count(r)} {NOUNS[r]}(s) the same way"
+                               for r in ROLES if r in own))
             _say(f"log: {run.failures.log} (tracebacks{'' if verbose else ', Dask warnings'})")
             with DaskLogs(run.failures.log, verbose) as logs, \
                     _connect(cfg, workers, scheduler, client) as c, _tdos_page(c, cfg) as page:
@@ -99,6 +102,7 @@ class _Run:
     """What one run of the loop gathers for the verdict."""
     failures: Failures
     again: str                                  # how to resume, for the closing line
+    started: float                              # time.monotonic() when the run began
     results: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     interrupted: bool = False
@@ -201,11 +205,11 @@ def _collect(fut, task, run: _Run, fell_back: set, bar) -> None:
             fell_back.add(task.model.group)           # said once per model
             _say(f"{task.model.group}: {route}")
     except FATAL as e:
-        run.failures.exception(task.model.group, f"{task.where}, {task.step}", e)
+        run.failures.exception(task.model.group, f"{task.part}, {task.step}", e)
         raise
     except Exception as e:  # the task's own error, after RETRIES; reported, not fatal
         run.errors.append(f"{task.describe()}: {type(e).__name__}: {e}")
-        run.failures.exception(task.model.group, f"{task.where}, {task.step}", e)
+        run.failures.exception(task.model.group, f"{task.part}, {task.step}", e)
     if isinstance(task, BlockTask):
         bar.update(1)
     elif isinstance(task, DepthTask):
@@ -251,8 +255,11 @@ def _verdict(cfg, root, within: dict, tasks, run: _Run) -> SweepResult:
                                          for lib, n in sorted(used.items())))
     if flagged:
         _say(f"warning: {flagged} block(s) hold non-finite values (ledger 2); see `tdos status`")
+    n_blocks = sum(1 if isinstance(t, BlockTask) else t.fresh if isinstance(t, DepthTask) else 0
+                   for t in tasks)
     if complete:
-        _say(f"sweep complete: {done}/{total} blocks in {cfg.store}")
+        _say(f"sweep complete: {done}/{total} blocks in {cfg.store} ({_what(cfg, within)}; "
+             f"{n_blocks} computed in this run, {_duration(time.monotonic() - run.started)})")
     else:
         why = "interrupted" if interrupted else "stopped" if run.stalled else "incomplete"
         _say(f"sweep {why}: {done}/{total} blocks in {cfg.store}"
@@ -260,11 +267,24 @@ def _verdict(cfg, root, within: dict, tasks, run: _Run) -> SweepResult:
              f"{f', {walks} walk(s) up the layers (stacks, Lyapunov) missing' if walks else ''}"
              f"{f', {profiles} token-memory profile(s) missing' if profiles else ''}; "
              f"nothing written is lost; {run.again} to finish")
-    n_blocks = sum(1 if isinstance(t, BlockTask) else t.fresh if isinstance(t, DepthTask) else 0
-                   for t in tasks)
     code = 0 if complete else (130 if interrupted else 1)
     return SweepResult(code, n_blocks, total, done, flagged, results, errors, interrupted,
                        run.stalled)
+
+
+def _what(cfg, within: dict) -> str:
+    """What the store holds, in words: the models, their nulls and members, layers, tokens."""
+    trained, others = len(cfg.models), len(within) - len(cfg.models)
+    layers = sorted({layer for rows, _ in within.values() for layer in rows})
+    shown = (", ".join(map(str, layers)) if len(layers) <= 6
+             else f"{layers[0]}..{layers[-1]} ({len(layers)})")
+    more = f" and {others} null/ensemble model{'s' * (others > 1)}" if others > 0 else ""
+    return (f"{trained} model{'s' * (trained > 1)}{more}, layers {shown}, "
+            f"{cfg.inputs.sequences} x {cfg.inputs.length} tokens")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
 def _say(line: str) -> None:
@@ -278,38 +298,37 @@ class _LivePlot:
     def __init__(self, store: str, every: float):
         self.store, self.every = store, every
         self.png = str(store).rstrip("/") + ".live.png"
-        self._stop = threading.Event()
         self._render = None
+        self._announced = False
         if every > 0:
             with contextlib.suppress(ImportError):
                 from analysis.views.live import render_live
 
                 self._render = render_live
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="tdos-live")
+        self._renders = Repeating(self._tick, every, "tdos-live")
 
     def __enter__(self):
         if self._render is not None:
-            self._thread.start()
+            self._renders.start()
         return self
 
     def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        if self._renders.stop():
             self._draw()                      # the final picture holds every block
         return False
 
-    def _loop(self) -> None:
-        announced, wait = False, self.every
-        while not self._stop.wait(wait):
-            t = time.monotonic()
-            if self._draw() and not announced:
-                _say(f"live TDOS: {self.png}")
-                announced = True
-            # a render of a large store takes longer than `every` (15 s for make real's 12
-            # groups of 5 layers, 200 replicates each): paced so it holds the sweep's
-            # process at most LIVE_SHARE of one core, which the workers need
-            wait = max(self.every, (time.monotonic() - t) * (1 - LIVE_SHARE) / LIVE_SHARE)
+    def _tick(self) -> float | None:
+        """One picture; the seconds until the next, None once drawing is disabled."""
+        t = time.monotonic()
+        if self._draw() and not self._announced:
+            _say(f"live TDOS: {self.png}")
+            self._announced = True
+        if self._render is None:
+            return None
+        # a render of a large store takes longer than `every` (15 s for make real's 12
+        # groups of 5 layers, 200 replicates each): paced so it holds the sweep's
+        # process at most LIVE_SHARE of one core, which the workers need
+        return max(self.every, (time.monotonic() - t) * (1 - LIVE_SHARE) / LIVE_SHARE)
 
     def _draw(self) -> bool:
         if self._render is None:

@@ -19,6 +19,7 @@ import numpy as np
 import zarr
 
 from sweep.format.ledger import Ledger, is_pending
+from sweep.format.variants import Variant
 from sweep.plan.make import ModelPlan, Plan
 
 
@@ -44,15 +45,13 @@ class ModelRef:
     stats: tuple[tuple[str, int, int], ...] = ()
     not_local: str = ""        # why blocks load the whole model (empty: one layer resident)
     resident_layers: int = 1   # compute.resident_layers: decoder layers a worker holds at most
-    # (kind, seed) of a null model (docs/nulls.md): its weights are made on the worker from the
-    # checkpoint at `location`, per tensor; None: the checkpoint's own weights
-    null: tuple[str, int] | None = None
+    # a weight variant (a null, an ensemble member: sweep/format/variants.py): its weights are
+    # made on the worker from the checkpoint at `location` by its kind's registered maker
+    # (sweep/checkpoints/kinds.py), per tensor; None: the checkpoint's own weights
+    variant: Variant | None = None
     # (rows, sequences, spans, lags + 1) of the group: a grown store's arrays have other shapes,
     # so a worker opens them again (its open arrays are keyed by this too)
     extent: tuple[int, ...] = ()
-    # the member (its seed) of a quantization ensemble (sweep/generic/quant.py): the GGUF's
-    # weights each moved within its rounding bin, per tensor on the worker; None: as stored
-    quant: int | None = None
 
     @property
     def local(self) -> bool:
@@ -79,7 +78,7 @@ class BlockTask:
     n_ctx: int        # tokens the fast path's hidden states span (the model's longest row)
 
     @property
-    def where(self) -> str:        # the part of the model a failure is counted under
+    def part(self) -> str:         # the part of the model a failure is counted under
         return f"layer {self.layer}"
 
     step = "the block's J_tt"      # what the task computes, as a stop names it
@@ -96,7 +95,7 @@ class ALogTask:
     layers: tuple[int, ...]
 
     @property
-    def where(self) -> str:
+    def part(self) -> str:
         return f"layers {list(self.layers)}"
 
     step = "the A_log task"
@@ -117,7 +116,7 @@ class ResidualTask:
     n_ctx: int
 
     @property
-    def where(self) -> str:
+    def part(self) -> str:
         return f"layers {[layer for _, layer in self.rows]}"
 
     step = "the residual stream"
@@ -143,13 +142,13 @@ class DepthTask:
     fresh: int        # of its single blocks, those still pending when planned (progress)
 
     @property
-    def where(self) -> str:
+    def part(self) -> str:
         return f"layers {self.rows[0][1]}..{self.rows[-1][1]}"
 
     step = "the walk up the layers"
 
     def describe(self) -> str:
-        return f"{self.model.group} walk of seq {self.seq} block {self.block} up {self.where}"
+        return f"{self.model.group} walk of seq {self.seq} block {self.block} up {self.part}"
 
 
 @dataclass(frozen=True)
@@ -166,7 +165,7 @@ class MemoryTask:
     probes: int
 
     @property
-    def where(self) -> str:
+    def part(self) -> str:
         return f"layer {self.layer}"
 
     step = "the token-memory call"
@@ -265,8 +264,7 @@ def model_ref(plan: Plan, m: ModelPlan, root: zarr.Group) -> ModelRef:
                     stats=tuple(sorted((f, r["size"], r["mtime_ns"]) for f, r in files.items()
                                        if "size" in r)),
                     not_local=m.info.not_local, resident_layers=c.resident_layers,
-                    null=(m.null["kind"], m.null["seed"]) if m.null else None,
-                    quant=m.quant["member"] if m.quant else None,
+                    variant=m.variant,
                     extent=_extent(root[m.name]))
 
 

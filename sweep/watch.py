@@ -79,13 +79,13 @@ class StallWatch:
         if waited < self.after:
             return
         jobs = len(getattr(getattr(self.client, "cluster", None), "worker_spec", None) or {})
-        where = self.client.scheduler.address
+        address = self.client.scheduler.address
         if jobs:                               # workers are coming: a queue may be slow
             if not self.waiting_said:
                 self.waiting_said = True
-                self.say(f"no worker has joined {where} for {waited:.0f} s; {jobs} worker "
+                self.say(f"no worker has joined {address} for {waited:.0f} s; {jobs} worker "
                          f"job(s) of this cluster are still queued or starting — waiting")
             return
-        raise Stalled(f"no worker attached to the scheduler at {where} for {waited:.0f} s "
+        raise Stalled(f"no worker attached to the scheduler at {address} for {waited:.0f} s "
                       f"(compute.stall_after {self.after:g} s), and none is queued — start "
-                      f"workers (`dask worker {where}`) or check the cluster's queue")
+                      f"workers (`dask worker {address}`) or check the cluster's queue")

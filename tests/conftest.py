@@ -75,7 +75,7 @@ def _write_mamba_ssm(hf_model, out):
 
 @pytest.fixture(scope="session", autouse=True)
 def _hash_cache(tmp_path_factory):
-    """The checkpoints' sha256 cache (sweep/plan/hashes.py) in a directory of this session, set
+    """The checkpoints' sha256 cache (sweep/checkpoints/hashes.py) in a directory of this session, set
     as a user would (TDOS_CACHE), so tests neither read nor grow the user's ~/.cache/tdos."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TDOS_CACHE", str(tmp_path_factory.mktemp("tdos-cache")))

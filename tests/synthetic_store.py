@@ -18,6 +18,7 @@ import numpy as np
 import zarr
 
 from sweep.format import schema
+from sweep.format.variants import Variant
 from sweep.store.writer import BlockValues, create_group, write_a_log, write_block
 
 NAN_C = complex(np.nan, np.nan)
@@ -42,7 +43,7 @@ class SyntheticModel:
     shift_residual: np.ndarray | None = None  # (rows, seq, L_max) r along 𝟙/√d
     path: str = "synthetic/model"
     extra_identity: dict = field(default_factory=dict)
-    null: dict | None = None                 # {"of", "kind", "seed"}: a null model (Store.null)
+    variant: Variant | None = None           # a weight variant: a null, an ensemble member (Store.variant)
     frobenius2: np.ndarray | None = None     # (rows, seq, L_max) ‖J_tt‖_F²; None: left NaN
 
     @property
@@ -101,16 +102,16 @@ def _create_group(root, m: SyntheticModel):
     rows, nseq, lmax, d = m.shape
     tokens = m.tokens if m.tokens is not None else np.arange(nseq * lmax).reshape(nseq, lmax)
     identity = {"path": m.path, "revision": None, "arch": m.arch, "weights_sha256": "0" * 64,
-                **m.extra_identity}
+                **m.extra_identity,
+                # a variant names itself beside its checkpoint, as the sweep's group identity does
+                **({"variant": m.variant.attrs()} if m.variant is not None else {})}
     g = create_group(
         root, m.name, identity=identity, dtype=m.dtype,
         checkpoint={"dir": None, "files": {"model.safetensors": {"sha256": "0" * 64}}},
         inputs={"sequences": nseq, "length": lmax, "seed": 0, "text": None,
                 "token_block": m.token_block},
         layer_lengths=list(zip(m.layers, m.lengths())), token_block=m.token_block,
-        tokens=np.asarray(tokens, np.int64), d_model=d, **_kinds(m))
-    if m.null is not None:
-        g.attrs["null"] = dict(m.null)       # the attribute the sweep's nulls carry (Store.null)
+        tokens=np.asarray(tokens, np.int64), d_model=d, variant=m.variant, **_kinds(m))
     if m.a_log is not None:
         for layer, a in enumerate(np.asarray(m.a_log, _rdtype(m.dtype))):
             write_a_log(g, layer, a)
@@ -194,10 +195,10 @@ def synthetic_model(name="mamba-syn", arch="mamba", beta=-0.2, rows=2, nseq=2, l
 
 
 def null_models(of: SyntheticModel, beta, n=2, kind="random_init", seed=100, **kw):
-    """n null models of `of` (named `<of>.<kind>.<k>`, attribute null = {of, kind, seed k}),
+    """n null models of `of` (named `<of>.<kind>.<k>`, attribute variant = {kind, seed k, of, role}),
     each of known β `beta` (kw: as synthetic_model, e.g. lmax, d, n_ir; arch from `of`)."""
     return [dataclasses.replace(synthetic_model(f"{of.name}.{kind}.{k}", of.arch, beta,
                                                 rows=len(of.layers), layers=of.layers, seed=seed + k,
                                                 **kw),
-                                null={"of": of.name, "kind": kind, "seed": k})
+                                variant=Variant(kind, k, of.name, "null"))
             for k in range(n)]

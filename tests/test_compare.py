@@ -51,7 +51,7 @@ def test_tdos_compare_writes_the_report_of_two_stores(tmp_path, capsys):
     write_store(tmp_path / "b.zarr", [b])
     out = tmp_path / "cmp"
     assert main(["compare", f"{tmp_path / 'a.zarr'}:mamba-syn", str(tmp_path / "b.zarr"),
-                 "--out", str(out), "--n-boot", "50", "--quiet"]) == 0
+                 "--out", str(out), "--n-boot", "50"]) == 0       # its lines are read below
     for f in ("compare.md", "compare.json", "compare_beta.png", "compare_delta.png",
               "compare_tdos.png", "compare_kernel.png"):
         assert (out / f).stat().st_size > 1000, f

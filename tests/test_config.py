@@ -111,7 +111,8 @@ def _not_a_dir(tmp_path):
 BAD = {
     "unknown_field": ({"inptus": {}},
                       "inptus: unknown field — did you mean 'inputs'? "
-                      "(known: model, models, inputs, layers, store, compute, cluster, analysis, depth, memory)"),
+                      "(known: model, models, inputs, layers, store, compute, cluster, analysis, depth, memory, "
+                      "study)"),
     "unknown_nested": ({"compute.tokenblock": 4},
                        "compute.tokenblock: unknown field — did you mean 'token_block'? "
                        "(known: token_block, device, live_every, cpu_linalg, engine, resident_layers, "

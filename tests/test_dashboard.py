@@ -93,7 +93,8 @@ def test_sweep_page_shows_counts_betas_and_tdos(tiny_checkpoints, tmp_path):
         assert (row["done"], row["flagged"], row["total"]) == (16, 0, 16)
         b, h = row["beta"], st.beta(row["layer"])          # the report's number for (layer, L)
         assert b["beta"] == h.beta and b["L"] == h.L and b["unit"] == h.unit, (row["layer"], b)
-        assert b["lo"] < b["hi"] and "200 replicates (quick preview; the report: 500)" in b["method"]
+        # 4 sequences: a jackknife, 4 leave-one-out fits whatever n_boot says (issue 57)
+        assert b["lo"] < b["hi"] and "4 leave-one-out fits (quick preview; the report: 500)" in b["method"]
     # the page prints the same β and CI as the JSON carries, under the primary's name
     b0 = model["layers"][0]["beta"]
     assert re.search(re.escape(f"{b0['beta']:+.3f} [{b0['lo']:+.3f}, {b0['hi']:+.3f}]"), page)

@@ -196,7 +196,7 @@ def re_match(pattern: str, err: str) -> bool:
 def test_unreachable_hub_is_not_waited_for(tmp_path, hub_cache):
     """Without HF_HUB_OFFLINE, an unreachable hub is seen in one probe: datasets' own
     retries (~25 s) never start, and the cache answers."""
-    from sweep.plan.checkpoint import hub_reachable
+    from sweep.checkpoints.hub import hub_reachable
 
     if hub_reachable():
         pytest.skip("the Hugging Face hub answers from here: this checks the unreachable case")
@@ -242,7 +242,7 @@ def test_llama_sweep_on_a_dataset_starts_every_sequence_with_bos(tmp_path, tiny_
 def test_shipped_dataset_config_is_valid_up_to_the_hub(tmp_path):
     """configs/wikitext.yaml: every field checks out; offline it stops, in one line, where it
     needs the hub (the dataset, or the model when the dataset is already cached)."""
-    from sweep.plan.checkpoint import hub_reachable
+    from sweep.checkpoints.hub import hub_reachable
 
     if hub_reachable():
         pytest.skip("the Hugging Face hub answers from here: the config would download")

@@ -111,6 +111,12 @@ def test_a_repeated_normal_block_is_normal_aligned_with_itself_and_keeps_its_pow
     row = d.beta["all-stable"][4]
     assert row.ci_lo <= -0.3 <= row.ci_hi, (row.beta, row.ci_lo, row.ci_hi)
     assert d.below_floor == {1: 0, 2: 0, 4: 0}
+    # issue 57: panel (a) draws the headline's estimator, each span's point once (filled, or
+    # hollow for a window slope), never the cumulative fit beside an MLE headline
+    ax = figure(d, "normal", Settings(primary="mle:symmetry-removed").primary_for(False)).axes[0]
+    drawn = sorted(y for ln in ax.get_lines() if ln.get_marker() == "o" for y in ln.get_ydata())
+    want = sorted(d.beta[m][s].mle_beta for m in d.beta for s in d.spans)
+    assert drawn == pytest.approx(want) and "[mle]" in ax.get_ylabel()
 
 
 def test_a_scaled_rotation_repeated_has_both_ratios_one(tmp_path):
@@ -270,14 +276,15 @@ def test_the_kernel_ratios_are_read_against_nulls(tmp_path):
 
     from analysis.studies.nulls import null_study
     from sweep.format.settings import Primary
+    from sweep.format.variants import Variant
 
     a, d, path = 0.7, 8, tmp_path / "s.zarr"
     jordan = {c: np.kron(np.eye(d // 2), np.array([[a, c], [0.0, a]])) for c in (0.5, 0.1, 0.15)}
     _write(path, "m", lambda layer, seq, t: jordan[0.5])
     for k, c in enumerate((0.1, 0.15)):
         _write(path, f"m.shuffled.{k}", lambda layer, seq, t, c=c: jordan[c])
-        zarr.open_group(str(path), mode="a")[f"m.shuffled.{k}"].attrs["null"] = {
-            "of": "m", "kind": "shuffled", "seed": k}
+        zarr.open_group(str(path), mode="a")[f"m.shuffled.{k}"].attrs["variant"] = (
+            Variant("shuffled", k, "m").attrs())
     study = null_study(open_store(path, "m"), 0, L, SETTINGS, Primary("cumulative", "all-stable", "test"))
     s = max(SPANS)
     [c] = [c for c in study.comparisons if c.observable.startswith("ln nonnormality")]

@@ -1,4 +1,4 @@
-"""GGUF files as checkpoints (sweep/plan/gguf_file.py, docs/models.md "GGUF files").
+"""GGUF files as checkpoints (sweep/checkpoints/gguf_file.py, docs/models.md "GGUF files").
 
 Tiny LLaMA, Qwen2 and Mamba models (4 layers) are written as GGUF files by the `gguf`
 package's writer (tests/gguf_files.py) and swept layer-local at the deepest layer, in float64,

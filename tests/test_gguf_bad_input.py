@@ -1,4 +1,4 @@
-"""Bad GGUF input (sweep/plan/gguf_file.py): `tdos sweep --dry-run` of a GGUF that is refused
+"""Bad GGUF input (sweep/checkpoints/gguf_file.py): `tdos sweep --dry-run` of a GGUF that is refused
 ends with exit 2 and one `tdos: error:` line naming the file and the reason, before anything
 runs, and no store is created. Each file is written here by the `gguf` package's writer
 (tests/gguf_files.py) from a tiny LLaMA, then damaged in one way."""

@@ -1,4 +1,4 @@
-"""A checkpoint's sha256 without reading it again (sweep/plan/hashes.py): the Hugging Face
+"""A checkpoint's sha256 without reading it again (sweep/checkpoints/hashes.py): the Hugging Face
 cache's blob names, the cache keyed by (path, size, mtime_ns, ctime_ns, inode) in the user's
 cache directory, and what that key still catches: an edit that keeps the size and puts the
 mtime back, refused on resume as a new store records its true hash."""
@@ -15,8 +15,9 @@ import pytest
 
 from sweep.config.load import config_from_dict
 from sweep.errors import CheckpointChanged
-from sweep.plan import hashes
+from sweep.checkpoints import hashes
 from sweep.plan.make import make_plan
+from sweep.checkpoints.formats import open_checkpoint
 from sweep.plan.provenance import checkpoint_record
 from sweep.store.writer import open_store
 
@@ -68,10 +69,10 @@ def test_a_cached_hash_is_trusted_only_for_the_files_present_state(tiny_checkpoi
 
     # an entry for the file's present state is used without reading the file
     _plant(xdg_cache, weights, "f" * 64, after_ctime_ns=10**10)
-    assert checkpoint_record(ckpt)["files"]["model.safetensors"]["sha256"] == "f" * 64
+    assert checkpoint_record(open_checkpoint(ckpt))["files"]["model.safetensors"]["sha256"] == "f" * 64
     # unless it was hashed within 2 s of the file's ctime: a write in that tick could hide
     _plant(xdg_cache, weights, "f" * 64, after_ctime_ns=0)
-    assert checkpoint_record(ckpt)["files"]["model.safetensors"]["sha256"] == _sha256(weights)
+    assert checkpoint_record(open_checkpoint(ckpt))["files"]["model.safetensors"]["sha256"] == _sha256(weights)
 
     # one bit of one weight, same size, mtime put back: only the ctime says it was written
     _plant(xdg_cache, weights, _sha256(weights), after_ctime_ns=10**10)
@@ -83,7 +84,7 @@ def test_a_cached_hash_is_trusted_only_for_the_files_present_state(tiny_checkpoi
     after = os.stat(weights)
     assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns,
                                                                 before.st_ino)
-    assert checkpoint_record(ckpt)["files"]["model.safetensors"]["sha256"] == _sha256(weights)
+    assert checkpoint_record(open_checkpoint(ckpt))["files"]["model.safetensors"]["sha256"] == _sha256(weights)
     with pytest.raises(CheckpointChanged, match="model.safetensors changed since the store was made"):
         open_store(make_plan(cfg))                   # the resume refuses it
 

@@ -1,4 +1,4 @@
-"""The one door to transformers' and datasets' internals (sweep/plan/hf.py).
+"""The one door to transformers' and datasets' internals (sweep/checkpoints/hf.py).
 
 Every private name the door lists resolves on the installed (locked) releases (one line per
 name that is gone), and the door records the releases requirements.lock pins. That no other
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweep.plan import hf
+from sweep.checkpoints import hf
 
 REPO = Path(__file__).resolve().parents[1]
 

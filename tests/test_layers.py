@@ -1,7 +1,7 @@
 """The package layers, as data: every module of sweep/, analysis/ and cluster/ (recursively)
 imports only the rooms its rule allows, no import cycle anywhere, sweep imports cluster and
 never the other way, the store format (sweep.format) imports nothing of the three packages,
-no module outside the one door (sweep/plan/hf.py) touches a private transformers or datasets
+no module outside the one door (sweep/checkpoints/hf.py) touches a private transformers or datasets
 name, and a test of the test for each."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sweep.plan import hf
+from sweep.checkpoints import hf
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("sweep", "analysis", "cluster")
@@ -25,35 +25,50 @@ FORMAT = ("sweep.format",)            # all of sweep that analysis may import
 RULES = {
     "sweep.errors": (),
     "sweep.format": (),
-    "sweep.config": (*DECLARATIONS, "cluster.config"),    # errors, and the cluster's own section
-    "sweep.plan": (*DECLARATIONS, "sweep.config"),                    # plan imports config
+    # the checkpoint room: the readers, the door, the variants' weight makers (below the plan)
+    "sweep.checkpoints": DECLARATIONS,
+    # errors, the cluster's own section, the variant kinds' names and roles (no torch), and
+    # how a path is tested for a directory (as the readers test it)
+    "sweep.config": (*DECLARATIONS, "cluster.config", "sweep.checkpoints.kinds",
+                     "sweep.checkpoints.reader"),
+    "sweep.plan": (*DECLARATIONS, "sweep.config", "sweep.checkpoints"),   # plan reads checkpoints
     "sweep.store": (*DECLARATIONS, "sweep.config", "sweep.plan"),
     "sweep.tasks": (*DECLARATIONS, "sweep.plan"),
     "sweep.numerics": (*DECLARATIONS, "sweep.config.choices"),
     "sweep.blocks": (*DECLARATIONS, "sweep.numerics", "sweep.plan.architecture"),
-    "sweep.generic": (*DECLARATIONS, "sweep.numerics", "sweep.plan"),
+    "sweep.generic": (*DECLARATIONS, "sweep.numerics", "sweep.plan", "sweep.checkpoints"),
     "sweep.worker": (*DECLARATIONS, "sweep.plan", "sweep.store", "sweep.tasks", "sweep.numerics",
-                     "sweep.blocks", "sweep.generic"),              # workers: tasks, store, plan
+                     "sweep.blocks", "sweep.generic", "sweep.checkpoints"),   # workers: tasks, store, plan
     "cluster": (),                                     # owns its config: nothing of sweep
     "sweep.budget": ("sweep", "cluster"),
-    "sweep.process": ("sweep.plan.hashes",),       # the cache directory; runs the probe as a string
+    "sweep.process": ("sweep.checkpoints.hashes",),   # the cache directory; runs the probe as a string
     "sweep.run": ("sweep", "cluster", "analysis.views"),
     "sweep.export": ("sweep",),                                       # tdos export-null: a client
     "sweep.cli": ("sweep", "cluster", "analysis"),
     "sweep.__main__": ("sweep",),
     "sweep": (),                                                      # the package docstring
-    # analysis: each room imports only the rooms above it
+    # analysis: each room imports only the rooms above it; numbers print through _format
     "analysis._plot": FORMAT,
-    "analysis.spectrum": (*FORMAT, "analysis._plot"),
-    "analysis.io": (*FORMAT, "analysis._plot", "analysis.spectrum"),
-    "analysis.fit": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io"),
-    "analysis.laws": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io", "analysis.fit"),
-    "analysis.studies": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io",
-                         "analysis.fit", "analysis.laws"),
-    "analysis.report": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io",
-                        "analysis.fit", "analysis.laws", "analysis.studies"),
-    "analysis.views": (*FORMAT, "analysis._plot", "analysis.spectrum", "analysis.io",
-                       "analysis.fit", "analysis.studies"),
+    "analysis._format": FORMAT,
+    "analysis.spectrum": (*FORMAT, "analysis._plot", "analysis._format"),
+    "analysis.io": (*FORMAT, "analysis._plot", "analysis._format", "analysis.spectrum"),
+    "analysis.fit": (*FORMAT, "analysis._plot", "analysis._format", "analysis.spectrum",
+                     "analysis.io"),
+    "analysis.laws": (*FORMAT, "analysis._plot", "analysis._format", "analysis.spectrum",
+                      "analysis.io", "analysis.fit"),
+    "analysis.studies": (*FORMAT, "analysis._plot", "analysis._format", "analysis.spectrum",
+                         "analysis.io", "analysis.fit", "analysis.laws"),
+    "analysis.measure": (*FORMAT, "analysis._plot", "analysis._format", "analysis.spectrum",
+                         "analysis.io", "analysis.fit", "analysis.laws", "analysis.studies"),
+    # render computes nothing: it draws and prints the analysis measure made, and imports no
+    # fit, law, study or reader (tests/test_render.py checks a fresh interpreter too)
+    "analysis.report": (*FORMAT, "analysis._plot", "analysis._format"),
+    # the two doors of `tdos analyze`: measure, then render
+    "analysis.report.analyze": (*FORMAT, "analysis.measure", "analysis.studies", "analysis.report"),
+    # `make docs`: committed JSON into docs/, its verdict sentences from the rule table
+    "analysis.report.docgen": (*FORMAT, "analysis._format", "analysis.studies.verdicts"),
+    "analysis.views": (*FORMAT, "analysis._plot", "analysis._format", "analysis.spectrum",
+                       "analysis.io", "analysis.fit", "analysis.studies"),
     "analysis.cli": (*FORMAT, "analysis"),
     "analysis": (*FORMAT, "analysis"),                                # the lazy public names
 }
@@ -276,9 +291,9 @@ def test_no_module_imports_another_ones_private_name(tmp_path):
 
 
 # ---------------------------------------------------------------- the one door
-# Outside sweep/plan/hf.py no module imports a leading-underscore transformers/datasets name
+# Outside sweep/checkpoints/hf.py no module imports a leading-underscore transformers/datasets name
 # or one the door lists, and none reads or calls an attribute on the door's list.
-DOOR = Path("sweep/plan/hf.py")
+DOOR = Path("sweep/checkpoints/hf.py")
 LIBRARIES = ("transformers", "datasets")
 ACCESSORS = ("getattr", "hasattr", "setattr", "delattr")
 

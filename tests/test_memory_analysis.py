@@ -117,6 +117,13 @@ def test_neither_law_fits_an_oscillating_or_two_regime_profile(tmp_path):
     for f in study.fits.values():
         assert f.verdict == NEITHER and max(f.p.values()) < P_REJECT, f.p
     assert "| neither law fits |" in "\n".join(markdown(study))
+    # issue 57: the figure joins no parameter of a rejected law: each alone, hollow, with ×
+    fig = figure(study, "rejected")
+    for ax in fig.axes[2:4]:
+        assert not [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 1
+                    and ln.get_linestyle() not in ("None", "", " ")]
+        points = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
+        assert points and all(ln.get_markerfacecolor() == "none" for ln in points)
     ok = memory_study(_store(tmp_path / "n.zarr", "ok"), SETTINGS)
     d, = compare_memory({"ok": ok, "n": study}, {"ok": 1, "n": 0}, 0.9)
     assert d.what is None and np.isnan(d.delta)
@@ -267,13 +274,14 @@ def test_the_memory_law_of_a_model_is_read_against_its_nulls(tmp_path):
     steep is told apart."""
     from analysis.studies.nulls import null_study
     from sweep.format.settings import Primary
+    from sweep.format.variants import Variant
 
     path = tmp_path / "s.zarr"
     _store(path, "syn", seed=0, alpha=ALPHA)
     for k in range(2):
         _store(path, f"syn.random_init.{k}", seed=10 + k, alpha=2 * ALPHA)
-        zarr.open_group(str(path), mode="a")[f"syn.random_init.{k}"].attrs["null"] = {
-            "of": "syn", "kind": "random_init", "seed": k}
+        zarr.open_group(str(path), mode="a")[f"syn.random_init.{k}"].attrs["variant"] = (
+            Variant("random_init", k, "syn").attrs())
     st = open_store(path, "syn")
     study = null_study(st, 1, L, SETTINGS, Primary("cumulative", "all-stable", "test"))
     [c] = [c for c in study.comparisons if c.observable.startswith("memory")]

@@ -32,7 +32,7 @@ def _mamba2_ssm(path: Path) -> None:
     """state-spaces/mamba2-370m's config.json (but the vocabulary) and mamba_ssm key names."""
     import transformers as T
 
-    from sweep.plan.architecture import mamba_ssm_to_hf_config
+    from sweep.checkpoints.mamba_ssm import mamba_ssm_to_hf_config
 
     raw = {"d_model": 1024, "d_intermediate": 0, "n_layer": 48, "vocab_size": VOCAB,
            "ssm_cfg": {"layer": "Mamba2"}, "attn_layer_idx": [], "attn_cfg": {}, "rms_norm": True,

@@ -11,7 +11,8 @@ from synthetic_store import SyntheticModel, synthetic_model, write_store
 
 from analysis import aggregate, block_rates, fit_ir_exponent, open_store
 from analysis.report.analyze import representative, table_lengths
-from analysis.spectrum.observables import effective_spectrum, tdos_from_rates
+from analysis.spectrum.decay import effective_spectrum
+from analysis.spectrum.observables import tdos_from_rates
 from analysis.spectrum.rates import EDGES
 from analysis.studies.tables import beta_vs_length
 from sweep.format.settings import Settings
@@ -184,7 +185,7 @@ def test_paper_configs_name_layers_that_exist(tmp_path, name, arch, n_layers, la
     raw["store"] = str(tmp_path / "p.zarr")
     plan = plan_from_dict(raw)
     cfg = plan.config
-    assert cfg.analysis.layer == layer and cfg.analysis.lengths == lengths
+    assert cfg.analysis.layer == layer and list(cfg.analysis.lengths) == lengths
     assert cfg.inputs.sequences >= 4
     swept = {ly: n for m in plan.models for ly, n in m.rows if m.spec.dtype == "float32"}
     assert swept[layer] == max(lengths) and max(swept) < n_layers

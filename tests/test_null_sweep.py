@@ -2,7 +2,7 @@
 layer on the workers.
 
 A 4-layer LLaMA (the hand-written path) with one random_init and one shuffled null, on one
-sequence of the model's two: the store names the nulls (group attribute `null`, root
+sequence of the model's two: the store names the nulls (group attribute `variant`, root
 `models`), a second sweep of the same config gives identical blocks, the null's resident
 layer equals the model's own `_init_weights` of a fresh layer under the stated seed, no file
 larger than one layer is written, a shuffled null's tensors are permutations of the real ones
@@ -23,7 +23,11 @@ from families import LAYERS, tiny_model
 from analysis import open_store
 from sweep.cli import main
 from sweep.config.load import ConfigError, config_from_dict
-from sweep.generic.null import Null, apply_whole, null_seed
+from sweep.checkpoints import kinds
+from sweep.checkpoints.formats import open_checkpoint
+from sweep.checkpoints.makers import null_seed
+from sweep.format.variants import Variant
+from sweep.plan.layers import decoder_layers
 from sweep.run import run_sweep
 
 SEQS, L = 2, 6
@@ -43,6 +47,16 @@ def _doc(path, store, nulls=None) -> dict:
         model["nulls"] = nulls
     return {"model": model, "inputs": {"sequences": SEQS, "length": L, "seed": 3},
             "layers": "all", "store": str(store), "compute": {"token_block": 3, "live_every": 0}}
+
+
+def _whole_null(path, kind: str, seed: int, of: str = "llama"):
+    """The whole-model route's null (a worker that falls back, `tdos export-null`): checkpoint
+    `path` loaded whole, every tensor made by the kind's maker."""
+    from sweep.worker.model import load_local
+
+    whole = load_local(path, "float32").hf
+    kinds.maker(Variant(kind, seed, of)).whole(whole, open_checkpoint(path), decoder_layers(whole))
+    return whole
 
 
 def _layer_bytes(path) -> int:
@@ -82,11 +96,11 @@ def test_the_store_names_its_nulls(swept):
     assert st.nulls == list(NULLS)
     for name, kind in zip(NULLS, ("random_init", "shuffled")):
         null = open_store(root / "a.zarr", name)
-        assert null.null == {"of": "llama", "kind": kind, "seed": 0}
-        assert null.identity["null"] == null.null                # the fingerprint of its group
+        assert null.variant == Variant(kind, 0, "llama", "null")
+        assert null.identity["variant"] == null.variant.attrs()  # the fingerprint of its group
         assert null.tokens(seq=0).tolist() == st.tokens(seq=0).tolist()
         assert null.group["tokens"].shape == (1, L)              # nulls.sequences: 1 of 2
-    assert st.null is None
+    assert st.variant is None
 
 
 def test_a_null_swept_twice_gives_identical_blocks(swept):
@@ -128,7 +142,7 @@ def test_random_init_layer_is_the_models_own_init_under_the_stated_seed(checkpoi
     from sweep.generic.local import LocalModel
 
     seed, layer = 5, 2
-    lm = LocalModel(checkpoint, torch.float32, null=Null("random_init", seed))
+    lm = LocalModel(checkpoint, torch.float32, variant=Variant("random_init", seed, "llama"))
     lm.resident(LAYERS - 1)                  # layers below it are stand-ins now: made again
     lm.resident(layer)
     fresh = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(checkpoint))
@@ -142,7 +156,7 @@ def test_random_init_layer_is_the_models_own_init_under_the_stated_seed(checkpoi
     assert got.keys() == want.keys()
     for k in want:
         assert torch.equal(got[k], want[k]), k
-    other = LocalModel(checkpoint, torch.float32, null=Null("random_init", seed + 1))
+    other = LocalModel(checkpoint, torch.float32, variant=Variant("random_init", seed + 1, "llama"))
     other.resident(layer)
     assert not torch.equal(got["self_attn.q_proj.weight"],
                            other.model.model.layers[layer].self_attn.q_proj.weight)
@@ -152,11 +166,9 @@ def test_shuffled_tensors_are_permutations_of_the_real_ones_on_both_routes(check
     from safetensors.torch import load_file
 
     from sweep.generic.local import LocalModel
-    from sweep.worker.model import load_local
 
     real = load_file(checkpoint / "model.safetensors")
-    whole = load_local(checkpoint, "float32").hf
-    apply_whole(whole, Null("shuffled", 1))
+    whole = _whole_null(checkpoint, "shuffled", 1)
     moved = 0
     for k, p in whole.state_dict().items():
         src = real.get(k, real.get("model.embed_tokens.weight"))    # lm_head: tied or not
@@ -165,7 +177,7 @@ def test_shuffled_tensors_are_permutations_of_the_real_ones_on_both_routes(check
         assert torch.equal(p.flatten().sort().values, src.flatten().sort().values), k
         moved += not torch.equal(p, src)
     assert moved == len(real)
-    lm = LocalModel(checkpoint, torch.float32, null=Null("shuffled", 1))
+    lm = LocalModel(checkpoint, torch.float32, variant=Variant("shuffled", 1, "llama"))
     lm.resident(1)
     for k, p in lm.model.model.layers[1].named_parameters():
         assert torch.equal(p, whole.model.layers[1].get_parameter(k)), k
@@ -217,19 +229,16 @@ def test_export_null_refusals_are_one_line(swept, tmp_path, capsys):
     assert os.listdir(root / "export")                           # the earlier export is untouched
 
 
-@pytest.mark.parametrize("kind", ["random_init", "shuffled"])
+@pytest.mark.parametrize("kind", ["random_init", "shuffled", "gaussian", "shuffled_layers"])
 @pytest.mark.parametrize("fmt", ["mamba", "mamba_ssm"])
 def test_both_routes_make_the_same_mamba_null(tiny_checkpoints, fmt, kind):
     """A Mamba mixer's init writes its children's tensors (dt_proj's bias): the layer-local
     route, going down the layers, makes what the whole-model route makes, embedding rows and
     final norm included; HF and mamba_ssm formats alike."""
     from sweep.generic.local import LocalModel
-    from sweep.worker.model import load_local
 
-    null = Null(kind, 1)
-    whole = load_local(tiny_checkpoints[fmt], "float32").hf
-    apply_whole(whole, null)
-    lm = LocalModel(tiny_checkpoints[fmt], torch.float32, null=null)
+    whole = _whole_null(tiny_checkpoints[fmt], kind, 1)
+    lm = LocalModel(tiny_checkpoints[fmt], torch.float32, variant=Variant(kind, 1, "llama"))
     for layer in (2, 0, 1):
         lm.resident(layer)
         for k, p in lm.model.backbone.layers[layer].named_parameters():

@@ -15,9 +15,9 @@ from analysis.views.live import live_figure, live_snapshot, render_live
 from analysis.views.summary import format_summary, summary_rows
 from cluster.page import render
 from sweep.cli import main
-from sweep.format.schema import null_families
+from sweep.format.variants import folded
 from sweep.format.settings import Settings
-from sweep.store.ledger import null_rows, status_rows
+from sweep.store.ledger import status_rows, variant_rows
 from synthetic_store import null_models, planned_mask, synthetic_model, write_store
 
 KW = dict(nseq=2, lmax=16, d=32, n_ir=16)
@@ -43,14 +43,14 @@ def store(tmp_path_factory):
 def test_families_list_each_trained_model_with_its_nulls(store):
     path, _ = store
     st = open_store(path)
-    assert null_families(st.root) == {"a": ["a.random_init.0", "a.random_init.1", "a.shuffled.0"],
+    assert folded(st.root, "null") == {"a": ["a.random_init.0", "a.random_init.1", "a.shuffled.0"],
                                       "b": []}
 
 
 def test_status_has_rows_of_trained_models_and_one_null_line_each(store, capsys):
     path, want = store
     assert {r["model"] for r in status_rows(path)} == {"a", "b"}
-    n = null_rows(path)
+    n = variant_rows(path, "null")
     assert set(n) == {"a"}
     assert (n["a"]["done"], n["a"]["flagged"], n["a"]["total"]) == (want["done"], want["flagged"],
                                                                   want["planned"])

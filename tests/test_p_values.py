@@ -12,7 +12,8 @@ from analysis.fit.multiplicity import (Family, format_p, p_from_interval, p_from
                                        p_from_t, quantile)
 from analysis.io.store import open_store
 from analysis.report.analyze import analyze
-from analysis.studies.nulls import FirstSequences, null_study, primary_beta, rank_p
+from analysis.studies.estimates import primary_beta
+from analysis.studies.nulls import FirstSequences, null_study, rank_p
 from sweep.format.settings import Settings
 from synthetic_store import null_models, synthetic_model, write_store
 

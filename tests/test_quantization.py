@@ -1,6 +1,6 @@
 """Issue 49 item 4, the weights: a quantization-ensemble member moves every weight within its
 own rounding bin. Oracles: blocks written by gguf's own quantizer, whose scale and offset are
-read here from the block bytes (not through sweep.plan.quantized.UNIT); the code lattice of
+read here from the block bytes (not through sweep.checkpoints.gguf_tensors.UNIT); the code lattice of
 random K-quant blocks, which gguf cannot write; numpy/torch rounding for F16 and BF16."""
 import subprocess
 import sys
@@ -14,8 +14,10 @@ from gguf.constants import GGML_QUANT_SIZES
 from gguf.quants import dequantize, quantize
 
 from sweep.errors import ConfigError
-from sweep.generic.quant import draw, gaps, perturbed
-from sweep.plan.quantized import check_ensemble
+from sweep.checkpoints.ensemble import Quantized, draw, draws
+from sweep.checkpoints.formats import open_checkpoint
+from sweep.checkpoints.gguf_tensors import gaps, perturbed
+from sweep.format.variants import Variant
 
 # type -> (offset of the f16 scale d, of the f16 offset m or None, code of w = 0 with m = 0)
 LEGACY = {T.Q8_0: (0, None, 0), T.Q4_0: (0, None, 8), T.Q4_1: (0, 2, 0), T.Q5_0: (0, None, 16),
@@ -41,7 +43,7 @@ def test_a_member_stays_in_the_bin_of_gguf_s_own_quantizer(qtype):
     below, above = gaps(raw, qtype)
     np.testing.assert_array_equal(below, step)
     np.testing.assert_array_equal(above, step)
-    p = perturbed(raw, qtype, seed=3, name="blk.0.attn_q.weight")
+    p = perturbed(raw, qtype, draws(3), name="blk.0.attn_q.weight")
     assert p.shape == deq.shape and p.dtype == np.float64
     moved = (p - deq) / step
     assert np.all(np.abs(moved) <= 0.5)
@@ -81,7 +83,7 @@ def test_a_k_quant_step_is_d_times_an_integer_scale_and_spans_the_code_lattice(q
     live = s[:, 0] > 0
     k = (deq[live] - deq[live].min(axis=1, keepdims=True)) / s[live]
     np.testing.assert_allclose(k, np.rint(k), atol=1e-3)  # the codes' lattice, spacing = step
-    p = perturbed(raw, qtype, seed=0, name="blk.1.ffn_down.weight").reshape(-1, sub)
+    p = perturbed(raw, qtype, draws(0), name="blk.1.ffn_down.weight").reshape(-1, sub)
     assert np.all(np.abs(p - deq) <= s / 2 * (1 + 1e-12))
 
 
@@ -89,15 +91,15 @@ def test_f16_and_bf16_members_round_back_to_the_stored_value():
     rng = np.random.default_rng(3)
     x = np.concatenate([rng.normal(size=4000), [0.0, -0.0, 1.0, -2.0, 65504.0]])
     h = x.astype(np.float16)
-    p = perturbed(h, T.F16, seed=1, name="t")
+    p = perturbed(h, T.F16, draws(1), name="t")
     assert np.count_nonzero(p != h) > 3990
     np.testing.assert_array_equal(p.astype(np.float16), h)       # every draw rounds back
-    np.testing.assert_array_equal(perturbed(h.view(np.uint8), T.F16, seed=1, name="t"), p)  # raw bytes
+    np.testing.assert_array_equal(perturbed(h.view(np.uint8), T.F16, draws(1), name="t"), p)  # raw bytes
     below, above = gaps(h, T.F16)
     assert below[-3] == 2.0 ** -11 and above[-3] == 2.0 ** -10   # 1.0: half a gap below
     b = torch.tensor(x, dtype=torch.bfloat16)
     raw = b.view(torch.int16).numpy().view(np.uint8).reshape(1, -1)   # the reader's bytes
-    pb = perturbed(raw, T.BF16, seed=1, name="t")
+    pb = perturbed(raw, T.BF16, draws(1), name="t")
     back = torch.tensor(pb.reshape(-1)).to(torch.bfloat16)
     assert torch.equal(back, b) and np.count_nonzero(pb.reshape(-1) != b.double().numpy()) > 3990
 
@@ -107,14 +109,14 @@ def test_the_draw_is_seeded_by_member_and_tensor_name_and_stable_across_processe
     assert np.array_equal(a, draw(0, "blk.0.attn_q.weight", (3, 5)))
     assert not np.array_equal(a, draw(1, "blk.0.attn_q.weight", (3, 5)))
     assert not np.array_equal(a, draw(0, "blk.0.attn_k.weight", (3, 5)))
-    code = ("from sweep.generic.quant import draw; "
+    code = ("from sweep.checkpoints.ensemble import draw; "
             "print(repr(draw(0, 'blk.0.attn_q.weight', (3, 5)).tolist()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert eval(out.stdout) == a.tolist()
     raw = quantize(np.random.default_rng(4).normal(size=(10, 32)).astype(np.float32), T.Q8_0)
     rows = np.array([7, 2, 2])
-    whole = perturbed(raw, T.Q8_0, 5, "token_embd.weight")
-    np.testing.assert_array_equal(perturbed(raw, T.Q8_0, 5, "token_embd.weight", rows), whole[rows])
+    whole = perturbed(raw, T.Q8_0, draws(5), "token_embd.weight")
+    np.testing.assert_array_equal(perturbed(raw, T.Q8_0, draws(5), "token_embd.weight", rows), whole[rows])
 
 
 def _gguf(path, tensors):
@@ -134,18 +136,19 @@ def test_a_gguf_file_read_back_perturbs_as_its_arrays_and_the_plan_check_refuses
     f = _gguf(tmp_path / "q.gguf", {"blk.0.attn_q.weight": (q, T.Q8_0),
                                     "blk.0.attn_norm.weight": (np.ones(64, np.float32), T.F32)})
     t = {t.name: t for t in GGUFReader(f).tensors}
-    got = perturbed(t["blk.0.attn_q.weight"].data, t["blk.0.attn_q.weight"].tensor_type, 0,
+    got = perturbed(t["blk.0.attn_q.weight"].data, t["blk.0.attn_q.weight"].tensor_type, draws(0),
                     "blk.0.attn_q.weight")
-    np.testing.assert_array_equal(got, perturbed(quantize(q, T.Q8_0), T.Q8_0, 0, "blk.0.attn_q.weight"))
+    np.testing.assert_array_equal(got, perturbed(quantize(q, T.Q8_0), T.Q8_0, draws(0), "blk.0.attn_q.weight"))
     norm = t["blk.0.attn_norm.weight"]
-    np.testing.assert_array_equal(perturbed(norm.data, norm.tensor_type, 0, norm.name), np.ones(64))
-    assert check_ensemble(str(f), f, "models[0].quantization") == {"Q8_0": 1, "F32": 1}
+    np.testing.assert_array_equal(perturbed(norm.data, norm.tensor_type, draws(0), norm.name), np.ones(64))
+    member = Quantized(Variant("quantized", 0, "m", "ensemble"))
+    assert member.check(open_checkpoint(f), "models[0].quantization") == {"Q8_0": 1, "F32": 1}
     flat = _gguf(tmp_path / "f.gguf", {"blk.0.attn_q.weight": (q, T.F32)})
     with pytest.raises(ConfigError, match=r"^models\[0\]\.quantization: .*f\.gguf is not quantized "
                                           r"\(every tensor is F32\) — remove `quantization:`"):
-        check_ensemble(str(flat), flat, "models[0].quantization")
+        member.check(open_checkpoint(flat), "models[0].quantization")
     with pytest.raises(ConfigError, match="is not a GGUF file"):
-        check_ensemble(str(tmp_path), tmp_path, "models[0].quantization")
+        member.check(open_checkpoint("checkpoints/tiny-neox-bytes"), "models[0].quantization")
 
 
 def _doc(path, store, quantization) -> dict:
@@ -172,7 +175,7 @@ def test_quantization_config_errors_name_the_field_and_an_unquantized_checkpoint
                                           r"file.* — remove `quantization:` from model$"):
         make_plan(cfg)
     doc = _doc(neox, tmp_path / "s.zarr", {"ensemble": 1})
-    doc["models"] = [doc.pop("model"), {"path": neox, "name": "m.quant.0"}]
+    doc["models"] = [doc.pop("model"), {"path": neox, "name": "m.quantized.0"}]
     with pytest.raises(ConfigError, match=r"^models\[1\]\.name: .*also used by models\[0\]\.quantization"):
         config_from_dict(doc)
 
@@ -180,23 +183,21 @@ def test_quantization_config_errors_name_the_field_and_an_unquantized_checkpoint
 def _ensemble_store(tmp_path, member_betas, shuffled=None):
     """Model `a` (β = −0.2), four random_init nulls (β = −0.7), four shuffled ones of β
     `shuffled` when given, and one member per entry of `member_betas`, written through the
-    real writer; members carry the sweep's `quantization` attribute."""
-    import zarr
+    real writer; members carry the sweep's `variant` attribute."""
+    import dataclasses
+
     from synthetic_store import null_models, synthetic_model, write_store
 
-    kw = dict(nseq=2, lmax=16, d=32, n_ir=16)
+    kw = dict(nseq=2, lmax=32, d=32, n_ir=16)       # β from ≥ 500 modes (its minimum)
     a = synthetic_model("a", "attention", -0.2, rows=1, **kw)
-    members = [synthetic_model(f"a.quant.{k}", "attention", b, rows=1, seed=500 + k, **kw)
+    members = [dataclasses.replace(synthetic_model(f"a.quantized.{k}", "attention", b, rows=1,
+                                                   seed=500 + k, **kw),
+                                   variant=Variant("quantized", k, "a", "ensemble"))
                for k, b in enumerate(member_betas)]
     nulls = null_models(a, -0.7, n=4, **kw)
     if shuffled is not None:
         nulls += null_models(a, shuffled, n=4, kind="shuffled", seed=300, **kw)
-    path = write_store(tmp_path / "s.zarr", [a, *nulls, *members])
-    root = zarr.open_group(str(path), mode="r+")
-    for k in range(len(member_betas)):
-        root[f"a.quant.{k}"].attrs["quantization"] = {"of": "a", "member": k,
-                                                      "ensemble": len(member_betas)}
-    return path
+    return write_store(tmp_path / "s.zarr", [a, *nulls, *members])
 
 
 def test_analyze_reports_each_observable_over_the_ensemble_and_its_verdict_needs_every_member(tmp_path):
@@ -205,14 +206,14 @@ def test_analyze_reports_each_observable_over_the_ensemble_and_its_verdict_needs
     from analysis.report.analyze import analyze
     from sweep.format.settings import Settings
 
-    settings = Settings(n_boot=20, lengths=(16,))
+    settings = Settings(n_boot=20, lengths=(32,))
     path = _ensemble_store(tmp_path, [-0.2, -0.2, -0.2])
     analyze(path, tmp_path / "r", settings, progress=False)
     doc = json.loads((tmp_path / "r" / "fits.json").read_text())
     assert set(doc["models"]) == {"a"}                  # members are neither models nor nulls
     assert list(doc["models"]["a"]["nulls"]["nulls"]) == [f"a.random_init.{k}" for k in range(4)]
     ens = doc["ensembles"]["a"]
-    assert ens["members"] == ["a.quant.0", "a.quant.1", "a.quant.2"]
+    assert ens["members"] == ["a.quantized.0", "a.quantized.1", "a.quantized.2"]
     beta = ens["observables"][0]
     assert beta["observable"].startswith("β")
     vals = [m["value"] for m in beta["members"].values()]
@@ -231,11 +232,11 @@ def test_analyze_reports_each_observable_over_the_ensemble_and_its_verdict_needs
 
     st = open_store(_ensemble_store(tmp_path / "b", [-0.2, -0.7, -0.2]), "a")
     primary = Primary("mle", "symmetry-removed", "the test's")
-    beta = ensemble_study(st, 0, 16, settings, primary).spreads[0]
+    beta = ensemble_study(st, 0, 32, settings, primary).spreads[0]
     vs = beta.against_nulls["random_init"]
     assert vs.verdict.startswith("does not hold at every member")
-    assert vs.comparisons["a.quant.1"].p_raw == vs.p_ensemble > 0.1
-    trained = null_study(st, 0, 16, settings, primary).comparisons[0]     # the trained one alone
+    assert vs.comparisons["a.quantized.1"].p_raw == vs.p_ensemble > 0.1
+    trained = null_study(st, 0, 32, settings, primary).comparisons[0]     # the trained one alone
     assert trained.p_raw < 0.05                  # t(3) on 4 nulls: 0.011 here, below the level
 
 
@@ -258,7 +259,7 @@ def test_the_ensemble_family_reads_p_back_with_the_t_its_interval_used(tmp_path)
     from sweep.format.settings import Primary, Settings
 
     st = open_store(_ensemble_store(tmp_path, [-0.2, -0.2, -0.2]), "a")
-    study = ensemble_study(st, 0, 16, Settings(n_boot=20, lengths=(16,)),
+    study = ensemble_study(st, 0, 32, Settings(n_boot=20, lengths=(32,)),
                            Primary("mle", "symmetry-removed", "the test's"))
     tested = [a for s in study.spreads for a in s.against_nulls.values() if np.isfinite(a.p_ensemble)]
     assert tested and len(tested) == len(study.family.tests)
@@ -276,7 +277,7 @@ def test_the_ensemble_reads_each_null_kind_on_its_own(tmp_path):
     from sweep.format.settings import Primary, Settings
 
     st = open_store(_ensemble_store(tmp_path, [-0.2, -0.2, -0.2], shuffled=-0.2), "a")
-    study = ensemble_study(st, 0, 16, Settings(n_boot=20, lengths=(16,)),
+    study = ensemble_study(st, 0, 32, Settings(n_boot=20, lengths=(32,)),
                            Primary("mle", "symmetry-removed", "the test's"))
     beta = study.spreads[0]
     assert set(beta.against_nulls) == {"random_init", "shuffled"}

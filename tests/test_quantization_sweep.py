@@ -3,7 +3,7 @@ small Q8_0 LLaMA GGUF (4 layers) written by the `gguf` package's writer, at its 
 its deepest, where the layer-local worker runs 3 stand-ins below it, each the member's own.
 
 The oracle is a second GGUF, written here: the same metadata, every tensor replaced in the
-file's own layout by member 0's weights (sweep.generic.quant.perturbed on the raw blocks),
+file's own layout by member 0's weights (sweep.checkpoints.gguf_tensors.perturbed on the raw blocks),
 stored as F32. Swept as an ordinary model in float32, it must give member 0's stored
 eigenvalues exactly: the member's weights pass through transformers' own tensor processor on
 the worker, the oracle's through the plain F32 route. Beside it: the store names its members
@@ -23,8 +23,9 @@ from gguf_files import _metadata, write_gguf
 
 from analysis import open_store
 from sweep.config.load import config_from_dict
-from sweep.format.schema import null_families, quant_families, trained_models
-from sweep.generic.quant import gaps, perturbed
+from sweep.checkpoints.ensemble import draws
+from sweep.checkpoints.gguf_tensors import gaps, perturbed
+from sweep.format.variants import Variant, folded, trained_models
 from sweep.run import run_sweep
 
 SEQS, L = 2, 6
@@ -40,7 +41,7 @@ def files(tmp_path_factory):
     w = gguf.GGUFWriter(str(d / "member0.gguf"), "llama")
     _metadata(w, model.config)
     for t in gguf.GGUFReader(q8).tensors:
-        w.add_tensor(t.name, perturbed(t.data, t.tensor_type, 0, t.name).astype(np.float32))
+        w.add_tensor(t.name, perturbed(t.data, t.tensor_type, draws(0), t.name).astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -68,23 +69,22 @@ def swept(files, tmp_path_factory):
 
 def test_the_store_names_its_members_and_they_are_not_nulls(swept):
     root = zarr.open_group(str(swept), mode="r")
-    assert list(root.attrs["models"]) == ["llama", "llama.quant.0", "llama.quant.1", "oracle"]
-    assert root["llama.quant.1"].attrs["quantization"] == {"of": "llama", "member": 1, "ensemble": 2}
-    assert "null" not in root["llama.quant.1"].attrs
-    assert quant_families(root) == {"llama": ["llama.quant.0", "llama.quant.1"]}
-    assert null_families(root)["llama"] == [] and trained_models(root) == ["llama", "oracle"]
+    assert list(root.attrs["models"]) == ["llama", "llama.quantized.0", "llama.quantized.1", "oracle"]
+    assert Variant.from_attrs(root["llama.quantized.1"].attrs) == Variant("quantized", 1, "llama", "ensemble")
+    assert folded(root, "ensemble")["llama"] == ["llama.quantized.0", "llama.quantized.1"]
+    assert folded(root, "null")["llama"] == [] and trained_models(root) == ["llama", "oracle"]
     st = open_store(swept, "llama")
-    assert st.ensemble == ["llama.quant.0", "llama.quant.1"] and st.nulls == []
-    assert st.model("llama.quant.0").quantization["member"] == 0 and st.model("llama.quant.0").null is None
+    assert st.ensemble == ["llama.quantized.0", "llama.quantized.1"] and st.nulls == []
+    assert st.model("llama.quantized.0").variant == Variant("quantized", 0, "llama", "ensemble")
 
 
 def test_member_zero_gives_the_eigenvalues_of_its_weights_written_as_f32_exactly(swept):
     st = open_store(swept, "llama")
-    member, oracle, trained = st.model("llama.quant.0"), st.model("oracle"), st
+    member, oracle, trained = st.model("llama.quantized.0"), st.model("oracle"), st
     for layer in LAYERS:
         got = member.eigenvalues(layer, 0)
         np.testing.assert_array_equal(got, oracle.eigenvalues(layer, 0))
-        other = st.model("llama.quant.1").eigenvalues(layer, 0)
+        other = st.model("llama.quantized.1").eigenvalues(layer, 0)
         base = trained.eigenvalues(layer, 0)
         assert not np.array_equal(got, other) and not np.array_equal(got, base)
         # Q8_0 steps are ~1 % of a weight: each token's moduli move, a little
@@ -93,16 +93,19 @@ def test_member_zero_gives_the_eigenvalues_of_its_weights_written_as_f32_exactly
 
 
 def test_a_members_weights_lie_within_half_a_step_on_both_routes(files):
+    from sweep.checkpoints import kinds
+    from sweep.checkpoints.formats import open_checkpoint
     from sweep.generic.local import LocalModel
-    from sweep.generic.weights import apply_member
+    from sweep.plan.layers import decoder_layers
     from sweep.worker.model import load_local
 
     q8, _ = files
+    one = Variant("quantized", 1, "llama", "ensemble")
     steps = {t.name: gaps(t.data, t.tensor_type)[1].max() for t in gguf.GGUFReader(q8).tensors}
     trained = LocalModel(q8, torch.float64)
-    member = LocalModel(q8, torch.float64, quant=1)
+    member = LocalModel(q8, torch.float64, variant=one)
     whole = load_local(q8, "float64")
-    apply_member(whole.hf, q8, 1)
+    kinds.maker(one).whole(whole.hf, open_checkpoint(q8), decoder_layers(whole.hf))
     held = dict(whole.hf.named_parameters())
     names = trained.ckpt.sources
     for layer in LAYERS:
@@ -128,14 +131,14 @@ def test_dry_run_counts_the_members(files, tmp_path):
     per_model = SEQS * -(-L // 3) * len(LAYERS)
     # the model and the oracle on every sequence, three members on 1 of 2
     assert three.blocks == 2 * per_model + 3 * per_model // SEQS
-    assert {r.model for r in three.rows} == {"llama", "llama.quant.0", "llama.quant.1",
-                                             "llama.quant.2", "oracle"}
+    assert {r.model for r in three.rows} == {"llama", "llama.quantized.0", "llama.quantized.1",
+                                             "llama.quantized.2", "oracle"}
     assert "drawn within its bins" in three.worker_parts        # a member's working copies
 
 
 def test_a_larger_ensemble_grows_the_store(files, swept, tmp_path):
-    """ensemble 2 -> 3: member 2 is added and swept, members 0 and 1 keep every chunk and say
-    the ensemble is 3 now; a config of 2 again hides member 2, and the size stays 3."""
+    """ensemble 2 -> 3: member 2 is added and swept, members 0 and 1 keep every chunk and the
+    store holds an ensemble of 3 now; a config of 2 again hides member 2, and the size stays 3."""
     import hashlib
     import shutil
 
@@ -149,20 +152,68 @@ def test_a_larger_ensemble_grows_the_store(files, swept, tmp_path):
                 for p in store.rglob("*") if p.is_file() and "c" in p.relative_to(store).parts}
 
     def sizes():
-        root = zarr.open_group(str(store), mode="r")
-        return [root[n].attrs["quantization"]["ensemble"] for n in quant_families(root)["llama"]]
+        return len(open_store(store, "llama").ensemble)
 
     before = chunks()
-    assert sizes() == [2, 2]
+    assert sizes() == 2
     with local_client(1) as client:
         res = run_sweep(config_from_dict(_doc(files, store, 3)), client=client, progress=False)
         assert res.exit_code == 0
         after = chunks()
-        assert sizes() == [3, 3, 3]
+        assert sizes() == 3
         res = run_sweep(config_from_dict(_doc(files, store, 2)), client=client, progress=False)
-    assert res.exit_code == 0 and sizes() == [3, 3, 3]
+    assert res.exit_code == 0 and sizes() == 3
     assert before and all(after[k] == v for k, v in before.items())
     root = zarr.open_group(str(store), mode="r")
-    assert quant_families(root)["llama"] == ["llama.quant.0", "llama.quant.1", "llama.quant.2"]
-    assert is_done(root["llama.quant.2"]["ledger"][...][:, :1]).all()
-    assert open_store(store, "llama.quant.0").quantization == {"of": "llama", "member": 0, "ensemble": 3}
+    assert folded(root, "ensemble")["llama"] == ["llama.quantized.0", "llama.quantized.1",
+                                                 "llama.quantized.2"]
+    assert is_done(root["llama.quantized.2"]["ledger"][...][:, :1]).all()
+    assert open_store(store, "llama.quantized.2").variant == Variant("quantized", 2, "llama", "ensemble")
+
+
+def test_members_read_the_nulls_tokens_by_default_and_other_tokens_are_refused(files, tmp_path):
+    """Issue 56 item 7: without `quantization.sequences` the members read the nulls' first n
+    sequences; a different n is refused in one line before anything runs."""
+    from sweep.config.load import ConfigError
+    from sweep.plan.make import make_plan
+
+    doc = _doc(files, tmp_path / "s.zarr")
+    doc["models"][0]["nulls"] = {"random_init": 1, "sequences": 1}
+    del doc["models"][0]["quantization"]["sequences"]
+    plan = make_plan(config_from_dict(doc))
+    variants = [m for m in plan.models if m.variant is not None]
+    assert [m.variant.role for m in variants] == ["null", "ensemble", "ensemble"]
+    for m in variants:
+        np.testing.assert_array_equal(m.tokens, plan.models[0].tokens[:1])
+    doc["models"][0]["quantization"]["sequences"] = 2
+    with pytest.raises(ConfigError, match=r"^models\[0\]\.quantization\.sequences: 2 differs from the "
+                                          r"nulls' 1 — members read the nulls' tokens"):
+        config_from_dict(doc)
+
+
+def test_an_ensemble_of_eight_members_on_the_nulls_tokens_sweeps_and_is_analysed(files, tmp_path):
+    import json
+
+    from sweep.cli import main
+
+    q8, _ = files
+    store = tmp_path / "eight.zarr"
+    doc = {"model": {"path": str(q8), "name": "llama", "nulls": {"random_init": 2, "sequences": 1},
+                     "quantization": {"ensemble": 8}},
+           "inputs": {"sequences": SEQS, "length": L, "seed": 3}, "layers": [DEEPEST],
+           "store": str(store), "compute": {"token_block": 3, "live_every": 0},
+           "analysis": {"lengths": [L], "n_boot": 20}}
+    with local_client(1) as client:
+        assert run_sweep(config_from_dict(doc), client=client, progress=False).exit_code == 0
+    st = open_store(store, "llama")
+    assert st.ensemble == [f"llama.quantized.{k}" for k in range(8)]
+    nulls = st.model("llama.random_init.0").tokens(seq=0)
+    for name in st.ensemble:
+        member = st.model(name)
+        assert member.group["tokens"].shape == (1, L)                  # the nulls' one sequence
+        np.testing.assert_array_equal(member.tokens(seq=0), nulls)
+        assert np.isfinite(member.eigenvalues(DEEPEST, 0)).all()
+    assert main(["analyze", str(store), "--out", str(tmp_path / "r")]) == 0
+    ens = json.loads((tmp_path / "r" / "fits.json").read_text())["ensembles"]["llama"]
+    assert ens["members"] == st.ensemble
+    assert all(len(o["members"]) == 8 for o in ens["observables"])

@@ -51,7 +51,7 @@ def test_the_window_reaches_every_window_dependent_number(store, tmp_path):
 
 def test_an_empty_window_says_so_in_one_line_and_prints_no_number(store, tmp_path, capsys):
     out = tmp_path / "rep"
-    assert main([str(store), "--out", str(out), "--n-boot", "20", "--quiet", "--lengths", "16",
+    assert main([str(store), "--out", str(out), "--n-boot", "20", "--lengths", "16",
                  "--window", "1e3", "1e4"]) == 0          # above every synthetic rate
     printed = capsys.readouterr().out
     line = printed.splitlines()[0]                    # the headline: the primary's count
@@ -111,7 +111,7 @@ def test_bad_flag_is_one_line(store, capsys):
 
 
 def test_paper_values_only_where_model_layer_and_window_match(tmp_path):
-    from analysis.studies.paper import NOTE, reference
+    from analysis.studies.paper import NOTE, note, reference
     s = Settings()
     assert reference({"path": "state-spaces/mamba-370m"}, 24, s)[128] == -0.165
     assert reference({"path": "state-spaces/mamba-370m"}, 2, s) == {}
@@ -121,4 +121,9 @@ def test_paper_values_only_where_model_layer_and_window_match(tmp_path):
     write_store(path, [synthetic_model(rows=1, lmax=16, d=24, n_ir=12, seed=5)])
     assert main([str(path), "--out", str(tmp_path / "r"), "--n-boot", "20", "--quiet"]) == 0
     report = (tmp_path / "r" / "report.md").read_text()
-    assert report.count(NOTE) == 1 and "paper β" not in (tmp_path / "r" / "table1.md").read_text()
+    # issue 57: the papers' note only where it applies (their checkpoints in another setting),
+    # never in a toy model's report
+    assert NOTE not in report and "paper β" not in (tmp_path / "r" / "table1.md").read_text()
+    assert note({"path": "state-spaces/mamba-370m"}, 2, s) == NOTE
+    assert note({"path": "state-spaces/mamba-370m"}, 24, s) is None          # a column instead
+    assert note({"path": "checkpoints/tiny-llama"}, 24, s) is None

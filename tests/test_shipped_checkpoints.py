@@ -87,7 +87,7 @@ def test_beats_unigram_on_heldout_stdlib(name, arch, n_layers, d_model, heldout)
 @pytest.mark.parametrize("name", [s[0] for s in SHIPPED])
 def test_tokenizer_is_bytes(name):
     """The shipped tokenizer is found by the sweep's text path and maps text to its UTF-8 bytes."""
-    from sweep.plan.checkpoint import load_tokenizer
+    from sweep.checkpoints.hub import load_tokenizer
 
     tok = load_tokenizer(str(ROOT / "checkpoints" / name), None)
     text = "def f(x):\n    return x ** 2  # é ∂\t\x00\x7f"
@@ -102,7 +102,7 @@ def test_a_log_shift_against_scipy_and_transformers_init():
     from scipy.stats import ks_2samp
     from transformers import MambaConfig, MambaForCausalLM
 
-    from analysis.spectrum.observables import a_log_shift, s4d_real_init
+    from analysis.spectrum.decay import a_log_shift, s4d_real_init
 
     torch.manual_seed(7)
     fresh = MambaForCausalLM(MambaConfig(vocab_size=256, hidden_size=16, state_size=6,
@@ -123,7 +123,7 @@ def test_shipped_mamba_a_log_is_learned():
     every layer (more than half the entries by more than 10 % of their rate)."""
     from safetensors.torch import load_file
 
-    from analysis.spectrum.observables import a_log_shift
+    from analysis.spectrum.decay import a_log_shift
 
     weights = load_file(ROOT / "checkpoints" / "tiny-mamba-bytes" / "model.safetensors")
     layers = sorted(k for k in weights if k.endswith("A_log"))

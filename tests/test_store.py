@@ -15,6 +15,7 @@ import zarr
 
 from sweep.config.load import config_from_dict
 from sweep.format import schema
+from sweep.format.schema import FORMAT
 from sweep.format.ledger import DONE, FLAGGED, Ledger, is_flagged, is_usable
 from sweep.plan.make import make_plan
 from sweep.store import writer as st
@@ -56,7 +57,7 @@ def _chunk_files(path, array) -> set[str]:
 def test_layout(tiny_checkpoints, tmp_path):
     cfg = _cfg(tiny_checkpoints, tmp_path)
     root = prepare_store(cfg)
-    assert root.attrs["tdos_format"] == schema.FORMAT == 5
+    assert root.attrs["tdos_format"] == schema.FORMAT == 6
     assert root.attrs["models"] == ["gpt2", "llama"]
     assert len(root.attrs["fingerprint"]) == 64 and len(root.attrs["creation_id"]) == 32
     assert root.attrs["software"]["torch"] == torch.__version__
@@ -311,9 +312,9 @@ def test_older_format_gets_one_message_and_upgrades(tiny_checkpoints, tmp_path, 
     eig = (np.arange(4 * 32) + 1j).reshape(4, 32)
     st.write_block(g, 0, 1, 1, 4, BlockValues(eig, scale=(np.ones(4), np.zeros(4))))
     _as_format_1(cfg.store)
-    want = (f"is a tdos store of format 1; this tdos reads format 5: run `tdos upgrade "
+    want = (f"is a tdos store of format 1; this tdos reads format {FORMAT}: run `tdos upgrade "
             f"{cfg.store}` once")
-    with pytest.raises(StoreError, match="format 1; this tdos reads format 5") as e:
+    with pytest.raises(StoreError, match=f"format 1; this tdos reads format {FORMAT}") as e:
         open_store(cfg.store)
     assert want in str(e.value)
     with pytest.raises(st.StoreMismatch) as e:
@@ -322,7 +323,7 @@ def test_older_format_gets_one_message_and_upgrades(tiny_checkpoints, tmp_path, 
     assert main(["status", cfg.store]) == 2 and want in capsys.readouterr().err
 
     assert main(["upgrade", cfg.store]) == 0
-    assert capsys.readouterr().out == f"{cfg.store}: format 5 (was 1)\n"
+    assert capsys.readouterr().out == f"{cfg.store}: format {FORMAT} (was 1)\n"
     s = open_store(cfg.store)
     np.testing.assert_array_equal(s.eigenvalues(0, 1)[4:], eig)          # values kept
     np.testing.assert_array_equal(s.scale_direction(0, 1)[0][4:], 1.0)
@@ -332,9 +333,9 @@ def test_older_format_gets_one_message_and_upgrades(tiny_checkpoints, tmp_path, 
     root = prepare_store(cfg)                          # the sweep resumes on the upgraded store
     # every block but the one written, and one residual stream per model
     assert root.attrs["upgraded_from"] == 1 and len(plan(cfg, root)) == 2 * 2 * 2 - 1 + 4 + 2
-    assert main(["upgrade", cfg.store]) == 0 and "format 5 already" in capsys.readouterr().out
+    assert main(["upgrade", cfg.store]) == 0 and f"format {FORMAT} already" in capsys.readouterr().out
     zarr.open_group(cfg.store, mode="r+").attrs["tdos_format"] = 99
-    with pytest.raises(StoreError, match="tdos_format 99, which this tdos .format 5. cannot read"):
+    with pytest.raises(StoreError, match=f"tdos_format 99, which this tdos .format {FORMAT}. cannot read"):
         open_store(cfg.store)
 
 

@@ -33,20 +33,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from analysis._format import NORMAL, P_TAIL, format_p, p_floor, t_method  # noqa: F401 (public here too)
 from analysis.fit.resampling import verdict
-
-NORMAL = "normal"
-P_TAIL = 1e-4               # below this a parametric p prints as "< 1e-4" (module docstring)
 
 
 def _dof(dof) -> float:
     return np.inf if dof is None or not np.isfinite(dof) else float(dof)
-
-
-def t_method(dof=None) -> str:
-    """The p_method of an interval from Student's t with `dof` (None/inf: the normal)."""
-    d = _dof(dof)
-    return NORMAL if d == np.inf else f"t({d:.3g})"
 
 
 def bootstrap_method(n_boot, unit) -> str:
@@ -99,38 +91,11 @@ def p_from_replicates(d, replicates) -> float:
     return float(min(1.0, 2 * (1 + far) / (1 + len(r))))
 
 
-def difference_replicates(a, reps_a, stretch_a, b, reps_b, stretch_b) -> np.ndarray:
-    """Replicates of a − b whose percentile interval is resampling.difference_interval's:
-    (a − b) + c_a (a* − a) − c_b (b* − b), the finite ones."""
-    r = (a - b) + stretch_a * (np.asarray(reps_a, np.float64) - a) \
-        - stretch_b * (np.asarray(reps_b, np.float64) - b)
-    return r[np.isfinite(r)]
-
-
 def welch_dof(se_a, dof_a, se_b, dof_b) -> float:
     """Welch–Satterthwaite degrees of freedom of se_a² + se_b² (inf when both are normal)."""
     va, vb = se_a ** 2, se_b ** 2
     den = (va ** 2 / dof_a if np.isfinite(dof_a) else 0.0) + (vb ** 2 / dof_b if np.isfinite(dof_b) else 0.0)
     return float((va + vb) ** 2 / den) if den > 0 else np.inf
-
-
-def p_floor(p_method) -> float:
-    """The smallest p a method can give: 2/(1+B) for a bootstrap, 0 otherwise."""
-    if p_method.startswith("bootstrap B="):
-        return 2 / (1 + int(p_method.split("=")[1].split()[0]))
-    return 0.0
-
-
-def format_p(p, p_method=NORMAL) -> str:
-    """p printed to the resolution its method has (module docstring)."""
-    if not np.isfinite(p):
-        return "–"
-    floor = p_floor(p_method)
-    if floor and p <= floor * (1 + 1e-9):
-        return f"≤ {floor:.2g}"
-    if not floor and p < P_TAIL:
-        return f"< {P_TAIL:g}"
-    return f"{p:.2g}"
 
 
 def holm(p) -> np.ndarray:
@@ -168,8 +133,11 @@ class Test:
     p_raw: float
     p_adjusted: float = np.nan
     p_method: str = NORMAL
+    short: str = ""            # "not enough data (n = …, needs …)": why it has no Δ, and no verdict
 
     def verdict(self, level) -> str:
+        if self.short:
+            return self.short
         return verdict(self.lo, self.hi, level, self.p_adjusted)
 
     def to_dict(self) -> dict:
@@ -189,12 +157,23 @@ class Family:
     def m(self) -> int:
         return sum(np.isfinite(t.p_raw) for t in self.tests)
 
-    def add(self, name, d, lo, hi, *, dof=None, replicates=None, unit="") -> Test:
-        """Enter one difference; its p from its interval's distribution (`test_p`)."""
-        p, method = test_p(d, lo, hi, self.level, dof, replicates, unit)
-        t = Test(name, float(d), float(lo), float(hi), p, p_method=method)
+    def add(self, name, d, lo, hi, *, dof=None, replicates=None, unit="", short="") -> Test:
+        """Enter one difference; its p from its interval's distribution (`test_p`). `short`:
+        the difference is short of its data (fit/enough.py), so it has no p and no verdict."""
+        p, method = (np.nan, t_method(dof)) if short else test_p(d, lo, hi, self.level, dof,
+                                                                  replicates, unit)
+        t = Test(name, float(d), float(lo), float(hi), p, p_method=method, short=short)
         self.tests.append(t)
         return t
+
+    @classmethod
+    def counted(cls, label, dims, level, entries) -> "Family":
+        """A family entered and Holm-corrected in one step, so no caller adjusts it later:
+        `entries` [(name, d, lo, hi, {keywords of `add`})]."""
+        fam = cls(label, dict(dims), level)
+        for name, d, lo, hi, kw in entries:
+            fam.add(name, d, lo, hi, **kw)
+        return fam.correct()
 
     def correct(self) -> "Family":
         """Holm-adjust every member's p over the family; return self."""
@@ -215,8 +194,9 @@ class Family:
         lines = ["| test | Δ | CI | p raw | p Holm | p from | verdict (corrected) |",
                  "|---|---|---|---|---|---|---|"]
         for t in self.tests:
-            ci = f"[{t.lo:+.3g}, {t.hi:+.3g}]" if np.isfinite(t.lo) else "–"
-            lines.append(f"| {t.name} | {t.delta:+.3g} | {ci} | {format_p(t.p_raw, t.p_method)} | "
+            ci = f"[{t.lo:+.3g}, {t.hi:+.3g}]" if np.isfinite(t.lo) and not t.short else "–"
+            delta = f"{t.delta:+.3g}" if np.isfinite(t.delta) and not t.short else "–"
+            lines.append(f"| {t.name} | {delta} | {ci} | {format_p(t.p_raw, t.p_method)} | "
                          f"{format_p(t.p_adjusted, t.p_method)} | {t.p_method} | "
                          f"{t.verdict(self.level)} |")
         return lines

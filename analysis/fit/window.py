@@ -38,10 +38,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analysis._plot import axes_or_new, window_lines
+from analysis.fit.enough import MINIMUMS, enough
 from analysis.fit.fits import WINDOW, fit_ir_exponent, mle_ir_exponent, solve_s
 from analysis.fit.resampling import Resampling, group_by_sequence, resampling_for
 
-MIN_LOCAL = 10               # modes a sub-window needs for a local exponent
+MIN_LOCAL = MINIMUMS["local_exponent"].needs   # modes a sub-window needs (fit/enough.py)
 FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
@@ -63,7 +64,8 @@ class MLEInterval:
     def to_dict(self) -> dict:
         return {"beta": self.beta, "ci": [self.lo, self.hi], "n_modes": self.n_modes,
                 "n_below": self.n_below, "window": list(self.window), "level": self.level,
-                "n_boot": self.n_boot, "unit": self.unit, "dof": self.dof}
+                "n_boot": self.n_boot, "unit": self.unit, "dof": self.dof,
+                "check": enough("beta", self.n_modes).to_dict()}
 
 
 def window_stats(rates_2d, windows) -> np.ndarray:

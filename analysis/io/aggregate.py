@@ -23,7 +23,8 @@ from functools import lru_cache
 import numpy as np
 import zarr
 
-from analysis.io.store import Store, effective, open_store
+from analysis.io.ssm import effective
+from analysis.io.store import Store, open_store
 from analysis.spectrum.rates import (CLASSES, N_COLS, SCALE_RESIDUAL_MAX, classify_rows,
                                      histogram_rows, marginal_threshold, mode_key)
 from sweep.format.ledger import is_done, is_flagged, is_usable

@@ -16,6 +16,7 @@ import numpy as np
 from scipy import stats
 
 from analysis._plot import axes_or_new
+from analysis.fit.enough import Enough, enough
 
 
 @dataclass
@@ -43,23 +44,36 @@ class LawFit:
         return len(self.x)
 
     @property
-    def consistent(self) -> bool:
-        """Whether the slope's CI and the predicted slope's interval overlap."""
+    def check(self) -> Enough:
+        """The line held against its minimum of points (analysis/fit/enough.py)."""
+        return enough("fit_points", self.n_points)
+
+    @property
+    def consistent(self) -> bool | None:
+        """Whether the slope's CI and the predicted slope's interval overlap; None (no verdict)
+        when either is not measured: too few points, or no interval (a jackknife short of
+        chunks), or no prediction."""
+        ends = (self.lo, self.hi, self.expected_lo, self.expected_hi)
+        if not self.check or not np.isfinite(ends).all():
+            return None
         return bool(self.lo <= self.expected_hi and self.expected_lo <= self.hi)
 
     def describe(self) -> str:
+        if not self.check:
+            return f"{self.name} vs {self.xlabel}: {self.check.text}"
         exp = (f"{self.expected:+.3f}" if self.expected_lo == self.expected_hi else
                f"{self.expected:+.3f} [{self.expected_lo:+.3f}, {self.expected_hi:+.3f}]")
+        word = {True: "consistent", False: "NOT consistent", None: "no interval, no verdict"}
         return (f"{self.name} vs {self.xlabel}: slope {self.slope:+.3f} "
                 f"[{self.lo:+.3f}, {self.hi:+.3f}] ({self.level:.0%} CI, {self.n_points} points, "
-                f"χ²/dof {self.chi2_red:.2f}); predicted {exp}: "
-                f"{'consistent' if self.consistent else 'NOT consistent'}")
+                f"χ²/dof {self.chi2_red:.2f}); predicted {exp}: {word[self.consistent]}")
 
     def to_dict(self) -> dict:
         return {"name": self.name, "x": self.xlabel, "slope": self.slope, "se": self.se,
                 "ci": [self.lo, self.hi], "level": self.level, "chi2_red": self.chi2_red,
                 "expected": self.expected, "expected_ci": [self.expected_lo, self.expected_hi],
                 "consistent": self.consistent, "n_points": self.n_points, "method": self.method,
+                "check": self.check.to_dict(),
                 "points": {"log_x": self.x.tolist(), "log_y": self.y.tolist(),
                            "se_log_y": self.y_se.tolist()}}
 

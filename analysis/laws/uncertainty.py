@@ -17,10 +17,9 @@ from analysis._plot import axes_or_new
 from analysis.fit.kernel import KernelExponent, kernel_exponent, t_range
 from analysis.laws.selfavg import (IRResolution, SelfAveraging, ir_resolution, self_averaging,
                                    window_bands)
-from sweep.format.settings import MODES
 
 
-@dataclass
+@dataclass(frozen=True)
 class MeasuredLaws:
     layer: int
     L: int
@@ -75,63 +74,3 @@ def measured_laws(st, agg, layer, L, row, settings) -> MeasuredLaws | None:
                           n_boot=settings.n_boot, seed=settings.seed, **kw)
     return MeasuredLaws(int(layer), int(L), float(beta), tuple(ci), str(row.get("ci_unit", modes)),
                         sa, res, ker)
-
-
-def laws_markdown(laws: dict) -> list:
-    """report.md lines from `MeasuredLaws.to_dict()` (as stored in fits.json)."""
-    if not laws:
-        return []
-    fits = list(laws["self_averaging"]["fits"].values()) + list(laws["ir_resolution"]["fits"].values())
-    sa = fits[0] if fits else {"method": "", "level": 0.9}
-    return ([f"### Measured laws (layer {laws['layer']}, App. B and K(t))", ""]
-            + [f"- {x}" for x in law_lines(laws)]
-            + ["", f"Methods ({sa['level']:.0%} CIs). Band-weight variance and deep-IR resolution: "
-               f"{sa['method']}; the jackknife leaves out one chunk of consecutive tokens at a time "
-               f"(Student's t, chunks − 1 degrees of freedom). Memory kernel: "
-               f"{laws['memory_kernel']['method']}.", ""])
-
-
-def law_lines(laws: dict) -> list:
-    """One line per measured law (β, self-averaging, deep-IR resolution, K(t)) with its CI."""
-    ci = laws["beta_ci"]
-    md = [f"β = {laws['beta']:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}] at L = {laws['L']} "
-          f"(bootstrap resampling {laws['beta_ci_unit']})"]
-    for f in (list(laws["self_averaging"]["fits"].values())
-              + list(laws["ir_resolution"]["fits"].values())):
-        e = f["expected_ci"]
-        pred = (f"{f['expected']:+.3f}" if e[0] == e[1] else
-                f"{f['expected']:+.3f} [{e[0]:+.3f}, {e[1]:+.3f}] (from β's CI)")
-        md.append(f"{f['name']} vs {f['x']}: slope {f['slope']:+.3f} [{f['ci'][0]:+.3f}, "
-                  f"{f['ci'][1]:+.3f}], χ²/dof {f['chi2_red']:.2f}, {f['n_points']} points; "
-                  f"predicted {pred}: {_agreement(f)}")
-    k = laws["memory_kernel"]
-    md.append(f"memory kernel K(t) ~ t^−a over t ∈ [{k['t_range'][0]:g}, {k['t_range'][1]:g}] "
-              f"blocks: a = {k['exponent']:.3f} [{k['ci'][0]:.3f}, {k['ci'][1]:.3f}]; 1+β = "
-              f"{k['expected_1_plus_beta']:.3f} [{k['expected_ci'][0]:.3f}, {k['expected_ci'][1]:.3f}] "
-              f"({k['check']})")
-    return md
-
-
-def _agreement(f) -> str:
-    """The band-variance slope's −1 is a law of independent tokens, data-free: a check. The
-    deep-IR resolution's −1/(1+β) takes β from the same modes' N(<λ) (which counts the
-    deepest rates too): overlap is expected, so it is labelled as such, not as a check."""
-    word = "consistent" if f["consistent"] else "not consistent"
-    if f["name"].startswith("λ_("):
-        return f"{'overlaps' if f['consistent'] else 'does not overlap'} (β from the same modes: not an independent check)"
-    return word
-
-
-def table_note(table, n_seqs) -> str:
-    """Table I's honesty line: nested rows, and what each CI resampled."""
-    units = sorted({r.get("ci_unit", m) for r in table.rows for m in MODES})
-    ks = sorted({int(u.split()[3]) for u in units if u.startswith("circular blocks of ")})
-    if len(ks) > 1 and len(ks) == len(units):       # one block length per row: give the range
-        units = [f"circular blocks of k = {ks[0]}…{ks[-1]} tokens (k by row and mode count: columns ci_unit_*)"]
-    seqs = (f"{n_seqs} sequences; blocks are drawn from all of them, so each CI carries the "
-            "variation between sequences" if n_seqs > 1 else
-            "one sequence, so the CIs cannot carry variation between sequences")
-    return (f"Rows are nested prefixes: row L holds tokens t < L of the same {seqs.split(';')[0]}, "
-            f"so every row contains the rows above it and their errors are correlated; they are "
-            f"not independent measurements. CIs: {table.level:.0%} percentile bootstrap, "
-            f"resampling {', '.join(units)} ({seqs}).")

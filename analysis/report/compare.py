@@ -1,33 +1,23 @@
 """compare.md, compare.json and the figures of a `Comparison` (compare.py)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from analysis._plot import save
-from analysis.io.aggregate import aggregate
-from analysis.fit.multiplicity import format_p, t_method
+from analysis._format import ci, estimator_words, format_p
 from analysis.report import figures as F
 from analysis.report.depth import comparison_figure as depth_figure
 from analysis.report.depth import comparison_markdown as depth_markdown
-from analysis.report.fits_json import dump_json
+from analysis.report.fits_json import PATHS, json_text, portable
 from analysis.report.memory import comparison_figure as memory_figure
 from analysis.report.memory import comparison_markdown as memory_markdown
+from analysis.report.outputs import Outputs
 from analysis.report.text import FIGURE_CAPTIONS
-from analysis.spectrum.observables import memory_kernel_from_hist, tdos
-from analysis.studies.compare import Comparison, matched_layers
-from analysis.studies.compare_family import estimator_words
 from sweep.format.settings import MODES
 
 FIGURES = ("compare_beta.png", "compare_delta.png", "compare_tdos.png", "compare_kernel.png")
 
 
-def _ci(lo, hi) -> str:
-    return f"[{lo:+.3f}, {hi:+.3f}]" if np.isfinite(lo) else "–"
-
-
-def verdict_lines(c: Comparison) -> list:
+def verdict_lines(c) -> list:
     """One sentence per pair at the shared L (the primary estimator, Holm-corrected), then each
     model's primary β minus its own nulls'."""
     out = [f"- {c.primary.describe()}"] if c.primary else []
@@ -38,25 +28,25 @@ def verdict_lines(c: Comparison) -> list:
     for d in c.primary_deltas:
         if d.L != c.sides[0].L:
             continue
-        m = t_method(d.dof)
+        m = d.p_method
         out.append(f"- {d.a} (layer {d.layer_a}) − {d.b} (layer {d.layer_b}), L = {d.L}: {c.beta_word} = "
-                   f"{d.delta:+.3f} {_ci(*d.ci)}, p raw {format_p(d.p_raw, m)}, p Holm "
+                   f"{d.delta:+.3f} {ci(*d.ci)}, p raw {format_p(d.p_raw, m)}, p Holm "
                    f"{format_p(d.p_adjusted, m)} ({m}) → **{d.verdict}**")
     for d in c.density_deltas:
         out.append(f"- window mode density ({d.modes} modes per token in the window), {d.a} − "
-                   f"{d.b}, L = {d.L}: Δ = {d.delta:+.3g} {_ci(d.lo, d.hi)} "
+                   f"{d.b}, L = {d.L}: Δ = {d.delta:+.3g} {ci(d.lo, d.hi)} "
                    f"({' / '.join(sorted(set(d.units)))}), p Holm "
                    f"{format_p(d.p_adjusted, d.p_method)} ({d.p_method}) → **{d.verdict}**")
     for name, ns in c.nulls.items():
         for x in ns.comparisons:
-            if x.observable.startswith(("β", "window slope β")):
+            if x.key == "beta":
                 out.append(f"- {name} − its {len(x.nulls)} {x.kind} nulls ({x.sequences} seq, "
-                           f"{x.trained.positions}): Δβ = {x.delta:+.3f} {_ci(x.lo, x.hi)}, p Holm "
+                           f"{x.trained.positions}): Δβ = {x.delta:+.3f} {ci(x.lo, x.hi)}, p Holm "
                            f"{format_p(x.p_adjusted, x.p_method)} ({x.p_method}) → **{x.verdict}**")
     return out
 
 
-def beta_table(c: Comparison, modes) -> list:
+def beta_table(c, modes) -> list:
     """β with CI of every model against L at its representative layer."""
     Ls = list(c.sides[0].by_length[modes])
     head = "| L | " + " | ".join(f"{s.name} (layer {s.layer})" for s in c.sides) + " |"
@@ -65,40 +55,40 @@ def beta_table(c: Comparison, modes) -> list:
         cells = []
         for s in c.sides:
             b = s.by_length[modes][L]
-            cells.append(f"{b.beta:+.3f} {_ci(b.lo, b.hi)}" if np.isfinite(b.beta) else "no modes")
+            cells.append(f"{b.beta:+.3f} {ci(b.lo, b.hi)}" if np.isfinite(b.beta) else "no modes")
         lines.append(f"| {L} | " + " | ".join(cells) + " |")
     return lines
 
 
-def delta_table(c: Comparison) -> list:
+def delta_table(c) -> list:
     """Every Δβ: pair, count, where (L or matched layers), value, CI, its CI alone's verdict."""
     lines = ["| pair | count | along | L | layers | Δβ | CI | CI alone (uncorrected) |",
              "|---|---|---|---|---|---|---|---|"]
     for d in c.deltas:
         lines.append(f"| {d.a} − {d.b} | {d.modes} | {d.along} | {d.L} | {d.layer_a} / {d.layer_b} | "
-                     f"{d.delta:+.3f} | {_ci(d.lo, d.hi)} | {d.verdict} |")
+                     f"{d.delta:+.3f} | {ci(d.lo, d.hi)} | {d.verdict} |")
     return lines
 
 
-def comparison_markdown(c: Comparison, heading_level=2, rel="") -> list:
+def comparison_markdown(c, heading_level=2, rel="") -> list:
     h = "#" * heading_level
     s = c.settings
     units = sorted({u for d in c.deltas for u in d.units})
     md = [f"{h} Do the models' β differ?", "",
           "Models: " + "; ".join(f"{x.label} ({x.arch}, {x.n_layers} layers, representative "
-                                   f"layer {x.layer})" for x in c.sides) + ".",
+                                   f"layer {x.layer})" for x in c.sides) + ".", "",
+          *verdict_lines(c), "",
           f"Settings: {s.describe()}.", "",
           f"The verdicts: Δβ = β_a − β_b of the primary estimator"
           f"{f' ({estimator_words(c.primary)})' if c.primary else ''}, each side's {s.level:.0%} "
           f"interval read as a standard error with its own degrees of freedom (Welch); \"differ\" "
           f"only where the Holm-corrected p is below {1 - s.level:.2g}, \"no difference shown\" "
           f"otherwise. The diagnostic Δβ tables below use the cumulative fit under both counts, "
-          f"each CI from the models' own bootstrap replicates drawn independently (units: "
+          f"each CI from the models' own replicates drawn independently (units: "
           f"{', '.join(units)}). Models fed the same text are correlated through it, which "
           f"independent draws ignore: the intervals are then conservative. Two checkpoints that "
           f"differ in training data or size as well as architecture are compared as checkpoints: "
           f"their Δ is not an architecture contrast.", "",
-          *verdict_lines(c), "",
           *([c.family.describe(), "", *c.family.table(), ""] if c.family else []),
           "The tables below are **diagnostics** (the cumulative fit under both counts, each "
           "interval alone, uncorrected).", "",
@@ -120,46 +110,37 @@ def comparison_markdown(c: Comparison, heading_level=2, rel="") -> list:
     return md
 
 
-def _figures(c: Comparison, out: Path) -> list:
-    s = c.settings
-    save(F.fig_compare_beta(c), out / "compare_beta.png")
-    save(F.fig_compare_delta(c), out / "compare_delta.png")
-    aggs = [aggregate(x.store).model(x.name).skipping(s.skip_positions) for x in c.sides]
-    a, b = c.sides[0], c.sides[1]
-    pairs = matched_layers(a, b)
-    panels = [[(x.label, tdos(g, ly, min(x.L, _length(x, g, ly)), modes=s.modes))
-               for x, g, ly in zip((a, b), aggs[:2], pair)] for pair in pairs]
-    save(F.fig_compare_tdos(panels, [a.depth(p[0]) for p in pairs], s.window,
-                            f"ρ_block at L = {a.L}, matched relative depth [{s.modes} modes]"),
-         out / "compare_tdos.png")
-    kernels = [(x.label, memory_kernel_from_hist(tdos(g, x.layer, x.L, modes=s.modes),
-                                                 label=f"{x.label}, layer {x.layer}"))
-               for x, g in zip(c.sides, aggs)]
-    save(F.fig_compare_kernel(kernels, s.window, f"K(t) at L = {a.L} [{s.modes} modes]"),
-         out / "compare_kernel.png")
-    files = list(FIGURES)
+def comparison_figures(c) -> list:
+    """[(file name, Figure)] of a comparison, drawn from its own numbers and spectra."""
+    sp = c.spectra
+    figs = [("compare_beta.png", F.fig_compare_beta(c)), ("compare_delta.png", F.fig_compare_delta(c)),
+            ("compare_tdos.png", F.fig_compare_tdos(sp.panels, sp.depths, sp.window,
+                                                   f"ρ_block at L = {sp.L}, matched relative "
+                                                   f"depth [{sp.modes} modes]")),
+            ("compare_kernel.png", F.fig_compare_kernel(sp.kernels, sp.window,
+                                                       f"K(t) at L = {sp.L} [{sp.modes} modes]"))]
     if c.depth:
-        save(depth_figure(c.depth), out / "compare_depth.png")
-        files.append("compare_depth.png")
+        figs.append(("compare_depth.png", depth_figure(c.depth)))
     if c.memory:
-        save(memory_figure(c.memory, c.memory_layers), out / "compare_memory.png")
-        files.append("compare_memory.png")
-    return files
+        figs.append(("compare_memory.png", memory_figure(c.memory, c.memory_layers)))
+    return figs
 
 
-def _length(side, agg, layer) -> int:
-    return int(agg.g.attrs["layer_length"][agg.layers.index(layer)])
+def add_comparison(c, outputs: Outputs, markdown=True) -> None:
+    """A comparison's figures, compare.json (paths relative, fits_json.portable) and
+    (markdown=True) compare.md, each written once through `outputs`."""
+    for name, fig in comparison_figures(c):
+        outputs.add(name, fig)
+    base = c.sides[0].store              # every path but a store's relative to the first store
+    doc = {**c.to_dict(), "paths": PATHS.replace("the store", f"the store of {c.sides[0].label}")}
+    outputs.add("compare.json", json_text(portable(doc, base, outputs.out)))
+    if markdown:
+        outputs.add("compare.md", "\n".join(comparison_markdown(c, 1)) + "\n")
 
 
-def write_comparison(c: Comparison, out, markdown=True) -> list:
+def write_comparison(c, out, markdown=True) -> list:
     """Write compare.json, the figures and (markdown=True) compare.md into `out`; return
     the file names."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    files = _figures(c, out)
-    dump_json(c.to_dict(), out / "compare.json")
-    files.append("compare.json")
-    if markdown:
-        (out / "compare.md").write_text("\n".join(comparison_markdown(c, 1)) + "\n")
-        files.append("compare.md")
-    return files
+    outputs = Outputs(out)
+    add_comparison(c, outputs, markdown)
+    return outputs.written

@@ -4,34 +4,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis._format import ci
 from analysis._plot import interval_bars, new_figure, panel_label, sweep_colors, window_lines
 from analysis.report.text import FIGURE_CAPTIONS
-from analysis.studies.depth import KERNEL_PARTS, DepthStudy
 from sweep.format.settings import MODES
 
 FIGURE = "depth.png"
 CAPTION = FIGURE_CAPTIONS[FIGURE]
 
 
-def _ci(m) -> str:
-    return f"[{m.lo:.3g}, {m.hi:.3g}]" if np.isfinite(m.lo) else "–"
+def _mean(m) -> str:
+    """A mean with its CI (studies/depth.MeanCI)."""
+    return f"{m.value:.4g} {ci(m.lo, m.hi, '.3g')}"
 
 
-def _num(m) -> str:
-    return f"{m.value:.4g} {_ci(m)}"
-
-
-def figure(d: DepthStudy, title: str):
+def figure(d, title: str, primary=None):
+    """The depth figure of DepthStudy `d`; panel (a) draws the headline's estimator (`primary`,
+    a settings.Primary; None: the cumulative fit) for both counts."""
     fig = new_figure(15, 8.5)
     ax = fig.subplots(2, 3).ravel()
-    for k, m in enumerate(MODES):
-        rows = d.beta[m]
-        s = np.array(list(rows))
-        interval_bars(ax[0], s * (1 + 0.04 * k), [rows[x].beta for x in s],
-                      [rows[x].ci_lo for x in s], [rows[x].ci_hi for x in s], fmt="o-", label=m)
-    _span_axis(ax[0], d.spans)
-    ax[0].set_ylabel("β of λ^(s) = −ln|ζ|/s")
-    ax[0].legend(fontsize=8)
+    _beta_panel(ax[0], d, "cumulative" if primary is None else primary.estimator)
     starts = sorted({p.layer for p in d.kernel})
     for c, ly in zip(sweep_colors(len(starts)), starts):
         pts = [p for p in d.kernel if p.layer == ly]
@@ -82,6 +74,27 @@ def figure(d: DepthStudy, title: str):
     return fig
 
 
+def _beta_panel(ax, d, estimator) -> None:
+    """β of the per-step rates against span s, estimator `estimator` of both counts, each with
+    its CI; hollow where the power law is rejected (a window slope), as in Fig 8."""
+    pre = "mle_" if estimator == "mle" else ""
+    for k, m in enumerate(MODES):
+        rows = d.beta[m]
+        s = np.array(list(rows))
+        x = s * (1 + 0.04 * k)
+        b = np.array([getattr(rows[v], pre + "beta") for v in s], float)
+        interval_bars(ax, x, b, [getattr(rows[v], pre + "ci_lo") for v in s],
+                      [getattr(rows[v], pre + "ci_hi") for v in s], fmt="-", color=f"C{k}",
+                      label=f"{estimator}:{m}")
+        slope = np.array([rows[v].gof_p < 1 - d.level for v in s])
+        ax.plot(x[~slope], b[~slope], "o", color=f"C{k}", ls="none")
+        ax.plot(x[slope], b[slope], "o", mfc="none", mec=f"C{k}", mew=1.5, ls="none")
+    _span_axis(ax, d.spans)
+    ax.set_ylabel(f"β of λ^(s) = −ln|ζ|/s [{estimator}]")
+    ax.set_title("the headline's estimator; hollow: a window slope", fontsize=8)
+    ax.legend(fontsize=8)
+
+
 def _span_axis(ax, spans) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(spans, [str(s) for s in spans])
@@ -89,7 +102,7 @@ def _span_axis(ax, spans) -> None:
     ax.set_xlabel("span s (blocks)")
 
 
-def markdown(d: DepthStudy) -> list:
+def markdown(d) -> list:
     """The depth section of report.md for one model."""
     l0, l1 = d.layers
     unit = d.top.unit if d.top else "–"
@@ -114,16 +127,16 @@ def markdown(d: DepthStudy) -> list:
     md += _kernel_markdown(d)
     md += ["", f"Finite-depth Lyapunov exponents over layers {l0}..{l1}: γ_i = (1/S) ln σ_i of "
            f"the singular values of P_t({l0}, S), S = {l1 - l0 + 1} (invariant to an orthogonal "
-           f"change of basis): top γ_1 = {_num(d.top)}, "
-           f"{_num(d.positive)} of {len(d.lyapunov_mean)} exponents positive per token"
+           f"change of basis): top γ_1 = {_mean(d.top)}, "
+           f"{_mean(d.positive)} of {len(d.lyapunov_mean)} exponents positive per token"
            + (f"; {d.singular} token(s) with a singular P_t left out" if d.singular else "") + ".",
            "", "| layer | Henrici departure of J_tt | ‖J_tt‖_F²/d |", "|---|---|---|"]
-    md += [f"| {ly} | {_num(d.nonnormality[ly])} | {_num(d.frobenius[ly])} |" for ly in d.nonnormality]
+    md += [f"| {ly} | {_mean(d.nonnormality[ly])} | {_mean(d.frobenius[ly])} |" for ly in d.nonnormality]
     md += ["", f"**{FIGURE}** — {CAPTION}", ""]
     return md
 
 
-def _kernel_markdown(d: DepthStudy) -> list:
+def _kernel_markdown(d) -> list:
     """The kernel's decomposition: geometric means with CIs, arithmetic means beside them."""
     md = ["", "The response kernel, like for like over each stack's own layers j = l..l+s−1, per "
           "token: measured g = ‖P_t(l, s)‖_F²/d; spectral Π_j Σ|ζ_j|²/d; independent layers "
@@ -136,7 +149,7 @@ def _kernel_markdown(d: DepthStudy) -> list:
           "| start l | s | measured g | spectral | independent | non-normality | alignment |",
           "|---|---|---|---|---|---|---|"]
     for p in d.kernel:
-        cells = [f"{_num(getattr(p, k))} (arith. {p.arithmetic[k]:.4g})" for k in KERNEL_PARTS]
+        cells = [f"{_mean(getattr(p, k))} (arith. {p.arithmetic[k]:.4g})" for k in p.PARTS]
         md.append(f"| {p.layer} | {p.span} | " + " | ".join(cells) + " |")
     return md
 
@@ -157,7 +170,7 @@ def comparison_markdown(studies: dict, deltas: list, heading: str = "###") -> li
                                     f"{d.beta[m][s].ci_hi:+.3f}]" for m in MODES)
                          if s in d.spans else "–")
         md.append(f"| {s} | " + " | ".join(cells) + " |")
-    md.append("| γ_1 | " + " | ".join(f"{_num(studies[n].top)} (layers {studies[n].layers[0]}.."
+    md.append("| γ_1 | " + " | ".join(f"{_mean(studies[n].top)} (layers {studies[n].layers[0]}.."
                                       f"{studies[n].layers[1]})" for n in names) + " |")
     md += ["", "| pair | quantity | s | count | Δ | CI | verdict |", "|---|---|---|---|---|---|---|"]
     for x in deltas:
@@ -179,7 +192,8 @@ def comparison_figure(studies: dict):
         interval_bars(ax[1], [k], [d.top.value], [d.top.lo], [d.top.hi], fmt="o", color=f"C{k}",
                       capsize=4)
     _span_axis(ax[0], sorted(set().union(*(d.spans for d in studies.values()))))
-    ax[0].set_ylabel("β of λ^(s)")
+    ax[0].set_ylabel("β of λ^(s) [cumulative]")
+    ax[0].set_title("the cumulative fit: a diagnostic", fontsize=8)
     ax[0].legend(fontsize=7)
     ax[1].set_xticks(range(len(studies)), list(studies))
     ax[1].set_ylabel("top Lyapunov exponent γ_1")

@@ -13,10 +13,17 @@ and whose placeholders name a value in one of them and how to print it:
 
 A path is dotted keys; `name[key=value]` picks the element of a list of objects whose `key`
 equals `value` (numbers compared as numbers), `name[key~=text]` the one whose `key` contains
-`text`, `name[kind=shuffled&observable~=β]` the one meeting both, `name[3]` the fourth element. The format is
+`text`, `name[kind=shuffled&observable~=β]` the one meeting both, `name[3]` the fourth element,
+and `name[*layer=15]` the list of every element meeting the conditions. The format is
 Python's format spec; `ci` before it prints a pair as an interval, `%` prints a fraction as a
-percentage, `p` prints a p-value that underflowed to 0 as "< 1e−300"; a minus sign prints as U+2212, as the docs write it. A path that does not resolve
+percentage, `p` prints a p-value that underflowed to 0 as "< 1e−300", `len` the length of a
+list or object; a minus sign prints as U+2212, as the docs write it. A path that does not resolve
 is an error naming the template line, so a renamed field cannot leave a stale number.
+
+`verdict` prints the sentence of analysis/studies/verdicts.py's rule table for the test rows
+at the path (one row, or a `[*…]` list): the only way a template says what a table shows. Rows
+of the source's declared `study` carry its status; rows of any other family are said to be
+exploratory by the sentence itself.
 
 `make docs` renders every template into docs/; tests/test_docgen.py renders them again from
 the committed JSON and compares byte for byte.
@@ -27,6 +34,8 @@ import json
 import re
 import sys
 from pathlib import Path
+
+from analysis.studies import verdicts
 
 HEADER = re.compile(r"<!--\s*docgen:(?P<sources>[^>]*)-->\s*\n")
 PLACEHOLDER = re.compile(r"\{\{(?P<source>[\w-]+):(?P<path>[^|}]+)(?:\|(?P<fmt>[^}]*))?\}\}")
@@ -39,9 +48,17 @@ class DocError(ValueError):
 
 def _pick(value, pick: str, path: str):
     """`value[pick]`: an index, or the first list element that meets every condition of
-    `pick` (joined by `&`): `key=value` equal, `key~=text` containing text."""
+    `pick` (joined by `&`): `key=value` equal, `key~=text` containing text; with a leading `*`,
+    the list of every element that meets them (at least one)."""
     if "=" not in pick:
         return value[int(pick)]
+    if pick.startswith("*"):
+        conditions = [c.split("=", 1) for c in pick[1:].split("&")]
+        found = [item for item in value if isinstance(item, dict)
+                 and all(_meets(item, key, want) for key, want in conditions)]
+        if not found:
+            raise KeyError(f"no element with {pick[1:]} in {path}")
+        return found
     conditions = [c.split("=", 1) for c in pick.split("&")]
     for item in value:
         if isinstance(item, dict) and all(_meets(item, key, want) for key, want in conditions):
@@ -81,6 +98,8 @@ def _sign(text: str) -> str:
 def render_value(value, fmt: str | None) -> str:
     """`value` printed by `fmt` (module docstring)."""
     fmt = fmt or ""
+    if fmt == "len":
+        return str(len(value))
     if fmt.startswith("ci"):
         lo, hi = value
         return f"[{render_value(lo, fmt[2:])}, {render_value(hi, fmt[2:])}]"
@@ -95,6 +114,21 @@ def render_value(value, fmt: str | None) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return _sign(format(value, fmt))
     return format(str(value), fmt)
+
+
+def _verdict(doc, path: str) -> str:
+    """The rule table's sentence for the rows at `path` (module docstring); a row without its
+    own `level` takes its family's, the nearest enclosing object's."""
+    status = resolve(doc, "study.status") if path.split(".")[0] == "study" else None
+    rows = resolve(doc, path)
+    rows = [rows] if isinstance(rows, dict) else rows
+    if any("level" not in r for r in rows):
+        parts = path.split(".")
+        level = next(p["level"] for p in (resolve(doc, ".".join(parts[:i]))
+                                          for i in range(len(parts) - 1, 0, -1))
+                     if isinstance(p, dict) and "level" in p)
+        rows = [{"level": level, **r} for r in rows]
+    return verdicts.sentence(rows, status)
 
 
 def render(template: Path, root: Path) -> str:
@@ -116,6 +150,8 @@ def render(template: Path, root: Path) -> str:
             raise DocError(f"{where}: source {m['source']!r} is not named in the docgen line")
         rel, doc = sources[m["source"]]
         try:
+            if m["fmt"] == "verdict":
+                return _verdict(doc, m["path"].strip())
             return render_value(resolve(doc, m["path"].strip()), m["fmt"])
         except (KeyError, IndexError, TypeError, ValueError) as e:
             raise DocError(f"{where}: not in {rel} ({e})") from None

@@ -1,17 +1,11 @@
-"""The quantization ensemble's section of report.md and its entry of fits.json
-(studies/ensemble.py): per observable the trained value beside the members' min, max and sd,
+"""The quantization ensemble's section of report.md (studies/ensemble.py; fits.json carries its
+`to_dict()`): per observable the trained value beside the members' min, max and sd,
 and whether each trained-vs-null verdict holds at every member."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
-from analysis.report.fits_json import dump_json
-
-
-def _num(v, fmt="+.4g") -> str:
-    return format(v, fmt) if np.isfinite(v) else "–"
+from analysis._format import ci, num
 
 
 def ensemble_markdown(study, heading="###") -> list:
@@ -29,10 +23,10 @@ def ensemble_markdown(study, heading="###") -> list:
     for s in study.spreads:
         v, t = s.values, s.trained
         z = (t.value - v.mean()) / s.sd if np.isfinite(s.sd) and s.sd > 0 else np.nan
-        verdicts = "; ".join(f"{_num(a.p_ensemble, '.2g')}, {_num(a.p_adjusted, '.2g')}: "
+        verdicts = "; ".join(f"{num(a.p_ensemble, '.2g')}, {num(a.p_adjusted, '.2g')}: "
                              f"**{a.verdict}**" for a in s.against_nulls.values()) or "no nulls"
-        md.append(f"| {s.observable} | {_num(t.value)} [{_num(t.lo)}, {_num(t.hi)}] | "
-                  f"{_num(v.min())} … {_num(v.max())} | {_num(s.sd, '.3g')} | {_num(z, '+.2f')} | "
+        md.append(f"| {s.observable} | {num(t.value, '+.4g')} [{num(t.lo, '+.4g')}, {num(t.hi, '+.4g')}] | "
+                  f"{num(v.min(), '+.4g')} … {num(v.max(), '+.4g')} | {num(s.sd, '.3g')} | {num(z, '+.2f')} | "
                   f"{verdicts} |")
     seqs = study.spreads[0].sequences if study.spreads else 0
     md += ["", f"The trained value and the members are read on the members' {seqs} sequence(s). "
@@ -45,17 +39,25 @@ def ensemble_markdown(study, heading="###") -> list:
     return md
 
 
-def add_ensembles(studies: dict, fits_json, report_md) -> None:
-    """Each model's ensemble study into fits.json (`ensembles`: {model: study}) and a section at
-    the end of report.md; nothing when no model has an ensemble."""
-    studies = {k: v for k, v in studies.items() if v is not None}
-    if not studies:
-        return
-    doc = json.loads(fits_json.read_text())
-    doc["ensembles"] = {name: s.to_dict() for name, s in studies.items()}
-    dump_json(doc, fits_json)
-    md = ["", "## Quantization ensembles", ""]
-    for name, s in studies.items():
-        md += ensemble_markdown(s, heading=f"### {name}:" if len(studies) > 1 else "###")
-    with open(report_md, "a") as f:
-        f.write("\n".join(md) + "\n")
+def ensemble_depth_markdown(depth, heading="###") -> list:
+    """report.md lines of the ensemble at every layer it was swept (studies/ensemble.py
+    `EnsembleDepth`; empty for None): per layer and observable the trained value, the members'
+    range and sd, and the verdicts counted in the family across depth."""
+    if depth is None:
+        return []
+    md = [f"{heading} Over its quantization ensemble across depth (layers "
+          f"{', '.join(map(str, depth.layers))})", "",
+          (depth.family.describe() if depth.family is not None else "No test against nulls.") +
+          " Each row as in the table above, at its layer (L = min(L, the layer's length)); the "
+          "representative layer's family is separate.", "",
+          "| layer | observable | trained [CI] | members min … max | members sd | against nulls: "
+          "p ensemble, p Holm, verdict |", "|---|---|---|---|---|---|"]
+    for layer, study in depth.studies.items():
+        for s in study.spreads:
+            v, t = s.values, s.trained
+            verdicts = "; ".join(f"{num(a.p_ensemble, '.2g')}, {num(a.p_adjusted, '.2g')}: "
+                                 f"**{a.verdict}**" for a in s.against_nulls.values()) or "no nulls"
+            md.append(f"| {layer} | {s.observable} | {num(t.value, '+.4g')} "
+                      f"{ci(t.lo, t.hi, '+.4g')} | {num(v.min(), '+.4g')} … {num(v.max(), '+.4g')} | "
+                      f"{num(s.sd, '.3g')} | {verdicts} |")
+    return md + [""]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from analysis._plot import new_figure, panel_label, window_lines
-from analysis.fit.fits import WINDOW
+from sweep.format.settings import MODES, WINDOW
 
 
 def _window_lines(ax, window=WINDOW):
@@ -79,12 +79,24 @@ def fig4_effective(eff_family, delta_family, title):
     return fig
 
 
-def fig7_cumulative(table, title):
+def fig7_cumulative(table, title, headline=None):
+    """Fig 7: N(<λ) with the cumulative fit per L (a diagnostic where the headline is another
+    estimator); `headline` (the model's Headline) is said inside the panel beside them."""
     fig = new_figure(7, 5)
     ax = fig.add_subplot()
     table.plot_cumulative(ax)
-    ax.set_title(title)
+    if headline is not None:
+        _headline_box(ax, headline)
+    ax.set_title(title, fontsize=10)
     return fig
+
+
+def _headline_box(ax, h, where=(0.02, 0.98)):
+    """The headline β in a box at the top left of `ax`, so a panel of diagnostics is never read
+    without the result beside it."""
+    ax.text(*where, f"the headline, {h.name} at L = {h.L}:\n{h.value()}", transform=ax.transAxes,
+            fontsize=7, va="top", ha="left",
+            bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "0.6"})
 
 
 def fig_beta(table, title, reference=None, primary=None):
@@ -113,16 +125,6 @@ def fig_self_averaging(selfavg, resolution, title, kernel=None):
     return fig
 
 
-def fig_single(result, title, w=7, h=5, **kw):
-    """Any result object with .plot(ax) on its own figure (precision check, ...)."""
-    fig = new_figure(w, h)
-    ax = fig.add_subplot()
-    result.plot(ax, **kw)
-    if title:
-        ax.set_title(title)
-    return fig
-
-
 def fig_precision(cmp, title):
     """(a) |δλ|/λ of matched modes against λ, (b) both TDOS with Δβ per L."""
     fig = new_figure(13, 5)
@@ -134,15 +136,19 @@ def fig_precision(cmp, title):
     return fig
 
 
-def fig_window(sensitivity, gof, title):
-    """Is it a power law? (a) local exponent β(λ) with CI and the window's two estimators,
-    (b) β as each window edge moves, (c) the in-window CDF against the fit (KS, p)."""
+def fig_window(sensitivity, gof, title, primary=None):
+    """Is it a power law? (a) local exponent β(λ) with CI and the window's two estimators (the
+    headline's estimator, `primary`, named as such), (b) β as each window edge moves, (c) the
+    in-window CDF against the fit (KS, p)."""
     fig = new_figure(19, 4.8)
     a, b, c = fig.subplots(1, 3)
     sensitivity.local.plot(a)
     base = [r for r in sensitivity.rows if r["factor"] == 1.0][0]
-    a.axhline(base["beta_cumulative"], color="C1", lw=0.8, label="cumulative fit (the paper's)")
-    a.axhline(base["beta_mle"], color="C0", ls="--", lw=0.8, label="in-window MLE")
+    role = {e: "the headline's estimator" if primary is not None and primary.estimator == e
+            else "a diagnostic" for e in ("cumulative", "mle")}
+    a.axhline(base["beta_cumulative"], color="C1", lw=0.8,
+              label=f"cumulative fit (the paper's; {role['cumulative']})")
+    a.axhline(base["beta_mle"], color="C0", ls="--", lw=0.8, label=f"in-window MLE ({role['mle']})")
     a.legend(fontsize=7)
     sensitivity.plot(b)
     gof.plot(c)
@@ -154,7 +160,6 @@ def fig_window(sensitivity, gof, title):
 
 def fig_compare_beta(comparison):
     """β vs L (representative layers) and vs relative depth (shared L), both counts."""
-    from sweep.format.settings import MODES
     fig = new_figure(13, 8.5)
     axs = fig.subplots(2, 2, sharey="row")
     for i, m in enumerate(MODES):
@@ -175,9 +180,10 @@ def fig_compare_beta(comparison):
             ax.axhline(0, color="k", lw=0.6)
             ax.set_ylabel(f"β [cumulative:{m}]")
             ax.legend(fontsize=7)
-    fig.suptitle(f"β of every model, cumulative fit of both counts ({comparison.settings.level:.0%} "
-                 f"bootstrap CIs; window "
-                 f"[{comparison.settings.window[0]:g}, {comparison.settings.window[1]:g}])")
+    fig.suptitle(f"β of every model, the cumulative fit of both counts (a diagnostic; the verdicts "
+                 f"read the primary β); {comparison.settings.level:.0%} CIs, each resampling its "
+                 f"model's own units; window "
+                 f"[{comparison.settings.window[0]:g}, {comparison.settings.window[1]:g}]")
     return fig
 
 

@@ -2,25 +2,22 @@
 where the symmetry modes sit, precision checks."""
 from __future__ import annotations
 
-import os
-
-from analysis.fit.multiplicity import format_p
-from analysis.laws.uncertainty import laws_markdown, table_note
+from analysis._format import ci, format_p, interval_words, num
 from analysis.report.depth import markdown as depth_markdown
+from analysis.report.ensemble import ensemble_depth_markdown, ensemble_markdown
+from analysis.report.fits_json import portable
 from analysis.report.inputs import inputs_lines
-from analysis.report.fits_json import headline
+from analysis.report.laws import laws_markdown, table_note
 from analysis.report.memory import markdown as memory_markdown
 from analysis.report.nulls import depth_null_markdown, null_markdown
-from analysis.studies.paper import NOTE, reference, reference_line
-from analysis.report.text import ESTIMATOR_SENTENCE, FIGURE_CAPTIONS, symmetry_sentences
-from analysis.spectrum.rates import SCALE_RESIDUAL_MAX
-from analysis.studies.tables import gof_markdown
+from analysis.report.text import (ESTIMATOR_SENTENCE, FIGURE_CAPTIONS, PAPER_COLUMN,
+                                  symmetry_sentences)
 from sweep.format.settings import MODES
 
 
 def table_markdown(res) -> str:
     """Table I of one model, both counts; the paper's β beside only where it applies."""
-    return res.table.to_markdown(reference=reference(res.identity, res.layer, res.settings) or None)
+    return res.table.to_markdown(reference=res.paper.values or None)
 
 
 def estimator_lines(res) -> list:
@@ -52,8 +49,9 @@ def power_law_lines(res) -> list:
     return [f"Power law on [{res.settings.window[0]:g}, {res.settings.window[1]:g}] at layer "
             f"{res.layer}, L = {res.L} ({res.modes}): KS = {x.ks:.4f}, Monte-Carlo p = "
             f"{x.gof_p:.3f} ({res.settings.n_boot} synthetic sets), {verdict} at "
-            f"{1 - res.settings.level:.0%}; local β {x.local_beta_low:+.3f} in the window's lowest "
-            f"decade and {x.local_beta_high:+.3f} in its highest; against the alternatives "
+            f"{1 - res.settings.level:.0%}; local β {num(x.local_beta_low)} in the window's lowest "
+            f"decade and {num(x.local_beta_high)} in its highest (– where a decade holds too few "
+            f"modes); against the alternatives "
             f"(R > 0 favours the power law): {alts}. The test takes modes as independent; with "
             f"{x.n_modes:,} modes even a small curvature is significant, so read KS and the local "
             f"exponent for how far from a power law it is.", ""]
@@ -66,7 +64,7 @@ def _modes_line(r) -> str:
     if r.scale_by_eigenvector:
         dirs = "h_t and 𝟙/√d" if r.shift_by_eigenvector else "h_t only"
         scale = (f"scale mode (the norm's invariant directions, {dirs}: eigenvalue nearest ρ "
-                 f"where r ≤ {SCALE_RESIDUAL_MAX:g}) {sr.get('scale', 0):,} = "
+                 f"where r ≤ {r.scale_residual_max:g}) {sr.get('scale', 0):,} = "
                  f"{sr.get('scale', 0) / tok:.2f} per token; ")
     else:
         scale = "scale mode not identified (store has no scale_rayleigh/scale_residual); "
@@ -109,23 +107,78 @@ def inputs_line(i: dict) -> str:
             f"sha256 {str(i.get('text_sha256', ''))[:12]}…), tokenized by {tok}")
 
 
-def headline_lines(r) -> list:
-    """The first table of a model: the primary β (and its null verdict), said as a window
-    slope where the power law is rejected."""
-    h = headline(r)
+def headline_lines(r, declared=None) -> list:
+    """The first table of a model: the primary β and its verdict against its nulls, said as a
+    window slope where the power law is rejected; the β row read by what it is (`key`), never
+    by its label. With a declared family (`declared`: Analysis.declared, studies/study.py) its
+    verdicts follow, and the null column is exploratory."""
+    h = r.headline
     p = r.primary
     cell = h.value() if h.fitted else f"not fitted: {r.empty_window_line(p.modes)}"
-    nulls = [c for c in (r.nulls.comparisons if r.nulls else []) if c.observable.startswith("β")]
-    against = "; ".join(f"{c.verdict}: Δ = {c.delta:+.3f} [{c.lo:+.3f}, {c.hi:+.3f}], z = "
-                        f"{c.z:+.2f}, p Holm {format_p(c.p_adjusted, c.p_method)} ({c.p_method}; "
-                        f"{c.sequences} seq, {c.trained.positions})" for c in nulls)
-    against = against or "no nulls in the store"
-    return ["| primary estimator | layer, L | primary β [CI] | against its nulls |", "|---|---|---|---|",
+    beta = [c for c in (r.nulls.comparisons if r.nulls else ()) if c.key == "beta"]
+    against = "; ".join(
+        f"{c.verdict} ({c.sequences} seq, {c.trained.positions})" if not c.check else
+        f"{c.verdict}: Δ = {num(c.delta)} {ci(c.lo, c.hi)}, z = {num(c.z, '+.2f')}, p Holm "
+        f"{format_p(c.p_adjusted, c.p_method)} ({c.p_method}; {c.sequences} seq, "
+        f"{c.trained.positions})" for c in beta)
+    if not against:
+        against = ("no nulls in the store" if r.nulls is None else
+                   "its nulls: no β to set against them (none fitted on their tokens)")
+    column = "against its nulls" + (" (exploratory)" if declared is not None else "")
+    return [f"| primary estimator | layer, L | primary β [CI] | {column} |", "|---|---|---|---|",
             f"| {p.describe()} | {r.layer}, {r.L} | {cell} | {against} |", "",
+            *declared_lines(r.name, declared),
             *_infrared_lines(h, r.infrared), *_density_line(r),
             f"CI: {r.settings.level:.0%}, resampling {h.unit}; {h.n_modes:,} modes in the window. "
             f"Representative: {r.why_layer}. Every other estimator and mode "
             f"count below is a **diagnostic**, not a result.", ""]
+
+
+def declared_lines(name, declared) -> list:
+    """The declared family's tests of one model (studies/study.py StudyRow), with the rule
+    table's verdict of each (observable, layer): the only verdicts that are not exploratory."""
+    if declared is None:
+        return []
+    rows = [x for x in declared.rows if x.model == name]
+    md = [f"**The declared family** ({declared.status}; {declared.m} tests with enough data, "
+          f"family-wise {declared.level:.0%}, Holm): {len(rows)} of its rows on {name}.", ""]
+    if rows:
+        md += ["| observable | layer | against | Δ [CI] | p Holm (p from) | code |",
+               "|---|---|---|---|---|---|"]
+        md += [f"| {x.label} | {x.layer} | {x.kind} | {num(x.test.delta, '+.4g')} "
+               f"{ci(x.test.lo, x.test.hi, '+.4g')} | {format_p(x.p_holm, x.test.p_method)} "
+               f"({x.test.p_method}) | {x.code} |" for x in rows] + [""]
+        md += [f"- {v['sentence']}" for v in declared.verdicts() if v["model"] == name] + [""]
+    return md
+
+
+def answer_lines(a, comparison_lines=()) -> list:
+    """The short answer report.md opens with: each model's headline β (or window slope) and
+    its verdicts, the family's count, the comparison's verdicts; every wide table below."""
+    md = ["## The answer", ""]
+    declared = a.declared
+    for name, r in a.items():
+        h = r.headline
+        value = h.value() if h.fitted else f"not fitted: {r.empty_window_line(r.primary.modes)}"
+        md.append(f"- **{name}**, layer {r.layer}, L = {r.L} ({h.name}; "
+                  f"{interval_words(h.level, h.unit)}): {value}")
+        if declared is not None:
+            md += [f"  - declared: {v['sentence']}" for v in declared.verdicts() if v["model"] == name]
+        tag = "exploratory, " if declared is not None else ""
+        for c in (r.nulls.comparisons if r.nulls else ()):
+            if c.key == "beta":
+                numbers = (f"Δ = {num(c.delta)} {ci(c.lo, c.hi)}, p Holm "
+                           f"{format_p(c.p_adjusted, c.p_method)} → " if c.check else "")
+                md.append(f"  - {tag}{c.observable} against its {len(c.nulls)} {c.kind} nulls "
+                          f"({c.sequences} seq): {numbers}**{c.verdict}**")
+    fam = a.family
+    if fam is not None and fam.tests:
+        differ = sum(t.verdict(fam.level) == "differ" for t in fam.tests)
+        md.append(f"- {'exploratory ' if declared is not None else ''}family of tests: {fam.m} "
+                  f"tests, {differ} differ at {fam.level * 100:g} % after Holm's correction (the "
+                  f"table under \"Family of tests\")")
+    md += list(comparison_lines)
+    return md + [""]
 
 
 def _infrared_lines(h, ir) -> list:
@@ -148,9 +201,9 @@ def _density_line(r) -> list:
             f"{r.settings.window[1]:g}] ({r.settings.level:.0%} CI, {x.ci_unit}).", ""]
 
 
-def _model_section(name, r, rel) -> list:
+def _model_section(name, r, rel, files, precision=(), declared=None) -> list:
     empty = [f"- **{line}**" for line in (r.empty_window_line(m) for m in MODES) if line]
-    md = [f"## {name} ({r.arch}, {r.dtype})", "", *headline_lines(r), *null_markdown(r.nulls),
+    md = [f"## {name} ({r.arch}, {r.dtype})", "", *headline_lines(r, declared), *null_markdown(r.nulls),
           *depth_null_markdown(r.nulls_depth),
           f"- blocks: {r.counts['done']} done ({r.counts['flagged']} of them flagged, excluded), "
           f"{r.counts['pending']} pending of {r.counts['planned']} planned",
@@ -162,57 +215,63 @@ def _model_section(name, r, rel) -> list:
           f"### Diagnostics: Table I, every estimator and count (layer {r.layer})", "",
           table_markdown(r), "",
           table_note(r.table, int(r.inputs.get("sequences", 1))), "",
-          *([reference_line(r.identity, r.layer, r.settings), ""]
-            if reference(r.identity, r.layer, r.settings) else []),
+          *([PAPER_COLUMN, ""] if r.paper.values else []),
           symmetry_sentences(r), "",
           f"### Two estimators and the power-law test (layer {r.layer})", "",
-          *estimator_lines(r), gof_markdown(r.table), "", *power_law_lines(r),
+          *estimator_lines(r), r.table.gof_markdown(), "", *power_law_lines(r),
           f"### β across depth (L = {r.L})", "", r.depth.to_markdown(), "",
           *r.depth.density_lines(), "",
           *laws_markdown(r.laws.to_dict() if r.laws is not None else None),
           *(depth_markdown(r.stacks) if r.stacks is not None else []),
           *(memory_markdown(r.memory) if r.memory is not None else [])]
-    for p in r.precision:
-        if p["reference"] == name:
-            md += precision_lines(p)
+    for p in precision:
+        if p.names[0] == name:
+            md += precision_lines(p.to_dict())
     if r.decay is None:
         md += [f"Figures 2–4 skipped: {r.arch} has no swept layer with a learned decay (A_log "
                f"and Δ_t: Mamba-style or gated delta-rule layers).", ""]
     else:
-        d, lo_hi = r.decay, r.outside_bins_ssm["intrinsic_min_max"]
+        d, lo_hi = r.decay.info, r.decay.outside_bins["intrinsic_min_max"]
         md += [f"Figures 2–4 draw layer {d['layer']} ({d['kind']}): intrinsic rates "
                f"{d['intrinsic']} ({d['n_intrinsic']:,} values, {lo_hi[0]:.3g} … {lo_hi[1]:.3g}); "
                f"effective rates {d['effective']} (Δ_t {d['delta_channels']:,} wide).", ""]
-    if shift := r.a_log_shift:
+    if shift := (r.decay.a_log_shift if r.decay is not None else None):
         md += [f"A_log of layer {r.layer} against its S4D-real initialisation (log 1 … log N): "
                f"{shift['moved']:.1%} of {shift['entries']:,} entries moved by |ΔA_log| > 0.1, "
                f"median |ΔA_log| {shift['median_abs_delta']:.3f}, Kolmogorov–Smirnov distance "
                f"{shift['ks']:.3f} (Fig 2a).", ""]
     md += ["### Figures", ""]
-    for f in r.files:
+    for f in files:
         if f.endswith(".png"):
             md += [f"**{f}** — {FIGURE_CAPTIONS.get(f, '')}", "", f"![{f}]({rel}{f})", ""]
     return md
 
 
-def write_report(results, path, store_path, settings, extra_files, comparison_md=None,
-                 family=None):
-    """report.md of `results`; `comparison_md`: the "Across models" lines of the comparison
-    (compare_report.comparison_markdown), passed in so this module never imports it back."""
+def report_text(a, out, files, extra_files, comparison_md=None, comparison_lines=()) -> str:
+    """report.md of Analysis `a`, written into folder `out` (the store named relative to it, as
+    in fits.json); `files`: {model: the figure files of its section}; `comparison_md`: the
+    "Across models" lines of the comparison, `comparison_lines` its verdicts (report/compare.py).
+    The short answer comes first, every wide table after it."""
+    settings, family = a.settings, a.family
+    store = portable({"store": a.store}, a.store, out)["store"]
     lo, hi = settings.window
-    md = [f"# tdos analysis of `{os.path.abspath(store_path)}`", "",
+    md = [f"# tdos analysis of `{store}`", "", *answer_lines(a, comparison_lines),
+          "## How it was measured", "",
           f"Settings: {settings.describe()}.", "",
           "Two mode counts throughout. **all-stable** (the paper's): every eigenvalue with "
           "0 < |ζ| < 1 is a mode, nothing removed. **symmetry-removed**: also drops, per token, "
           "the modes along the norm's invariant directions and |λ| below the marginal threshold. "
           "Δβ = β all-stable − β symmetry-removed.", "",
           f"Fit: least squares of log N(<λ) on log λ at the 20-per-decade grid points inside "
-          f"[{lo:g}, {hi:g}] (the paper's window is [1e-4, 5e-2]); β = s − 1. CIs: percentile "
-          f"bootstrap; what each CI resampled is said under each table (columns ci_unit_all_stable, "
+          f"[{lo:g}, {hi:g}] (the paper's window is [1e-4, 5e-2]); β = s − 1. CIs: each says what "
+          f"it resampled (a jackknife over sequences with Student's t when there are two or "
+          f"more, else a bootstrap over circular blocks of tokens; columns ci_unit_all_stable, "
           f"ci_unit_symmetry_removed of table1.csv). MLE: the bounded power law on the window, "
           f"its CI resampling the same units.", ""]
-    if not all(reference(r.identity, r.layer, r.settings) for r in results.values()):
-        md += [f"*{NOTE}*", ""]
+    if a.study is not None:
+        md += [f"Positions: {a.study.positions.text}.", ""]
+    notes = list(dict.fromkeys(r.paper.note for r in a.values() if r.paper.note))
+    md += [line for n in notes for line in (f"*{n}*", "")]
     if family is not None and not family.tests:
         md += ["## Family of tests", "", f"No tests ({family.label}): one model, no nulls in the "
                f"store; nothing here is a verdict.", ""]
@@ -220,16 +279,23 @@ def write_report(results, path, store_path, settings, extra_files, comparison_md
         md += ["## Family of tests", "", family.describe(), "", *family.table(), "",
                "Depth and memory sections print each of their intervals alone; the corrected "
                "verdicts of those differences are the ones in this table.", ""]
-    for name, r in results.items():
-        md += _model_section(name, r, f"{name}/" if len(results) > 1 else "")
+    for name, r in a.items():
+        md += _model_section(name, r, f"{name}/" if len(a) > 1 else "", files[name],
+                             [p for p in a.precision if name in p.names], a.declared)
     if comparison_md is not None or extra_files:
         md += ["## Across models", ""]
         md += comparison_md or []
         for f in extra_files:
-            if f.startswith("compare_"):
+            if f.startswith("compare_") or not f.endswith(".png"):
                 continue
             cap = FIGURE_CAPTIONS.get(f, "one checkpoint in two precisions: |δλ|/λ of matched "
                                          "modes against λ, and both TDOS")
             md += [f"**{f}** — {cap}", "", f"![{f}]({f})", ""]
-    path.write_text("\n".join(md))
-    return path
+    ensembles = {n: r for n, r in a.items() if r.ensemble is not None}
+    if ensembles:
+        md += ["", "## Quantization ensembles", ""]
+        for name, r in ensembles.items():
+            heading = f"### {name}:" if len(ensembles) > 1 else "###"
+            md += ensemble_markdown(r.ensemble, heading)
+            md += ensemble_depth_markdown(r.ensemble_depth, heading)
+    return "\n".join(md) + "\n"

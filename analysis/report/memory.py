@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis._format import ci
 from analysis._plot import interval_bars, new_figure, panel_label, sweep_colors
-from analysis.fit.lag_laws import LAWS, P_REJECT
 from analysis.report.text import FIGURE_CAPTIONS
-from analysis.studies.memory import NEITHER, SHARE_MIN, SPLIT, MemoryStudy
 
 FIGURE = "memory.png"
 CAPTION = FIGURE_CAPTIONS[FIGURE]
 SYMBOL = {"xi": "ξ", "alpha": "α", "alpha_1": "α₁", "alpha_2": "α₂", "k_break": "k_b"}
 
 
-def figure(m: MemoryStudy, title: str):
+def figure(m, title: str):
     fig = new_figure(12, 8)
     ax = fig.subplots(2, 2).ravel()
     layers = list(m.fits)
@@ -25,53 +24,65 @@ def figure(m: MemoryStudy, title: str):
     ax[0].legend(fontsize=7, ncol=2)
     for a, what, law, label in ((ax[2], "alpha", "power law", "power-law exponent α"),
                                 (ax[3], "xi", "exponential", "memory length ξ (tokens)")):
-        interval_bars(a, layers, *([getattr(m.fits[ly], what + end) for ly in layers]
-                                   for end in ("", "_lo", "_hi")), fmt="o-")
-        for ly in layers:
-            f, v = m.fits[ly], getattr(m.fits[ly], what)
-            if f.law == law and np.isfinite(v):
-                a.plot([ly], [v], "s", mfc="none", ms=11, color="C3")
-            if law in f.laws and f.laws[law].rejected and np.isfinite(v):
-                a.plot([ly], [v], "x", ms=9, color="k")
-        a.set_xticks(layers)
-        a.set_xlabel(f"layer (□: the law, BIC, ≥ {SHARE_MIN:.0%} of replicates; "
-                     f"×: rejected, p < {P_REJECT:g})")
-        a.set_ylabel(label)
+        _parameter_panel(a, m, what, law, label)
     for a, letter in zip(ax, "abcd"):
         panel_label(a, letter)
     fig.suptitle(title)
     return fig
 
 
-def _ci(lo, hi) -> str:
-    return f"[{lo:.3g}, {hi:.3g}]" if np.isfinite(lo) and np.isfinite(hi) else "–"
+def _parameter_panel(a, m, what, law, label) -> None:
+    """One law's parameter per layer, each point alone: no line joins layers (a trend would be
+    a claim), a rejected law's value hollow and grey with × (a slope of the window, as the
+    report's †), and nothing where the replicates split (the report prints "–")."""
+    layers, drawn = list(m.fits), 0
+    for ly in layers:
+        f, v = m.fits[ly], getattr(m.fits[ly], what)
+        if f.split or not np.isfinite(v):
+            continue
+        rejected = law in f.laws and f.laws[law].rejected
+        style = {"mfc": "none", "color": "0.55"} if rejected else {"color": "C0"}
+        interval_bars(a, [ly], [v], [getattr(f, what + "_lo")], [getattr(f, what + "_hi")],
+                      fmt="o", **style)
+        if f.law == law:
+            a.plot([ly], [v], "s", mfc="none", ms=11, color="C3")
+        if rejected:
+            a.plot([ly], [v], "x", ms=9, color="k")
+        drawn += 1
+    if not drawn:
+        a.text(0.5, 0.5, "no parameter: the replicates split at every layer", ha="center",
+               transform=a.transAxes, fontsize=8)
+    a.set_xticks(layers)
+    a.set_xlabel(f"layer\n□: the law (BIC, ≥ {m.RULES['share_min']:.0%} of replicates); hollow ×: "
+                 f"rejected (p < {m.RULES['p_reject']:g}), a slope of the window", fontsize=9)
+    a.set_ylabel(label)
 
 
 def _param(f, law, name) -> str:
     """"α = 1.9 [1.7, 2.2]", marked † where the law is rejected (a window slope); "–" where
     the replicates split (no law is read)."""
     lf = f.laws.get(law)
-    if lf is None or f.verdict == SPLIT:
+    if lf is None or f.split:
         return "–"
-    return f"{lf.params[name]:.3g} {_ci(*lf.ci[name])}{' †' if lf.rejected else ''}"
+    return f"{lf.params[name]:.3g} {ci(*lf.ci[name], '.3g')}{' †' if lf.rejected else ''}"
 
 
 def _preferred(f) -> str:
     """The law BIC prefers, or "–" where the replicates split (no law verdict)."""
-    return "–" if f.verdict == SPLIT else f.preferred
+    return "–" if f.split else f.preferred
 
 
-def markdown(m: MemoryStudy) -> list:
-    meta = m.meta
+def markdown(m) -> list:
+    meta, rules = m.meta, m.RULES
     first = next(iter(m.fits.values()))
     md = [f"### Token memory ({meta['estimator']}, lags 0..{meta['lags']}, output tokens "
           f"t = 0, {meta['every']}, {2 * meta['every']}, …)", "",
           f"m(k) = ⟨‖J_{{t,t−k}}‖_F² / ‖J_tt‖_F²⟩ over the sampled tokens t ≥ k. Each layer's "
           f"window starts past its causal convolution (lags ≥ its width; from 1 without one); "
           f"fits by {first.method}. The law of smallest BIC (χ² + parameters·ln lags) is "
-          f"preferred; **{NEITHER}** when its χ² p < {P_REJECT:g}; **{SPLIT}** when fewer than "
-          f"{SHARE_MIN:.0%} of the replicates pick it: then no law and no parameter is printed, "
-          f"only m(k) with its CIs. χ² = rᵀC⁻¹r with the lags' covariance C (the same tokens "
+          f"preferred; **{rules['neither']}** when its χ² p < {rules['p_reject']:g}; "
+          f"**{rules['split']}** when fewer than {rules['share_min']:.0%} of the replicates pick "
+          f"it: then no law and no parameter is printed, only m(k) with its CIs. χ² = rᵀC⁻¹r with the lags' covariance C (the same tokens "
           f"enter every lag); C is estimated, so p is approximate. † a rejected law's parameter: "
           f"a slope of the window, not an exponent. "
           f"{first.level:.0%} CIs resampling each layer's units (below); m(k)'s CIs on the log "
@@ -83,8 +94,8 @@ def markdown(m: MemoryStudy) -> list:
         p = f.profile
         broken = " / ".join(_param(f, "broken power law", n) for n in ("alpha_1", "alpha_2", "k_break"))
         md.append(f"| {ly} | {p.kind} | {f.window[0]}..{f.window[1]} | {p.value[f.window[0]]:.3g} "
-                  f"{_ci(p.lo[f.window[0]], p.hi[f.window[0]])} | {p.value[-1]:.3g} "
-                  f"{_ci(p.lo[-1], p.hi[-1])} | {_preferred(f)} | {f.verdict} | {f.share:.0%} | "
+                  f"{ci(p.lo[f.window[0]], p.hi[f.window[0]], '.3g')} | {p.value[-1]:.3g} "
+                  f"{ci(p.lo[-1], p.hi[-1], '.3g')} | {_preferred(f)} | {f.verdict} | {f.share:.0%} | "
                   f"{_param(f, 'exponential', 'xi')} | {_param(f, 'power law', 'alpha')} | {broken} |")
     md += ["", "Windows and resampling units: " + "; ".join(
         f"layer {ly}: {f.window_rule}, {f.unit}" for ly, f in m.fits.items()) + ".", "",
@@ -93,7 +104,7 @@ def markdown(m: MemoryStudy) -> list:
            "law):", "", "| layer | law | χ² | dof | p | ΔBIC |", "|---|---|---|---|---|---|"]
     for ly, f in m.fits.items():
         best = f.laws[f.preferred].bic if f.preferred in f.laws else np.nan
-        for law in LAWS:
+        for law in rules["laws"]:
             if law in f.laws:
                 lf = f.laws[law]
                 md.append(f"| {ly} | {law} | {lf.chi2:.3g} | {lf.dof} | {lf.p:.2g} | "
@@ -101,7 +112,7 @@ def markdown(m: MemoryStudy) -> list:
     return md + _intrinsic_lines(m) + ["", f"**{FIGURE}** — {CAPTION}", ""]
 
 
-def _intrinsic_lines(m: MemoryStudy) -> list:
+def _intrinsic_lines(m) -> list:
     ssm = [ly for ly, f in m.fits.items() if f.profile.intrinsic is not None]
     if not ssm:
         return []
@@ -127,13 +138,13 @@ def comparison_markdown(studies: dict, layers: dict, deltas: list, heading: str 
                   f"{_param(f, 'power law', 'alpha')} |")
     md += ["", "A difference is taken of the parameter of the law both models prefer (ξ, α, or "
            "the broken law's α₂ past its break), only where each model's law fits and its "
-           f"replicates agree (≥ {SHARE_MIN:.0%}).", "",
+           f"replicates agree (≥ {next(iter(studies.values())).RULES['share_min']:.0%}).", "",
            "| pair | layers | laws | Δ | value | CI | verdict |", "|---|---|---|---|---|---|---|"]
     for x in deltas:
         what = f"Δ{SYMBOL[x.what]}" if x.what else "–"
         value = f"{x.delta:+.4g}" if x.what else "–"
         md.append(f"| {x.a} − {x.b} | {x.layer_a} / {x.layer_b} | {' / '.join(x.preferred)} | "
-                  f"{what} | {value} | {_ci(x.lo, x.hi)} | {x.verdict} |")
+                  f"{what} | {value} | {ci(x.lo, x.hi, '.3g')} | {x.verdict} |")
     return md + [""]
 
 

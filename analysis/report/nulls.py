@@ -5,20 +5,15 @@ import textwrap
 
 import numpy as np
 
+from analysis._format import format_p, num
 from analysis._plot import axes_or_new, interval_bars, new_figure, window_lines
-from analysis.fit.multiplicity import format_p
-from analysis.spectrum.observables import tdos
 
 FIGURE = "tdos_vs_nulls.png"
 DEPTH_FIGURE = "nulls_across_depth.png"
 
 
-def _num(v, fmt="+.4g") -> str:
-    return format(v, fmt) if np.isfinite(v) else "–"
-
-
 def _est(e) -> str:
-    return f"{_num(e.value)} [{_num(e.lo)}, {_num(e.hi)}]"
+    return f"{num(e.value, '+.4g')} [{num(e.lo, '+.4g')}, {num(e.hi, '+.4g')}]"
 
 
 def null_markdown(study, heading="###") -> list:
@@ -41,11 +36,11 @@ def null_markdown(study, heading="###") -> list:
           "Δ = trained − mean null [CI] | p raw | p Holm | p from | verdict |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in study.comparisons:
-        nulls = "; ".join(_num(v.value) for v in c.nulls.values())
+        nulls = "; ".join(num(v.value, '+.4g') for v in c.nulls.values())
         md.append(f"| {c.observable} | {c.kind} | {c.sequences} seq, {c.trained.positions} | "
-                  f"{_est(c.trained)} | {nulls} | {_num(c.z, '+.2f')} | above {c.rank} of "
-                  f"{len(c.nulls)} ({_num(c.p_rank, '.2g')}) | {_num(c.delta)} [{_num(c.lo)}, "
-                  f"{_num(c.hi)}] | {format_p(c.p_raw, c.p_method)} | "
+                  f"{_est(c.trained)} | {nulls} | {num(c.z, '+.2f')} | above {c.rank} of "
+                  f"{len(c.nulls)} ({num(c.p_rank, '.2g')}) | {num(c.delta, '+.4g')} [{num(c.lo, '+.4g')}, "
+                  f"{num(c.hi, '+.4g')}] | {format_p(c.p_raw, c.p_method)} | "
                   f"{format_p(c.p_adjusted, c.p_method)} | {c.p_method} | **{c.verdict}** |")
     units = sorted({c.trained.unit for c in study.comparisons})
     md += ["", f"Δ's interval carries both sides: the trained value's own interval "
@@ -64,15 +59,11 @@ def null_markdown(study, heading="###") -> list:
     return md
 
 
-def figure(agg_of, st, layer, L, modes, window, title, kinds=None):
+def figure(bands, name, title):
     """The trained TDOS over the band (min … max per bin) of each kind's nulls' TDOS, the
-    trained curve on exactly the nulls' sequences (`kinds`: {kind: {nulls, sequences, L}},
-    studies/nulls.NullStudy.kinds)."""
+    trained curve on exactly the nulls' sequences (`bands`: measure/figures.NullBands)."""
     ax = axes_or_new()
-    kinds = kinds or {"nulls": {"nulls": list(st.nulls), "sequences": None, "L": L}}
-    for i, (kind, v) in enumerate(kinds.items()):
-        seqs = None if v["sequences"] is None else range(v["sequences"])
-        dens = [tdos(agg_of(n), layer, v["L"], seqs, modes=modes) for n in v["nulls"]]
+    for i, (kind, dens) in enumerate(bands.kinds.items()):
         if not dens:
             continue
         d = np.array([sp.density for sp in dens])                        # (k, N_BINS)
@@ -80,15 +71,12 @@ def figure(agg_of, st, layer, L, modes, window, title, kinds=None):
         ok = hi > 0
         ax.fill_between(centers[ok], np.maximum(lo[ok], hi[ok] * 1e-3), hi[ok], color=f"C{i + 1}",
                         alpha=0.3, label=f"{kind}: band of {len(dens)} nulls (min … max per bin)")
-    shared = {(v["sequences"], v["L"]) for v in kinds.values()}
-    for j, (S, Ls) in enumerate(sorted(shared, key=str)):
-        seqs = None if S is None else range(S)
+    for j, (S, Ls, sp) in enumerate(bands.trained):
         what = "" if S is None else f", {S} seq × t < {Ls}"
-        tdos(agg_of(st.name), layer, Ls, seqs, modes=modes).plot(
-            ax, color=("C0", "k", "C9")[j % 3], label=f"{st.name} (trained{what})")
+        sp.plot(ax, color=("C0", "k", "C9")[j % 3], label=f"{name} (trained{what})")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    window_lines(ax, window)
+    window_lines(ax, bands.window)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     return ax.figure
@@ -105,9 +93,9 @@ def depth_null_markdown(study, heading="###") -> list:
           "| layer | observable | kind | tokens | trained [CI] | nulls (each) | Δ [CI] | p raw | "
           "p Holm | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
     for layer, c in study.rows:
-        nulls = "; ".join(_num(v.value) for v in c.nulls.values())
+        nulls = "; ".join(num(v.value, '+.4g') for v in c.nulls.values())
         md.append(f"| {layer} | {c.observable} | {c.kind} | {c.sequences} seq, {c.trained.positions} "
-                  f"| {_est(c.trained)} | {nulls} | {_num(c.delta)} [{_num(c.lo)}, {_num(c.hi)}] | "
+                  f"| {_est(c.trained)} | {nulls} | {num(c.delta, '+.4g')} [{num(c.lo, '+.4g')}, {num(c.hi, '+.4g')}] | "
                   f"{format_p(c.p_raw, c.p_method)} | {format_p(c.p_adjusted, c.p_method)} | "
                   f"**{c.verdict}** |")
     return md + [""]

@@ -12,17 +12,22 @@ FIGURE_CAPTIONS = {
                               "and its nulls share: the trained value with its interval on the "
                               "nulls' tokens, each null one point, one colour per kind",
     "fig1_collective_spectrum.png": "Fig 1: eigenvalues ζ of J_tt (plane, near ζ=1, |ζ|, θ, λ–θ), "
-                                    "ρ_block linear/log, memory kernel K(t)",
+                                    "ρ_block linear/log, memory kernel K(t) beside t^−(1+β) of the "
+                                    "headline β",
     "fig2_intrinsic.png": "Fig 2: A_log distribution beside its S4D-real init, ρ_int(λ_A), K_A(t) with t⁻¹ reference",
     "fig3_intrinsic_all_layers.png": "Fig 3: ρ_int of every model layer overlaid",
     "fig4_effective_vs_length.png": "Fig 4: ρ_eff(Δ·λ_A) and Δ distributions vs L",
     "fig5_tdos_vs_length.png": "Fig 5: ρ_block vs L (prefixes of one sweep)",
     "fig6_tdos_vs_depth.png": "Fig 6: ρ_block across depth at fixed L",
     "fig7_cumulative_fits.png": "Fig 7: cumulative N(<λ) with the cumulative fit per L and its "
-                                "GOF p; dashed: a window slope (power law rejected)",
-    "fig8_beta_vs_length.png": "Fig 8: the primary β vs L with bootstrap CIs; hollow: a window "
-                               "slope (power law rejected)",
-    "beta_vs_depth.png": "the primary β across depth at fixed L; hollow: a window slope",
+                                "GOF p; dashed: a window slope (power law rejected); the headline "
+                                "β in the box (the cumulative fit is a diagnostic where the "
+                                "headline is another estimator)",
+    "fig8_beta_vs_length.png": "Fig 8: the primary β vs L with CIs (the legend says what they "
+                               "resampled); filled: an exponent, hollow: a window slope (power "
+                               "law rejected)",
+    "beta_vs_depth.png": "the primary β across depth at fixed L, drawn as Fig 8 (hollow: a "
+                         "window slope)",
     "self_averaging.png": "App. B: (a) band-weight variance vs pooled tokens T, slope vs −1; "
                           "(b) ⟨ln λ_(k)⟩, k = 1, 2, 4, vs T·d, slope vs −1/(1+β); "
                           "(c) K(t) long-time exponent vs 1+β",
@@ -31,12 +36,14 @@ FIGURE_CAPTIONS = {
                               "edge moves ×/÷ 2 and 4; (c) the in-window CDF against the fitted "
                               "power law (KS, Monte-Carlo p)",
     "compare_beta.png": "β vs L (representative layers) and vs relative depth (shared L) of "
-                        "every model, both mode counts, bootstrap CIs",
+                        "every model, both mode counts, the cumulative fit (a diagnostic: the "
+                        "verdicts read the primary β), each CI from its model's own units",
     "compare_delta.png": "Δβ of every pair with its CI, vs L and vs relative depth",
     "compare_tdos.png": "normalised ρ_block of every model at the shared L, one panel per "
                         "matched relative depth",
     "compare_kernel.png": "K(t) of every model at its representative layer and the shared L",
-    "depth.png": ("stacked blocks: (a) β of the per-step rates −ln|ζ|/s against span s, both counts; "
+    "depth.png": ("stacked blocks: (a) β of the per-step rates −ln|ζ|/s against span s, the "
+              "headline's estimator, both counts (hollow: a window slope); "
               "(b) measured mean squared gain g(l, s) = ‖P_t‖_F²/d against the independent-layers "
               "prediction Π_j ‖J_j‖_F²/d and the spectral one Π_j Σ|ζ_j|²/d over the stack's own "
               "layers, geometric means over tokens, per start layer; (c) densities of single-block rates, the longest "
@@ -45,13 +52,16 @@ FIGURE_CAPTIONS = {
               "(e) Henrici's departure from normality of J_tt and (f) ‖J_tt‖_F²/d across depth"),
     "memory.png": ("token memory: the normalised lag profile m(k) = ⟨‖J_{t,t−k}‖_F² / ‖J_tt‖_F²⟩ of "
               "every swept layer on (a) log-log and (b) lin-log axes, K_A²(k) of Mamba-style layers "
-              "dashed; (c) the power-law exponent α and (d) the memory length ξ across depth, with "
-              "CIs (□: the law BIC prefers there; ×: rejected, p < 0.01: a window slope)"),
+              "dashed; (c) the power-law exponent α and (d) the memory length ξ per layer, each "
+              "alone with its CI, no line joining layers (□: the law BIC prefers there; hollow ×: "
+              "rejected, p < 0.01, a slope of the window; nothing where the replicates split)"),
     "compare_memory.png": "token memory of every model at its representative layer: m(k) on "
                           "(a) log-log and (b) lin-log axes with CIs, K_A²(k) dashed",
     "compare_depth.png": "stacked blocks of every model: (a) β of the per-step rates against "
                          "span s, both counts, with CIs; (b) the top Lyapunov exponent γ_1",
 }
+PAPER_COLUMN = ("The paper β column is the paper's own measurement of this checkpoint, layer and "
+                "window (all stable modes): compare it with the all-stable columns.")
 ESTIMATOR_SENTENCE = (
     "Two estimators of β. The **cumulative fit** (the paper's number) is the log-slope of "
     "N(<λ), which counts every mode below λ — the modes below the window too — so it answers "

@@ -127,9 +127,8 @@ class SpectrumFamily:
 # ----------------------------------------------------------------------------- collective
 def tdos(agg, layer, L=None, seqs=None, modes=DEFAULT_MODES) -> Spectrum:
     """ρ_block(λ) of tokens t < L (all sequences by default) under mode count `modes`."""
-    sp = Spectrum(agg.hist(layer, L, "block", seqs, modes), label=f"layer {layer}", modes=modes)
-    sp.special = agg.special(layer, L, modes)
-    return sp
+    return Spectrum(agg.hist(layer, L, "block", seqs, modes), label=f"layer {layer}",
+                    special=agg.special(layer, L, modes), modes=modes)
 
 
 def tdos_from_rates(rates, label="", modes=None) -> Spectrum:
@@ -236,112 +235,6 @@ def complex_spectrum(store, layer, L=None, seqs=None) -> ComplexSpectrum:
     return ComplexSpectrum(z[np.isfinite(z)], label=f"layer {layer}")
 
 
-# ----------------------------------------------------------------------------- Mamba SSM
-@dataclass
-class ValueHistogram:
-    """A plain histogram of parameter values (e.g. A_log), optionally beside the values they
-    were initialised to (`reference`, same shape, drawn as an outline) and a `note`."""
-    values: np.ndarray = field(repr=False)
-    xlabel: str = ""
-    reference: np.ndarray | None = field(default=None, repr=False)
-    reference_label: str = ""
-    note: str = ""
-
-    def plot(self, ax=None, bins=60, color="C2"):
-        ax = axes_or_new(ax)
-        both = self.values if self.reference is None else np.concatenate([self.values, self.reference])
-        edges = np.histogram_bin_edges(both, bins=bins)
-        ax.hist(self.values, bins=edges, color=color, label="learned")
-        if self.reference is not None:
-            ax.hist(self.reference, bins=edges, histtype="step", color="k", lw=1.0,
-                    label=self.reference_label)
-            ax.legend(fontsize=7, loc="upper right")
-        if self.note:  # headroom above the bars for the note and the legend
-            ax.set_ylim(0, ax.get_ylim()[1] * 1.45)
-            ax.text(0.03, 0.97, self.note, transform=ax.transAxes, fontsize=7, va="top",
-                    bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
-        ax.set_xlabel(self.xlabel), ax.set_ylabel("parameters")
-        return ax
-
-
-def s4d_real_init(a_log: np.ndarray) -> np.ndarray:
-    """The A_log a Mamba-1 layer starts from (S4D-real, the default of transformers and
-    mamba_ssm): log(n + 1) for state n, the same for every channel and every seed."""
-    return np.broadcast_to(np.log(np.arange(1, a_log.shape[-1] + 1, dtype=np.float64)), a_log.shape)
-
-
-def a_log_shift(a_log: np.ndarray, init: np.ndarray | None = None) -> dict:
-    """How far training moved A_log from its initialisation (S4D-real unless `init` given).
-
-    moved: fraction of entries with |ΔA_log| > 0.1 (a 10 % change of the rate λ_A);
-    ks: two-sample Kolmogorov–Smirnov distance between the initial and learned value sets
-    (the init is a set of atoms, so KS registers even small moves: `moved` is the robust one).
-    """
-    a_log = np.asarray(a_log)
-    a = a_log.astype(np.float64).ravel()
-    reference = "S4D-real init" if init is None else "given"
-    if init is None:  # rounded as the weights are: an untouched float32 A_log has KS 0
-        init = s4d_real_init(a_log).astype(a_log.dtype if a_log.dtype.kind == "f" else np.float64)
-    init = np.asarray(init, dtype=np.float64).ravel()
-    delta = np.abs(a - init)
-    both = np.concatenate([a, init])
-    cdf = [np.searchsorted(np.sort(v), both, side="right") / v.size for v in (init, a)]
-    return {"entries": int(a.size), "moved": float((delta > 0.1).mean()),
-            "median_abs_delta": float(np.median(delta)), "max_abs_delta": float(delta.max()),
-            "ks": float(np.abs(cdf[0] - cdf[1]).max()), "reference": reference}
-
-
-# architectures whose Mamba-style layers start from the S4D-real A_log = log(1 … N) (per
-# head for Mamba-2), so that "moved from init" is a fact about training; others (Jamba,
-# Bamba, Zamba2, Falcon-H1 …) initialise A_log their own ways
-S4D_INIT_ARCHS = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba2"}
-
-
-def has_s4d_init(store, layer) -> bool:
-    return S4D_INIT_ARCHS.get(store.arch) == store.layer_kind(layer).split("+")[0]
-
-
-def a_log_distribution(store, layer) -> ValueHistogram:
-    """A layer's A_log, beside its S4D-real initialisation with the shift between them where
-    the architecture starts from it."""
-    a_log = store.a_log(layer)
-    if not has_s4d_init(store, layer):
-        return ValueHistogram(a_log.ravel(), "A_log  (λ_A = exp A_log)")
-    shift = a_log_shift(a_log)
-    note = (f"vs S4D-real init (log 1 … log {a_log.shape[-1]}):\n"
-            f"{shift['moved']:.0%} of {shift['entries']:,} moved |ΔA_log| > 0.1\n"
-            f"median |ΔA_log| {shift['median_abs_delta']:.3f}, KS {shift['ks']:.2f}")
-    return ValueHistogram(a_log.ravel(), "A_log  (λ_A = exp A_log)",
-                          reference=s4d_real_init(a_log).ravel(),
-                          reference_label="S4D-real init", note=note)
-
-
-def intrinsic_spectrum(store, layer) -> Spectrum:
-    """ρ_int(λ_A) of one layer (any model layer: A_log is stored for all)."""
-    return Spectrum(histogram(store.intrinsic_rates(layer)), label=f"layer {layer}",
-                    xlabel="intrinsic rate λ_A = exp(A_log)  (SSM time units)")
-
-
-def intrinsic_by_layer(store, layers=None) -> SpectrumFamily:
-    """ρ_int of every Mamba-style layer (default), swept or not."""
-    layers = store.ssm_layers if layers is None else layers
-    return SpectrumFamily([intrinsic_spectrum(store, l) for l in layers], list(layers), "layer")
-
-
-def effective_spectrum(agg, layer, L=None) -> Spectrum:
-    return Spectrum(agg.hist(layer, L, "eff"), label=f"L = {L}",
-                    xlabel="effective rate λ_eff = Δ_t·λ_A  (per token)")
-
-
-def delta_distribution(agg, layer, L=None) -> Spectrum:
-    return Spectrum(agg.hist(layer, L, "delta"), label=f"L = {L}", xlabel="selective step Δ_t")
-
-
-def effective_vs_length(agg, layer, lengths):
-    return (SpectrumFamily([effective_spectrum(agg, layer, L) for L in lengths], list(lengths)),
-            SpectrumFamily([delta_distribution(agg, layer, L) for L in lengths], list(lengths)))
-
-
 # ----------------------------------------------------------------------------- kernels
 @dataclass
 class MemoryKernel:
@@ -363,11 +256,13 @@ class MemoryKernel:
         if self.beta is not None and np.isfinite(self.beta):
             ax.loglog(self.t, k0 * (self.t / t0) ** -(1 + self.beta), ":", color="C3",
                       label=rf"$t^{{-(1+\beta)}}$, β = {self.beta:+.3f}"
-                      + (f" ({self.beta_name})" if self.beta_name else ""))
+                      + (f"\n{self.beta_name}" if self.beta_name else ""))
         ax.set_ylim(max(self.K[ok].min(), 1e-8) if ok.any() else 1e-8, 1.5)
         ax.set_xlabel("t (blocks)" if "A" not in self.label else "t (SSM time units)")
         ax.set_ylabel("K(t)")
-        ax.legend(fontsize=8)
+        # K(t) falls from 1 at the left: the lower left corner is empty, and the legend stays
+        # inside the frame there
+        ax.legend(fontsize=7, loc="lower left")
         return ax
 
 
@@ -386,7 +281,8 @@ def memory_kernel(rates, t=None, beta=None, label="K(t)", chunk=200_000) -> Memo
     return MemoryKernel(t, K / max(len(r), 1), len(r), beta, label)
 
 
-def memory_kernel_from_hist(sp: Spectrum, t=None, beta=None, label="K(t)") -> MemoryKernel:
+def memory_kernel_from_hist(sp: Spectrum, t=None, beta=None, label="K(t)",
+                            beta_name="") -> MemoryKernel:
     """K(t) from binned counts, treating the density as log-uniform inside each bin:
     ⟨e^{−λt}⟩_bin = (E1(a t) − E1(b t)) / ln(b/a)  (exact for that within-bin density).
     Rates below the bins (< 1e-17) contribute 1 and rates above (≥ 1e8) 0 at every t used."""
@@ -397,4 +293,4 @@ def memory_kernel_from_hist(sp: Spectrum, t=None, beta=None, label="K(t)") -> Me
     nz = w > 0
     tt = t[:, None]
     per_bin = (exp1(a[nz] * tt) - exp1(b[nz] * tt)) / np.log(b[nz] / a[nz])
-    return MemoryKernel(t, per_bin @ w[nz] + sp.underflow / n, sp.n_modes, beta, label)
+    return MemoryKernel(t, per_bin @ w[nz] + sp.underflow / n, sp.n_modes, beta, label, beta_name)

@@ -33,7 +33,7 @@ from analysis.fit.multiplicity import Family
 from analysis.fit.resampling import difference_interval, verdict
 from analysis.fit.gof import power_law_gof
 from analysis.io.aggregate import aggregate
-from analysis.spectrum.observables import token_rate_rows
+from analysis.spectrum.observables import memory_kernel_from_hist, tdos, token_rate_rows
 from analysis.spectrum.rates import resolution_floor
 from analysis.io.store import StoreError, open_store
 from analysis.studies.compare_family import comparison_family, density_deltas, primary_deltas
@@ -41,12 +41,13 @@ from analysis.studies.depth import compare_depth, depth_study
 from analysis.studies.memory import compare_memory, memory_study
 from analysis.studies.nulls import null_study
 from analysis.studies.primary import MAX_L, representative
-from analysis.studies.tables import bootstrap_from_agg, default_lengths
-from sweep.format.schema import trained_models
+from analysis.studies.rows import bootstrap_from_agg
+from analysis.studies.tables import default_lengths
+from sweep.format.variants import trained_models
 from sweep.format.settings import MODES, Settings
 
 
-@dataclass
+@dataclass(frozen=True)
 class DeltaBeta:
     """Δβ = β_a − β_b at one point, with its CI and verdict."""
     a: str
@@ -85,7 +86,7 @@ def compare_boots(boot_a, boot_b, level=0.9, **where) -> DeltaBeta:
     return DeltaBeta(delta=d, lo=lo, hi=hi, level=level, units=(boot_a.unit, boot_b.unit), **where)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelSide:
     """One model's β points: {modes: {key: BootstrapIR}} against L and against layer."""
     label: str                 # "STORE:MODEL" as given, or the group name
@@ -157,15 +158,13 @@ def model_sides(resolved, settings) -> list:
     sides = []
     for i, ((label, path, name), st, ly) in enumerate(zip(resolved, stores, layers)):
         agg = aggregate(path).model(name).skipping(settings.skip_positions)
-        seed = settings.seed + i
-        side = ModelSide(label, name, path, st.arch, model_layers(st), ly, L,
-                         floor=resolution_floor(st.dtype))
-        for m in MODES:
-            side.by_length[m] = {x: _boot(agg, ly, x, m, settings, seed, side.floor)
-                                 for x in lengths}
-            side.by_layer[m] = {y: _boot(agg, y, min(L, st.layer_length[y]), m, settings, seed,
-                                         side.floor) for y in st.layers}
-        sides.append(side)
+        seed, floor = settings.seed + i, resolution_floor(st.dtype)
+        by_length = {m: {x: _boot(agg, ly, x, m, settings, seed, floor) for x in lengths}
+                     for m in MODES}
+        by_layer = {m: {y: _boot(agg, y, min(L, st.layer_length[y]), m, settings, seed, floor)
+                        for y in st.layers} for m in MODES}
+        sides.append(ModelSide(label, name, path, st.arch, model_layers(st), ly, L, by_length,
+                               by_layer, floor))
     return sides
 
 
@@ -191,9 +190,10 @@ def pair_deltas(a: ModelSide, b: ModelSide, level) -> list:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class Comparison:
-    """β of several models and Δβ of every pair (module docstring)."""
+    """β of several models and Δβ of every pair (module docstring), every test counted in
+    `family` (compare_family.comparison_family)."""
     sides: list
     deltas: list               # DeltaBeta, every pair, both counts, against L and depth
     settings: Settings
@@ -207,15 +207,7 @@ class Comparison:
     gof_p: dict = field(default_factory=dict)          # {name: power law's GOF p, primary count}
     nulls: dict = field(default_factory=dict)          # {name: NullStudy} of models with nulls
     family: Family | None = None                       # the tests counted and Holm-corrected
-
-    def at_representative(self, modes=None) -> list:
-        """The Δβ of each pair and count at the representative layers and the shared L."""
-        out = {}
-        for d in self.deltas:
-            if ((modes is None or d.modes == modes) and d.L == self.sides[0].L
-                    and d.layer_a == self._side(d.a).layer and d.layer_b == self._side(d.b).layer):
-                out.setdefault((d.a, d.b, d.modes), d)
-        return list(out.values())
+    spectra: object = None                             # ComparisonSpectra: what the figures draw
 
     @property
     def memory_layers(self) -> dict:
@@ -228,15 +220,12 @@ class Comparison:
         rejected = any(p < 1 - self.settings.level for p in self.gof_p.values())
         return "Δ window slope β" if rejected else "Δβ"
 
-    def _side(self, name) -> ModelSide:
-        return next(s for s in self.sides if s.name == name)
-
     def to_dict(self) -> dict:
         def pts(d):
             return [{"key": k, "beta": v.beta, "ci": [v.lo, v.hi], "unit": v.unit}
                     for k, v in d.items()]
         return {"settings": self.settings.to_dict(), "method": __doc__.split("\n\n")[1],
-                "models": [{"label": s.label, "name": s.name, "store": os.path.abspath(s.store),
+                "models": [{"label": s.label, "name": s.name, "store": s.store,
                             "arch": s.arch, "n_layers": s.n_layers, "layer": s.layer, "L": s.L,
                             "beta_vs_L": {m: pts(s.by_length[m]) for m in MODES},
                             "beta_vs_layer": {m: pts(s.by_layer[m]) for m in MODES},
@@ -273,25 +262,28 @@ def compare_models(sources, settings: Settings | None = None, nulls: dict | None
         raise StoreError(f"compare needs at least two models; {', '.join(map(str, sources))} "
                          f"hold(s) {len(resolved)}")
     sides = model_sides(resolved, settings)
-    deltas = [d for i, a in enumerate(sides) for b in sides[i + 1:]
-              for d in pair_deltas(a, b, settings.level)]
-    c = Comparison(sides, deltas, settings)
     stores = [open_store(p, n) for _, p, n in resolved]
+    primary = settings.primary_for(False)
+    depth = memory = {}
     if all(st.depth for st in stores):           # each model resampled with its own seed
-        c.depth = {s.name: depth_study(st, dataclasses.replace(settings, seed=settings.seed + i))
-                   for i, (s, st) in enumerate(zip(sides, stores))}
-        c.depth_deltas = compare_depth(c.depth, settings.level)
+        depth = {s.name: depth_study(st, dataclasses.replace(settings, seed=settings.seed + i))
+                 for i, (s, st) in enumerate(zip(sides, stores))}
     if all(st.group.attrs.get("memory") for st in stores):
         # each model's replicates seeded by the model itself, as in its own report section
-        c.memory = {s.name: memory_study(st, settings) for s, st in zip(sides, stores)}
-        c.memory_deltas = compare_memory(c.memory, c.memory_layers, settings.level)
-    c.primary = settings.primary_for(False)
-    c.primary_deltas = primary_deltas(sides, stores, settings, c.primary)
-    c.density_deltas = density_deltas(sides, stores, settings, c.primary)
-    c.gof_p = {s.name: _gof_p(st, s, settings, c.primary) for s, st in zip(sides, stores)}
-    c.nulls = _null_studies(sides, stores, settings, c.primary) if nulls is None else dict(nulls)
-    c.family = comparison_family(c, label or f"tdos compare of {len(sides)} models")
-    return c
+        memory = {s.name: memory_study(st, settings) for s, st in zip(sides, stores)}
+    deltas = [d for i, a in enumerate(sides) for b in sides[i + 1:]
+              for d in pair_deltas(a, b, settings.level)]
+    c = Comparison(
+        sides, deltas, settings, depth=depth,
+        depth_deltas=compare_depth(depth, settings.level) if depth else [], memory=memory,
+        memory_deltas=compare_memory(memory, {s.name: s.layer for s in sides}, settings.level)
+        if memory else [], primary=primary,
+        primary_deltas=primary_deltas(sides, stores, settings, primary),
+        density_deltas=density_deltas(sides, stores, settings, primary),
+        gof_p={s.name: _gof_p(st, s, settings, primary) for s, st in zip(sides, stores)},
+        nulls=_null_studies(sides, stores, settings, primary) if nulls is None else dict(nulls),
+        spectra=comparison_spectra(sides, settings))
+    return comparison_family(c, label or f"tdos compare of {len(sides)} models")
 
 
 def _gof_p(st, side, settings, primary) -> float:
@@ -305,3 +297,35 @@ def _null_studies(sides, stores, settings, primary) -> dict:
     """{name: NullStudy} of each side with nulls, at its representative layer and the shared L."""
     return {s.name: ns for s, st in zip(sides, stores)
             if (ns := null_study(st, s.layer, s.L, settings, primary)) is not None}
+
+
+@dataclass(frozen=True)
+class ComparisonSpectra:
+    """What compare_tdos.png and compare_kernel.png draw: the first two models' normalised
+    ρ_block at matched relative depth (`panels`, one per depth in `depths`: [(label,
+    Spectrum)]) and every model's K(t) at its representative layer (`kernels`)."""
+    panels: list
+    depths: list
+    kernels: list
+    L: int
+    modes: str
+    window: tuple
+
+
+def comparison_spectra(sides, settings) -> ComparisonSpectra:
+    """The spectra of a comparison's figures, from each model's aggregate."""
+    s = settings
+    aggs = [aggregate(x.store).model(x.name).skipping(s.skip_positions) for x in sides]
+    a, b = sides[0], sides[1]
+    pairs = matched_layers(a, b)
+
+    def length(g, layer):
+        return int(g.g.attrs["layer_length"][g.layers.index(layer)])
+
+    panels = [[(x.label, tdos(g, ly, min(x.L, length(g, ly)), modes=s.modes))
+               for x, g, ly in zip((a, b), aggs[:2], pair)] for pair in pairs]
+    kernels = [(x.label, memory_kernel_from_hist(tdos(g, x.layer, x.L, modes=s.modes),
+                                                 label=f"{x.label}, layer {x.layer}"))
+               for x, g in zip(sides, aggs)]
+    return ComparisonSpectra(panels, [a.depth(p[0]) for p in pairs], kernels, a.L, s.modes,
+                             tuple(s.window))

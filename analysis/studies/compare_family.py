@@ -2,7 +2,7 @@
 them: the primary β's Δ of every pair at every shared L (`PrimaryDelta`, p from t with Welch's
 degrees of freedom), the window mode density's Δ (`DensityDelta`), and `comparison_family`,
 which enters them with the depth and memory differences and each model's tests against its
-nulls, Holm-corrects the lot and writes the adjusted p back.
+nulls, Holm-corrects the lot and returns the comparison with every p as counted.
 """
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis.fit.multiplicity import Family, quantile, t_method, welch_dof
+from analysis._format import estimator_words, t_method
+from analysis.fit.multiplicity import Family, quantile, welch_dof
 from analysis.fit.resampling import difference_interval, difference_law, verdict
 from analysis.fit.window import window_density
 from analysis.spectrum.observables import token_rate_rows
-from analysis.studies.nulls import Estimate, primary_beta
+from analysis.studies.estimates import Estimate, primary_beta
 from sweep.format.settings import MODES
 
-@dataclass
+@dataclass(frozen=True)
 class DensityDelta:
     """Δ of the window mode density (stable modes per token in the window) between two models
     at their representative layers and the shared L, with the distribution its p comes from."""
@@ -65,7 +66,7 @@ def density_deltas(sides, stores, settings, primary) -> list:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class PrimaryDelta:
     """Δβ of the primary estimator between two models at one L (representative layers): each
     side's interval read as se = half-width / z, se_Δ² = se_a² + se_b² (independent draws)."""
@@ -97,6 +98,10 @@ class PrimaryDelta:
         return self.delta - q * se, self.delta + q * se
 
     @property
+    def p_method(self) -> str:
+        return t_method(self.dof)
+
+    @property
     def verdict(self) -> str:
         return verdict(*self.ci, self.level, self.p_adjusted)
 
@@ -104,7 +109,7 @@ class PrimaryDelta:
         return {"a": self.a, "b": self.b, "L": self.L, "layer_a": self.layer_a,
                 "layer_b": self.layer_b, "beta_a": vars(self.beta_a),
                 "beta_b": vars(self.beta_b), "delta_beta": self.delta, "ci": list(self.ci),
-                "p_raw": self.p_raw, "p_method": t_method(self.dof), "p_adjusted": self.p_adjusted,
+                "p_raw": self.p_raw, "p_method": self.p_method, "p_adjusted": self.p_adjusted,
                 "level": self.level, "verdict": self.verdict}
 
 
@@ -118,49 +123,54 @@ def primary_deltas(sides, stores, settings, primary) -> list:
             for L in a.by_length[MODES[0]] if betas[i][L] is not None and betas[j][L] is not None]
 
 
-def comparison_family(c, label) -> Family:
-    """The family of Comparison `c` (compare.py): the primary Δβ of every pair and L, the
-    depth and memory differences, each model's observables against its nulls (c.nulls);
-    Holm-corrected, the adjusted p written back."""
+def comparison_family(c, label):
+    """Comparison `c` (compare.py) counted: its family (the primary Δβ of every pair and L, the
+    window mode density's Δ, the depth and memory differences, each model's observables
+    against its nulls), Holm-corrected, and a copy of `c` whose every test carries its raw
+    and adjusted p from that family."""
     nulls = c.nulls
     obs = {o.observable for ns in nulls.values() for o in ns.comparisons}
     kinds = {o.kind for ns in nulls.values() for o in ns.comparisons}
-    taken = [d for d in (*c.depth_deltas, *c.memory_deltas) if np.isfinite(d.delta)]
-    fam = Family(label, {"model pairs": len(c.sides) * (len(c.sides) - 1) // 2,
-                         "lengths": len({d.L for d in c.primary_deltas}),
-                         "depth and memory differences": len(taken),
-                         "window mode density differences": len(c.density_deltas),
-                         "models with nulls": len(nulls), "observables against nulls": len(obs),
-                         "null kinds, each its own comparison": len(kinds)},
-                 c.settings.level)
-    tests = [fam.add(f"{c.beta_word} {d.a} − {d.b}, layers {d.layer_a}/{d.layer_b}, L = {d.L} "
-                     f"({estimator_words(c.primary)})", d.delta, *d.ci, dof=d.dof)
-             for d in c.primary_deltas]
-    dens = [fam.add(f"Δ window mode density {d.a} − {d.b}, layers {d.layer_a}/{d.layer_b}, L = "
-                    f"{d.L} ({d.modes} modes per token in the window)", d.delta, d.lo, d.hi,
-                    **({"dof": d.law["dof"]} if d.law["method"] == "t" else
-                       {"replicates": d.law["replicates"], "unit": " / ".join(sorted(set(d.units)))}))
-            for d in c.density_deltas if np.isfinite(d.delta)]
-    differences = taken     # a difference not taken (laws differ, a law rejected): no row
-    others = [fam.add(difference_name(d), d.delta, d.lo, d.hi, **difference_replicates_of(c, d))
-              for d in differences]
-    null_tests = {n: ns.add_to(fam) for n, ns in nulls.items()}
-    fam.correct()
-    for d, t in zip(c.primary_deltas, tests):
-        d.p_raw, d.p_adjusted = t.p_raw, t.p_adjusted
-    for d, t in zip([d for d in c.density_deltas if np.isfinite(d.delta)], dens):
-        d.p_adjusted, d.p_method = t.p_adjusted, t.p_method
-    for d, t in zip(differences, others):       # their own sections print the corrected verdict
-        d.p_adjusted = t.p_adjusted
-    for n, ns in nulls.items():
-        ns.take(null_tests[n], fam.m)
-    return fam
-
-
-def estimator_words(primary) -> str:
-    """"in-window MLE, symmetry-removed modes": a primary β's estimator and mode count."""
-    what = "cumulative fit" if primary.estimator == "cumulative" else "in-window MLE"
-    return f"{what}, {primary.modes} modes"
+    differences = [d for d in (*c.depth_deltas, *c.memory_deltas) if np.isfinite(d.delta)]
+    density = [d for d in c.density_deltas if np.isfinite(d.delta)]
+    entries = [(f"{c.beta_word} {d.a} − {d.b}, layers {d.layer_a}/{d.layer_b}, L = {d.L} "
+                f"({estimator_words(c.primary)})", d.delta, *d.ci, {"dof": d.dof})
+               for d in c.primary_deltas]
+    entries += [(f"Δ window mode density {d.a} − {d.b}, layers {d.layer_a}/{d.layer_b}, L = "
+                 f"{d.L} ({d.modes} modes per token in the window)", d.delta, d.lo, d.hi,
+                 {"dof": d.law["dof"]} if d.law["method"] == "t" else
+                 {"replicates": d.law["replicates"], "unit": " / ".join(sorted(set(d.units)))})
+                for d in density]
+    # a difference not taken (laws differ, a law rejected): no row
+    entries += [(difference_name(d), d.delta, d.lo, d.hi, difference_replicates_of(c, d))
+                for d in differences]
+    for ns in nulls.values():
+        entries += ns.entries()
+    fam = Family.counted(label, {"model pairs": len(c.sides) * (len(c.sides) - 1) // 2,
+                                 "lengths": len({d.L for d in c.primary_deltas}),
+                                 "depth and memory differences": len(differences),
+                                 "window mode density differences": len(c.density_deltas),
+                                 "models with nulls": len(nulls),
+                                 "observables against nulls": len(obs),
+                                 "null kinds, each its own comparison": len(kinds)},
+                         c.settings.level, entries)
+    tests = iter(fam.tests)
+    primary = [dataclasses.replace(d, p_raw=t.p_raw, p_adjusted=t.p_adjusted)
+               for d, t in zip(c.primary_deltas, tests)]
+    counted = {id(d): next(tests) for d in density}
+    density_deltas = [dataclasses.replace(d, p_adjusted=counted[id(d)].p_adjusted,
+                                          p_method=counted[id(d)].p_method)
+                      if id(d) in counted else d for d in c.density_deltas]
+    counted = {id(d): next(tests).p_adjusted for d in differences}
+    # their own sections print the corrected verdict
+    depth_deltas, memory_deltas = ([dataclasses.replace(d, p_adjusted=counted[id(d)])
+                                    if id(d) in counted else d for d in ds]
+                                   for ds in (c.depth_deltas, c.memory_deltas))
+    counted_nulls = {n: ns.counted([next(tests) for _ in ns.comparisons], fam.m)
+                     for n, ns in nulls.items()}
+    return dataclasses.replace(c, primary_deltas=primary, density_deltas=density_deltas,
+                               depth_deltas=depth_deltas, memory_deltas=memory_deltas,
+                               nulls=counted_nulls, family=fam)
 
 
 def difference_name(d) -> str:

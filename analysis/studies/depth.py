@@ -39,13 +39,14 @@ with ≥ 20 of them, else circular blocks of tokens); a token is one unit with a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
 from analysis.fit.bootstrap import bootstrap_ir_exponent
 from analysis.fit.resampling import Resampling, difference_interval, resampling_for, verdict
 from analysis.spectrum.rates import classify_rows, marginal_threshold, scale_mask
-from analysis.studies.tables import ModeRow, mode_row
+from analysis.studies.rows import ModeRow, mode_row
 from sweep.format.settings import MODES, Settings
 
 
@@ -85,6 +86,7 @@ class KernelPoint:
     nonnormality: MeanCI
     alignment: MeanCI
     arithmetic: dict = field(default_factory=dict)
+    PARTS: ClassVar[tuple] = KERNEL_PARTS
 
     def to_dict(self) -> dict:
         return {"layer": self.layer, "span": self.span, "mean": "geometric over tokens",
@@ -92,7 +94,7 @@ class KernelPoint:
                 "arithmetic": dict(self.arithmetic)}
 
 
-@dataclass
+@dataclass(frozen=True)
 class DepthStudy:
     """Everything the depth section reports for one model (module docstring)."""
     model: str
@@ -145,30 +147,28 @@ def depth_study(st, settings: Settings | None = None) -> DepthStudy:
     spans = [1, *st.depth_spans]
     skip = settings.skip_positions
     seq, walked, singular = _walked(st, skip)
-    study = DepthStudy(st.name, st.dtype, (l0, l1), spans, int(len(seq)), singular, settings.level,
-                       settings.window, {m: {} for m in MODES}, {m: {} for m in MODES},
-                       floor=marginal_threshold(st.dtype))
+    floor = marginal_threshold(st.dtype)
+    beta, boots, rates = {m: {} for m in MODES}, {m: {} for m in MODES}, {}
     for s in spans:
-        rows = _single_rows(st, walked, skip) if s == 1 else _stack_rows(st, s, walked, skip, study.floor)
+        rows = _single_rows(st, walked, skip) if s == 1 else _stack_rows(st, s, walked, skip, floor)
         for m in MODES:
-            boot = bootstrap_ir_exponent(rows[m], settings.window, settings.n_boot, settings.level,
-                                         settings.seed, seq=seq)
-            study.beta[m][s], study.boots[m][s] = mode_row(rows[m], seq, boot, settings), boot
+            boots[m][s] = bootstrap_ir_exponent(rows[m], settings.window, settings.n_boot,
+                                                settings.level, settings.seed, seq=seq)
+            beta[m][s] = mode_row(rows[m], seq, boots[m][s], settings)
         lam = rows["all-stable"]
-        study.rates[s] = lam[np.isfinite(lam)]
-        study.below_floor[s] = int((study.rates[s] < study.floor).sum())
-    study.kernel = _kernel(st, spans, walked, skip, seq, settings)
+        rates[s] = lam[np.isfinite(lam)]
     gamma = np.concatenate([st.lyapunov(q)[skip:][w] for q, w in walked])       # (N, d)
-    study.lyapunov = gamma
-    study.lyapunov_mean = _means(gamma, seq, settings)
-    study.top = _means(gamma[:, :1], seq, settings)[0]
-    study.positive = _means((gamma > 0).sum(1, keepdims=True).astype(float), seq, settings)[0]
+    fro, hen = {}, {}
     for ly in range(l0, l1 + 1):
-        fro = np.concatenate([st.frobenius2(ly, q)[skip:][w] for q, w in walked]) / st.d_model
-        hen = np.concatenate([st.nonnormality(ly, q)[skip:][w] for q, w in walked])
-        study.frobenius[ly] = _means(fro[:, None], seq, settings)[0]
-        study.nonnormality[ly] = _means(hen[:, None], seq, settings)[0]
-    return study
+        f = np.concatenate([st.frobenius2(ly, q)[skip:][w] for q, w in walked]) / st.d_model
+        h = np.concatenate([st.nonnormality(ly, q)[skip:][w] for q, w in walked])
+        fro[ly], hen[ly] = _means(f[:, None], seq, settings)[0], _means(h[:, None], seq, settings)[0]
+    return DepthStudy(
+        st.name, st.dtype, (l0, l1), spans, int(len(seq)), singular, settings.level,
+        settings.window, beta, boots, {s: int((r < floor).sum()) for s, r in rates.items()}, floor,
+        _kernel(st, spans, walked, skip, seq, settings), gamma, _means(gamma, seq, settings),
+        _means(gamma[:, :1], seq, settings)[0],
+        _means((gamma > 0).sum(1, keepdims=True).astype(float), seq, settings)[0], hen, fro, rates)
 
 
 def kernel_points(st, settings: Settings | None = None) -> list:
@@ -286,7 +286,7 @@ def _means(x, seq, settings) -> list:
                    reps[:, j], plan) for j in range(x.shape[1])]
 
 
-@dataclass
+@dataclass(frozen=True)
 class DepthDelta:
     """One difference between two models' depth numbers, with its CI."""
     a: str

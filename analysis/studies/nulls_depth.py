@@ -13,22 +13,24 @@ left as it is, and no layer's verdict escapes the count of the layers beside it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from analysis.fit.multiplicity import Family
-from analysis.studies.nulls import FirstSequences, NullComparison, by_kind, primary_beta, window_density_of
+from analysis.studies.estimates import (FirstSequences, Label, density_label, key_of,
+                                        primary_beta, window_density_of)
+from analysis.studies.nulls import NullComparison, by_kind, slope_label
 from sweep.format.settings import Primary
 
 
-@dataclass
+@dataclass(frozen=True)
 class DepthNullStudy:
     """β and the window mode density against each null kind at every shared layer."""
     model: str
     L: int                     # the representative length each layer is read at (≤ its length)
     layers: list
-    rows: list = field(default_factory=list)    # [(layer, NullComparison)]
+    rows: tuple = ()           # ((layer, NullComparison), ...), p counted in `family`
     family: Family | None = None
 
     def to_dict(self) -> dict:
@@ -39,9 +41,8 @@ class DepthNullStudy:
 
 
 def _observables(st, layer, L, settings, primary: Primary) -> dict:
-    out = {f"β ({primary.name})": primary_beta(st, layer, L, settings, primary),
-           f"window mode density ({primary.modes} modes per token in the window)":
-           window_density_of(st, layer, L, settings, primary)}
+    out = {Label(f"β ({primary.name})", "beta"): primary_beta(st, layer, L, settings, primary),
+           density_label(primary): window_density_of(st, layer, L, settings, primary)}
     return {k: v for k, v in out.items() if v is not None and np.isfinite(v.value)}
 
 
@@ -57,8 +58,7 @@ def depth_null_study(st, L, settings, primary: Primary, window_slope: bool) -> D
     layers = shared_layers(st) if st.nulls else []
     if len(layers) < 2:
         return None
-    study = DepthNullStudy(st.name, L, layers)
-    kinds = by_kind(st)
+    kinds, rows = by_kind(st), []
     for layer in layers:
         trained_on = {}             # (sequences, L): the trained observables there, read once
         for kind, names in kinds.items():
@@ -72,15 +72,13 @@ def depth_null_study(st, L, settings, primary: Primary, window_slope: bool) -> D
             for name, est in trained.items():
                 nulls = {n: obs[name] for n, obs in by_null.items() if name in obs}
                 if nulls:
-                    what = f"window slope {name}" if window_slope and name.startswith("β") else name
-                    study.rows.append((layer, NullComparison(st.name, what, est, nulls, settings.level,
-                                                             kind, S)))
-    study.family = Family(f"{st.name}: β and window mode density against its nulls across depth",
-                          {"layers": len(layers), "observables": 2, "null kinds": len(kinds)},
-                          settings.level)
-    tests = [study.family.add(f"layer {layer}: {c.test_name()}", c.delta, c.lo, c.hi, dof=c.dof)
-             for layer, c in study.rows]
-    study.family.correct()
-    for (_, c), t in zip(study.rows, tests):
-        c.p_raw, c.p_adjusted = t.p_raw, t.p_adjusted
-    return study
+                    rows.append((layer, NullComparison(
+                        st.name, slope_label(name, window_slope), est, nulls, settings.level,
+                        kind, S, key=key_of(name))))
+    family = Family.counted(
+        f"{st.name}: β and window mode density against its nulls across depth",
+        {"layers": len(layers), "observables": 2, "null kinds": len(kinds)}, settings.level,
+        [(f"layer {layer}: {c.test_name()}", c.delta, c.lo, c.hi, {"dof": c.dof})
+         for layer, c in rows])
+    return DepthNullStudy(st.name, L, layers, tuple((layer, c.counted(t)) for (layer, c), t
+                                                   in zip(rows, family.tests)), family)

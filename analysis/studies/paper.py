@@ -2,8 +2,9 @@
 
 A reference value is set beside a measured one only where it measures the same thing: the
 same checkpoint, the same layer and L, the paper's window [1e-4, 5e-2], the all-stable count
-and every token position. Anywhere else the report gives the values once, in a labelled
-note, so that no toy model's row sits beside a number it cannot be compared with.
+and every token position. For the papers' own checkpoints in another setting the report gives
+the values once, in a labelled note; any other model's report does not name them, so that no
+toy model's row sits beside a number it cannot be compared with.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ PAPER_MODES = {8: 2719, 512: 156593}
 # the companion paper, arXiv 2607.10923: Pythia-410M; L -> β (docs/paper.md names no layer)
 PAPER_PYTHIA = {8: -0.121, 16: -0.128, 24: -0.10, 28: -0.10}
 
+PAPER_CHECKPOINTS = ("mamba-370m", "mamba-370m-hf", "pythia-410m")
 NOTE = ("Paper values (for reference only; this store is not the paper's setting): "
         "Mamba-370M layer 24 β = −0.228 (L = 8, 2,719 modes) … −0.168 (L = 512, 156,593 modes), "
         "near −0.17 for L ≥ 64; Pythia-410M β ≈ −0.121, −0.128, −0.10, −0.10 at L = 8, 16, 24, 28; "
@@ -31,16 +33,17 @@ def reference(identity: dict, layer: int, settings) -> dict:
     if tuple(settings.window) != WINDOW or settings.skip_positions:
         return {}
     name = _checkpoint(identity)
-    if name in ("mamba-370m", "mamba-370m-hf") and layer == 24:
+    if name in PAPER_CHECKPOINTS[:2] and layer == 24:
         return dict(PAPER_BETA)
-    if name == "pythia-410m":
+    if name == PAPER_CHECKPOINTS[2]:
         return dict(PAPER_PYTHIA)
     return {}
 
 
-def reference_line(identity: dict, layer: int, settings) -> str:
-    """The sentence under Table I: which paper values the table shows, or the note."""
-    if reference(identity, layer, settings):
-        return ("The paper β column is the paper's own measurement of this checkpoint, layer and "
-                "window (all stable modes): compare it with the all-stable columns.")
+def note(identity: dict, layer: int, settings) -> str | None:
+    """The papers' values in words (`NOTE`) for the papers' own checkpoints where they are not
+    a column beside the model's own (another layer, window or skipped positions); None for
+    every other model, whose report has nothing to read them against."""
+    if _checkpoint(identity) not in PAPER_CHECKPOINTS or reference(identity, layer, settings):
+        return None
     return NOTE

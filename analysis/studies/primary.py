@@ -13,11 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis._format import replicates_words
+from analysis.fit.enough import Enough, enough
 from analysis.fit.fits import fit_ir_exponent, mle_ir_exponent
 from analysis.io.aggregate import aggregate
 from analysis.spectrum.observables import token_rate_rows
 from analysis.studies.paper import reference
-from analysis.studies.tables import count_row
+from analysis.studies.positions import resolve_skip
+from analysis.studies.rows import count_row
 from sweep.format.settings import Primary, Settings
 
 PAPER_LAYER = 24             # the layer of the paper's Table I (Mamba-370M)
@@ -25,8 +28,9 @@ MAX_L = 128                  # the representative L: the paper's, or the layer's
 
 
 def store_settings(st, **overrides) -> Settings:
-    """The config's `analysis:` section as the sweep recorded it, then `overrides`."""
-    return Settings.from_store(st.root.attrs, **overrides)
+    """The config's `analysis:` section as the sweep recorded it, then `overrides`, with
+    `skip_positions: auto` made a number for this store (studies/positions.py)."""
+    return resolve_skip(Settings.from_store(st.root.attrs, **overrides), st)
 
 
 def representative(st, layer=None, settings=None) -> tuple[int, int]:
@@ -92,17 +96,27 @@ class Headline:
         return self.n_modes > 0 and bool(np.isfinite(self.beta))
 
     @property
+    def check(self) -> Enough:
+        """β held against its minimum of modes in the window (fit/enough.py)."""
+        return enough("beta", self.n_modes)
+
+    @property
     def power_law_rejected(self) -> bool:
-        return bool(np.isfinite(self.gof_p) and self.gof_p < 1 - self.level)
+        return bool(self.check and np.isfinite(self.gof_p) and self.gof_p < 1 - self.level)
 
     @property
     def reads_as(self) -> str:
+        if not self.check:
+            return self.check.text
         return "a window slope, not an exponent" if self.power_law_rejected else "an exponent"
 
     def value(self) -> str:
-        """β [CI] and what it reads as, one phrase."""
+        """β [CI] and what it reads as, one phrase; "not enough data (n = …, needs …)" below
+        β's minimum, with no verdict."""
         if not self.fitted:
             return f"not fitted: no {self.modes} mode in the window [{self.window[0]:g}, {self.window[1]:g}]"
+        if not self.check:
+            return self.check.text
         num = f"{self.beta:+.3f} [{self.ci[0]:+.3f}, {self.ci[1]:+.3f}]"
         if self.power_law_rejected:
             return (f"β: a window slope, not an exponent (power law rejected, p = {self.gof_p:.3g}): "
@@ -113,7 +127,7 @@ class Headline:
         """One line: the value, then everything it depends on."""
         return (f"{self.model} layer {self.layer}, L = {self.L}: {self.value()}; {self.name}, "
                 f"{self.n_modes:,} modes in [{self.window[0]:g}, {self.window[1]:g}], "
-                f"{self.level:.0%} CI over {self.unit} ({self.n_boot} replicates)")
+                f"{self.level:.0%} CI over {self.unit} ({replicates_words(self.unit, self.n_boot)})")
 
     def describe_choice(self) -> str:
         """Which β this is and why, in words."""
@@ -128,7 +142,7 @@ class Headline:
                 "gof_p": self.gof_p, "power_law_rejected": self.power_law_rejected,
                 "reads_as": self.reads_as, "estimator": self.estimator, "modes": self.modes,
                 "layer": self.layer, "L": self.L, "level": self.level, "n_boot": self.n_boot,
-                "window": list(self.window)}
+                "window": list(self.window), "check": self.check.to_dict()}
 
 
 def headline_of(x, primary: Primary, settings: Settings, model, layer, L) -> Headline:
@@ -147,7 +161,7 @@ def primary_beta(st, layer, L=None, settings=None, agg=None) -> Headline:
     representative one, and as the layer's row of "β across depth" otherwise. L default: the
     representative L, or the layer's length when shorter. `agg`: the model's aggregate
     (default: brought up to date beside the store)."""
-    settings = settings or store_settings(st)
+    settings = resolve_skip(settings or store_settings(st), st)
     if layer not in st.layers:
         raise ValueError(f"layer {layer} is not stored; stored layers: {st.layers}")
     L = int(L) if L is not None else min(representative(st, settings=settings)[1],

@@ -23,14 +23,17 @@ import time
 from pathlib import Path
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
+from analysis._format import replicates_words
 from analysis._plot import new_figure, save, sweep_colors
 from analysis.io.aggregate import aggregate
 from analysis.io.store import open_store
 from analysis.spectrum.observables import Spectrum
-from analysis.studies.primary import primary_beta, primary_of, primary_point, representative
+from analysis.studies.primary import (primary_beta, primary_of, primary_point, representative,
+                                      store_settings)
 from sweep.format.ledger import Ledger, is_done
-from sweep.format.schema import null_families
+from sweep.format.variants import Variant, folded
 from sweep.format.settings import Settings
 
 LIVE_BOOT = 200             # replicates per live CI and GOF p: a preview, redrawn every few seconds
@@ -41,9 +44,9 @@ def render_live(store_path, out_png, settings=None) -> Path:
     store's recorded `analysis:` section (the report's)."""
     agg = aggregate(store_path)
     st = open_store(store_path)
-    settings = settings or Settings.from_store(st.root.attrs)
+    settings = settings or store_settings(st)
     betas = {name: live_betas(st.model(name), agg.model(name), settings)
-             for name in null_families(st.root)}
+             for name in folded(st.root)}
     out = Path(save(live_figure(st, agg, settings, betas), Path(out_png), dpi=90))
     _write_json(out.with_suffix(".json"), {"fingerprint": st.fingerprint, "window": list(settings.window),
                                            "primary": primary_of(st, settings).name,
@@ -53,9 +56,10 @@ def render_live(store_path, out_png, settings=None) -> Path:
 
 def live_figure(st, agg, settings, betas=None):
     """One row of two panels per trained model (ρ per layer; primary β per layer over its
-    nulls' band); `st` a Store of the store, `agg` its aggregate (analysis.io.aggregate),
-    `betas` {model: live_betas} when already computed."""
-    families = null_families(st.root)
+    nulls' band, its ensemble members' β as points beside it); `st` a Store of the store,
+    `agg` its aggregate (analysis.io.aggregate), `betas` {model: live_betas} when already
+    computed. A member is the trained model as far as its file can tell: no row of its own."""
+    families, members = folded(st.root, "null"), folded(st.root, "ensemble")
     fig = new_figure(12, 4.2 * len(families))
     axes = np.atleast_2d(fig.subplots(len(families), 2, squeeze=False))
     skip = settings.skip_positions
@@ -66,6 +70,9 @@ def live_figure(st, agg, settings, betas=None):
         if nulls:
             _null_band(ax_beta, s, [(st.model(n), agg.model(n).skipping(skip)) for n in nulls],
                        settings)
+        if members.get(name):
+            _member_points(ax_beta, s, [(st.model(n), agg.model(n).skipping(skip))
+                                        for n in members[name]], settings)
     fig.suptitle(f"{Path(st.path).name} — live at {time.strftime('%H:%M:%S')}")
     return fig
 
@@ -105,8 +112,8 @@ def _beta_ci(st, agg, layer, settings) -> dict:
             "hi": h.ci[1] if ok else None, "L": h.L, "n_modes": h.n_modes,
             "gof_p": h.gof_p if np.isfinite(h.gof_p) else None, "unit": h.unit,
             "method": (f"{h.name}, {h.n_modes:,} modes, tokens t < {h.L}, {h.level:.0%} CI over "
-                       f"{h.unit}, {h.n_boot} replicates (quick preview; the report: "
-                       f"{settings.n_boot}); GOF p {h.gof_p:.2g}"
+                       f"{h.unit}, {replicates_words(h.unit, h.n_boot)} (quick preview; the "
+                       f"report: {settings.n_boot}); GOF p {h.gof_p:.2g}"
                        + (": a window slope, not an exponent" if h.power_law_rejected else ""))}
 
 
@@ -125,16 +132,18 @@ def live_snapshot(store_path, running: bool, png=None) -> dict:
     live = _read_json(png.with_suffix(".json"))
     if live.get("fingerprint") != st.fingerprint:      # left by another sweep at this path
         live, png = {}, None
-    models = [_model_counts(st.model(name), live.get("betas", {}).get(name, {}), nulls)
-              for name, nulls in null_families(st.root).items()]
-    done = sum(m["counts"]["done"] + m["nulls"]["counts"]["done"] for m in models)
-    total = sum(m["counts"]["total"] + m["nulls"]["counts"]["total"] for m in models)
-    null_done = sum(m["nulls"]["counts"]["done"] for m in models)
-    null_total = sum(m["nulls"]["counts"]["total"] for m in models)
+    members = folded(st.root, "ensemble")
+    models = [_model_counts(st.model(name), live.get("betas", {}).get(name, {}), nulls, members[name])
+              for name, nulls in folded(st.root, "null").items()]
+    done, total = (sum(m["counts"][k] + m["nulls"]["counts"][k] + m["ensemble"]["counts"][k]
+                       for m in models) for k in ("done", "total"))
     verdict = (f"{done}/{total} blocks done" if running or done < total
                else f"complete: {done}/{total} blocks")
-    if null_total:
-        verdict += f" (nulls included: {null_done}/{null_total})"
+    included = [f"{what} included: {sum(m[k]['counts']['done'] for m in models)}/{t}"
+                for k, what in (("nulls", "nulls"), ("ensemble", "ensemble members"))
+                if (t := sum(m[k]["counts"]["total"] for m in models))]
+    if included:
+        verdict += f" ({'; '.join(included)})"
     if not running and done < total:
         verdict += "; rerun with --resume to finish"
     return {"store": store_path, "running": running, "updated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -144,8 +153,9 @@ def live_snapshot(store_path, running: bool, png=None) -> dict:
             "png": base64.b64encode(png.read_bytes()).decode() if png and png.is_file() else None}
 
 
-def _model_counts(st, betas: dict, nulls: list) -> dict:
-    """A trained model's rows per layer, and its nulls' blocks summed over them and their layers."""
+def _model_counts(st, betas: dict, nulls: list, members: list) -> dict:
+    """A trained model's rows per layer, and its nulls' (and its ensemble members') blocks
+    summed over them and their layers."""
     led = Ledger.read(st.group)
     layers = []
     for layer in st.layers:
@@ -153,16 +163,18 @@ def _model_counts(st, betas: dict, nulls: list) -> dict:
         layers.append({"layer": layer, "total": total, "done": done, "flagged": flagged,
                        "beta": betas.get(str(layer), {})})
     counts = {k: sum(r[k] for r in layers) for k in ("done", "flagged", "total")}
-    return {"name": st.name, "counts": counts, "layers": layers, "nulls": _null_counts(st, nulls)}
+    return {"name": st.name, "counts": counts, "layers": layers, "nulls": _null_counts(st, nulls),
+            "ensemble": _null_counts(st, members)}
 
 
 def _null_counts(st, nulls: list) -> dict:
-    """{models, kinds: {kind: [seeds]}, counts: {done, flagged, total}} of a model's nulls."""
+    """{models, kinds: {kind: [seeds]}, counts: {done, flagged, total}} of a model's nulls (or
+    of its other variants)."""
     leds = [Ledger.read(st.root[n]) for n in nulls]
     kinds: dict = {}
     for n in nulls:
-        null = st.root[n].attrs["null"]
-        kinds.setdefault(null["kind"], []).append(int(null["seed"]))
+        v = Variant.from_attrs(st.root[n].attrs)
+        kinds.setdefault(v.kind, []).append(v.seed)
     return {"models": list(nulls), "kinds": kinds,
             "counts": {"done": sum(x.done for x in leds), "flagged": sum(x.flagged for x in leds),
                        "total": sum(x.total for x in leds)}}
@@ -196,6 +208,26 @@ def _null_band(ax_beta, st, nulls, settings) -> None:
     ax_beta.legend(fontsize=7, title=f"nulls: {done}/{planned} blocks done", title_fontsize=7)
 
 
+def _member_points(ax_beta, st, members, settings) -> None:
+    """Each ensemble member's current primary β per layer (point estimates at the model's L),
+    where it has done tokens."""
+    primary, L = primary_of(st, settings), representative(st, settings=settings)[1]
+    shown = False
+    for n, a in members:
+        pts = [(ly, primary_point(n, ly, min(L, st.layer_length[ly]), primary, settings))
+               for ly in st.layers if ly in n.layers and a.token_done(ly).any()]
+        pts = [(ly, b) for ly, b in pts if np.isfinite(b)]
+        if pts:
+            ax_beta.plot(*zip(*pts), "x", color="C3", ms=6, ls="none",
+                         label=None if shown else f"its {len(members)} ensemble members "
+                                                  f"(point estimates)")
+            shown = True
+    if shown:                               # the legend again, its nulls' title kept
+        old = ax_beta.get_legend()
+        ax_beta.legend(fontsize=7, title=old.get_title().get_text() if old else None,
+                       title_fontsize=7)
+
+
 def _model_panels(ax_rho, ax_beta, st, agg, settings, betas):
     """ρ of the primary's mode count per layer; the primary β per layer with its preview CI."""
     counts, window = st.block_counts(), settings.window
@@ -214,13 +246,20 @@ def _model_panels(ax_rho, ax_beta, st, agg, settings, betas):
     if ax_rho.get_legend_handles_labels()[0]:
         ax_rho.legend(fontsize=7, ncol=2 if len(st.layers) > 8 else 1, title=f"β: {primary.name}",
                       title_fontsize=7)
+    else:                                     # no empty frame: say why there is nothing yet
+        ax_rho.text(0.5, 0.5, "no block aggregated yet", ha="center", transform=ax_rho.transAxes)
+        ax_beta.text(0.5, 0.5, "no β yet", ha="center", transform=ax_beta.transAxes)
     err = np.vstack([np.nan_to_num(beta - lo), np.nan_to_num(hi - beta)])
     ax_beta.errorbar(st.layers, beta, yerr=np.abs(err), fmt="o-", capsize=2,
                      label=f"{st.name}: {primary.name}, {settings.level:.0%} CI (preview)")
     ax_beta.axhline(0, color="k", lw=0.6)
+    ax_beta.xaxis.set_major_locator(MaxNLocator(integer=True))      # a layer is a whole number
     ax_beta.set_xlabel("layer")
-    ax_beta.set_ylabel(f"β, {primary.name}\nquick preview: {preview(settings).n_boot} replicates, "
-                       f"report {settings.n_boot}")
+    # a jackknife refits once per sequence whatever n_boot says: the label counts what was drawn
+    unit = next((b.get("unit") or "" for b in betas.values() if b), "")
+    drawn = replicates_words(unit, preview(settings).n_boot)
+    ax_beta.set_ylabel(f"β, {primary.name}\nquick preview: {drawn}"
+                       + ("" if unit.startswith("jackknife") else f", report {settings.n_boot}"))
     ax_beta.legend(fontsize=7)
     done = is_done(agg.ledger())
     ax_beta.set_title("blocks aggregated per layer: " + ", ".join(

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis._format import replicates_words
 from analysis.io.aggregate import aggregate
 from analysis.io.store import open_store
 from analysis.spectrum.rates import mode_key
-from analysis.studies.primary import primary_beta, primary_of, primary_point, representative
-from sweep.format.schema import null_families
+from analysis.studies.primary import (primary_beta, primary_of, primary_point, representative,
+                                      store_settings)
+from sweep.format.variants import ROLES, folded
 from sweep.format.settings import MODES, Settings
 
 
@@ -38,10 +40,10 @@ def layer_row(st, agg, layer, settings=None) -> dict:
     return row
 
 
-def null_row(st, nulls, layer, settings=None) -> dict | None:
-    """A model's nulls at `layer` in one row: their done tokens summed, and the lowest and
-    highest primary β (point estimates at the model's L, no CI) among the nulls with done
-    tokens there; None when none has any."""
+def null_row(st, nulls, layer, settings=None, role: str = "null") -> dict | None:
+    """A model's nulls (or its variants of another `role`: its ensemble members) at `layer` in
+    one row: their done tokens summed, and the lowest and highest primary β (point estimates
+    at the model's L, no CI) among those with done tokens there; None when none has any."""
     s = settings or Settings()
     seen = [(n, a) for n, a in ((n, a.skipping(s.skip_positions)) for n, a in nulls)
             if a.token_done(layer).any()]
@@ -52,6 +54,7 @@ def null_row(st, nulls, layer, settings=None) -> dict | None:
     betas = [primary_point(n, layer, L, primary, s) for n, _ in seen]
     finite = [b for b in betas if np.isfinite(b)]
     return {"model": st.name, "layer": int(layer), "nulls": len(nulls), "fitted": len(seen),
+            "what": "nulls" if role == "null" else "members",
             "tokens": sum(int(a.token_done(layer).sum()) for _, a in seen), "L": L,
             "beta_range": (min(finite), max(finite)) if finite else None}
 
@@ -62,9 +65,9 @@ def summary_rows(path, settings=None) -> list[dict]:
     `settings` default: the store's recorded `analysis:` section (the report's)."""
     agg = aggregate(path)
     st = open_store(path)
-    settings = settings or Settings.from_store(st.root.attrs)
+    settings = settings or store_settings(st)
     rows = []
-    for name, nulls in null_families(st.root).items():
+    for name, by_role in _families(st.root).items():
         s, a = st.model(name), agg.model(name)
         for layer in s.layers:
             if not a.token_done(layer).any():
@@ -74,9 +77,9 @@ def summary_rows(path, settings=None) -> list[dict]:
                 lam_a = s.intrinsic_rates(layer)
                 row["lam_A"] = (float(lam_a.min()), float(lam_a.max()))
             rows.append(row)
-        if nulls:
-            pairs = [(st.model(n), agg.model(n)) for n in nulls]
-            rows += [r for layer in s.layers if (r := null_row(s, pairs, layer, settings))]
+        for role, names in by_role.items():
+            pairs = [(st.model(n), agg.model(n)) for n in names]
+            rows += [r for layer in s.layers if (r := null_row(s, pairs, layer, settings, role))]
     return rows
 
 
@@ -87,7 +90,7 @@ def _of(part, whole) -> str:
 def summary_text(path) -> str:
     """What `tdos sweep` prints at the end and `tdos status --spectra` prints: the rows under
     the store's recorded settings."""
-    settings = Settings.from_store(open_store(path).root.attrs)
+    settings = store_settings(open_store(path))
     return format_summary(summary_rows(path, settings), settings)
 
 
@@ -117,8 +120,9 @@ def format_summary(rows: list[dict], settings=None) -> str:
         f"sym.rm: modes the symmetry-removed count also drops (norm scale/shift, |ζ| = 1 to "
         f"rounding; marginal), of all modes; β: the store's "
         + (primary.describe_choice() if primary else "primary β")
-        + f", at tokens t < L, on [{s.window[0]:g}, {s.window[1]:g}], {s.level:.0%} CI of "
-        f"{s.n_boot} replicates over {', '.join(units) or 'tokens'}, seed {s.seed}: the report's "
+        + f", at tokens t < L, on [{s.window[0]:g}, {s.window[1]:g}], {s.level:.0%} CI over "
+        + ("; ".join(f"{u} ({replicates_words(u, s.n_boot)})" for u in units) or "tokens")
+        + f", seed {s.seed}: the report's "
         f"number for that layer and L (`tdos analyze`, β across depth); a window slope where "
         f"the power law is rejected at {1 - s.level:.0%}"
         + ("; + nulls: a model's null models at that layer, tokens summed, primary β lowest … "
@@ -129,6 +133,8 @@ def format_summary(rows: list[dict], settings=None) -> str:
 def _beta(h) -> str:
     if not h.fitted:
         return "no modes in window"
+    if not h.check:
+        return h.check.text
     slope = "window slope " if h.power_law_rejected else ""
     return f"{slope}{h.beta:+.3f} [{h.ci[0]:+.3f},{h.ci[1]:+.3f}], p = {h.gof_p:.2g}"
 
@@ -136,5 +142,15 @@ def _beta(h) -> str:
 def _null_line(r) -> str:
     b = r["beta_range"]
     rng = "no modes in window" if b is None else f"{b[0]:+.3f} … {b[1]:+.3f}"
-    who = f"+ {r['fitted']} of {r['nulls']} nulls" if r["fitted"] < r["nulls"] else f"+ {r['nulls']} nulls"
+    what = r.get("what", "nulls")
+    who = (f"+ {r['fitted']} of {r['nulls']} {what}" if r["fitted"] < r["nulls"]
+           else f"+ {r['nulls']} {what}")
     return f"  {who:<18} {r['layer']:>5} {r['tokens']:>6}  primary β at L = {r['L']} {rng}"
+
+
+def _families(root) -> dict[str, dict[str, list[str]]]:
+    """{trained model: {role: its variants of that role}} (roles with none left out), the
+    models and the variants in store order."""
+    by_role = {role: folded(root, role) for role in ROLES}
+    return {m: {role: by_role[role][m] for role in ROLES if by_role[role][m]}
+            for m in by_role[ROLES[0]]}

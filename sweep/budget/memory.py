@@ -72,14 +72,11 @@ def _weights(m, cfg, real: int) -> tuple[int, str]:
         keep, layer = cfg.compute.resident_layers, m.info.block_params * real
         weights = keep * layer + (m.info.shared_params + L * d) * real
         held = f"{keep} layer(s) x {gib(layer)} + shared modules and embedding rows"
-    made = null_bytes(m)
+    made = variant_bytes(m)
     if made:
         weights += made
-        held += f" + null weights made {gib(made)}"
-    drawn = quant_bytes(m)
-    if drawn:
-        weights += drawn
-        held += f" + one tensor drawn within its bins {gib(drawn)}"
+        held += (f" + null weights made {gib(made)}" if m.variant.role == "null"
+                 else f" + one tensor drawn within its bins {gib(made)}")
     return weights, held
 
 
@@ -130,30 +127,15 @@ def at_measured(points: dict, d: int, i: int) -> float:
     return points[a][i] + f * (points[b][i] - points[a][i])
 
 
-def null_bytes(m) -> int:
-    """What making a null's weights adds (sweep/generic/null.py): on the layer-local route the
-    whole input embedding in float32 (then cut to a sequence's rows), plus a shuffled null's
-    int64 permutation of it; on the whole-model route a second float32 copy of the model
-    (random_init) or the largest tensor's permutation (shuffled, bounded by the embedding's)."""
-    if m.null is None:
-        return 0
-    table = m.info.vocab_size * m.info.d_model
-    perm = 8 * table if m.null["kind"] == "shuffled" else 0
-    if m.info.not_local:
-        return perm if perm else 4 * m.info.n_params
-    return 4 * table + perm
+def variant_bytes(m) -> int:
+    """What making a weight variant's weights adds (a null's or an ensemble member's): the cost
+    its kind registers (sweep/checkpoints/kinds.py) on the route the model takes (the
+    layer-local route, or the whole model)."""
+    from sweep.checkpoints import kinds
 
-
-def quant_bytes(m) -> int:
-    """What drawing a quantization-ensemble member's tensor adds (sweep/generic/quant.py):
-    its dequantized weights, gaps, draw and result in float64 (4 x 8 bytes per weight) of the
-    largest tensor drawn at once, taken as half a layer (layer-local) or the input embedding
-    (the whole model, which holds every tensor anyway)."""
-    if m.quant is None:
+    if m.variant is None:
         return 0
-    largest = (m.info.vocab_size * m.info.d_model if m.info.not_local
-               else m.info.block_params // 2)
-    return 4 * 8 * largest
+    return kinds.get(m.variant.kind).cost(whole=bool(m.info.not_local)).bytes(m.info)
 
 
 def gib(n: int) -> str:

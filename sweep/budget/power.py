@@ -94,14 +94,8 @@ def detectable(se: float, k: int, alpha: float, m: int) -> float:
 
 def variant(m) -> tuple[str, str, str] | None:
     """(role, kind, of) of a planned model that is a null or an ensemble member, else None."""
-    v = getattr(m, "variant", None)
-    if v is not None:
-        return v.role, v.kind, v.of
-    if getattr(m, "null", None):
-        return "null", m.null["kind"], m.null["of"]
-    if getattr(m, "quant", None):
-        return "ensemble", "quantization", m.quant["of"]
-    return None
+    v = m.variant
+    return None if v is None else (v.role, v.kind, v.of)
 
 
 def nulls_of(plan, name: str, kind: str) -> list:

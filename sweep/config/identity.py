@@ -7,7 +7,8 @@ import hashlib
 import json
 
 from sweep.config.inputs import text_identity
-from sweep.config.sections import DATASET_FIELDS, YAML_FIELDS, InputsConfig, SweepConfig
+from sweep.config.sections import DATASET_FIELDS, InputsConfig, SweepConfig
+from sweep.format.fields import yaml_names
 
 __all__ = ["identity_dict", "fingerprint"]
 
@@ -16,7 +17,7 @@ def identity_dict(cfg: SweepConfig) -> dict:
     """The parts of the config that decide what is in the store (JSON-able)."""
     models = [{"path": m.path, "dtype": m.dtype, "revision": m.revision, "name": m.name,
                "layers": _jsonable_layers(m.layers)} for m in cfg.models]
-    inputs = {k: getattr(cfg.inputs, k) for k in YAML_FIELDS[InputsConfig]}
+    inputs = {k: getattr(cfg.inputs, k) for k in yaml_names(InputsConfig)}
     if inputs["text"]:
         inputs["text"] = text_identity(inputs["text"], cfg.inputs.base_dir)
     for name in ("tokenizer", *DATASET_FIELDS):   # absent when unset: older stores keep their fingerprint
@@ -26,7 +27,7 @@ def identity_dict(cfg: SweepConfig) -> dict:
         if spec.trust_remote_code:        # absent when false: fingerprints of older stores hold
             m["trust_remote_code"] = True
         if spec.nulls is not None:        # absent without nulls: fingerprints of older stores hold
-            m["nulls"] = dataclasses.asdict(spec.nulls)
+            m["nulls"] = spec.nulls.record()
         if spec.quantization is not None:   # absent without an ensemble: older fingerprints hold
             m["quantization"] = dataclasses.asdict(spec.quantization)
     ident = {"models": models, "inputs": inputs,

@@ -1,5 +1,5 @@
-"""The `inputs:` section: its allowed values and its checks, before anything is read (the plan
-reads the texts and datasets; sweep/plan/inputs.py, windows.py)."""
+"""The `inputs:` section: its allowed values and the checks between its fields, before anything
+is read (the plan reads the texts and datasets; sweep/plan/inputs.py, windows.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,23 +17,14 @@ MAX_TOKENS = 10**8      # sequences * length: far past any sweep (~1e4 core-year
 
 
 def check_inputs(inputs) -> None:
-    """The sizes, the seed and the text/dataset fields of an InputsConfig."""
-    if inputs.sequences < 1:
-        raise ConfigError(f"inputs.sequences: must be >= 1, got {inputs.sequences} — "
-                          f"use a positive number of sequences")
-    if inputs.length < 1:
-        raise ConfigError(f"inputs.length: must be >= 1, got {inputs.length} — use a positive token count")
+    """What lies between the fields of an InputsConfig (each field's own check, declared in
+    sweep/config/sections.py, ran when it was built): the size, the text/dataset fields."""
     if inputs.sequences * inputs.length > MAX_TOKENS:
         raise ConfigError(f"inputs: sequences*length = {inputs.sequences * inputs.length} tokens, more "
                           f"than a sweep can compute ({MAX_TOKENS:.0e}) — use fewer or shorter sequences")
-    if not 0 <= inputs.seed <= SEED_MAX:
-        raise ConfigError(f"inputs.seed: must be in 0..2**63-1, got {inputs.seed} — use e.g. seed: 0")
     if inputs.tokenizer is not None and not (inputs.text or inputs.dataset):
         raise ConfigError("inputs.tokenizer: only used to read inputs.text or inputs.dataset — add "
                           "`text:` (e.g. stdlib:pydoc_data.topics) or `dataset:`, or remove `tokenizer`")
-    for name in ("text", "tokenizer"):
-        if getattr(inputs, name) == "":
-            raise ConfigError(f"inputs.{name}: empty string — give a value or remove the field")
     _check_dataset_fields(inputs)
 
 
@@ -59,18 +50,8 @@ def text_identity(spec: str, base_dir: str) -> str:
 
 
 def _check_dataset_fields(inputs) -> None:
-    """The dataset, window and BOS fields of `inputs` (an InputsConfig), before anything is read."""
-    for name, allowed in (("windows", WINDOWS), ("bos", BOS_RULES), ("offset", OFFSETS)):
-        value = getattr(inputs, name)
-        if value is not None and value not in allowed:
-            raise ConfigError(f"inputs.{name}: {value!r} is not one of {', '.join(allowed)} — "
-                              f"use one of them or leave it out")
-    for name in ("dataset", "dataset_config", "split", "column"):
-        if getattr(inputs, name) == "":
-            raise ConfigError(f"inputs.{name}: empty string — give a value or remove the field")
-    if inputs.min_chars is not None and inputs.min_chars < 0:
-        raise ConfigError(f"inputs.min_chars: must be >= 0, got {inputs.min_chars} — use e.g. "
-                          f"min_chars: 0")
+    """The dataset, window and BOS fields of `inputs` (an InputsConfig) together, before
+    anything is read."""
     if inputs.text and inputs.dataset:
         raise ConfigError("inputs.dataset: give either `text` or `dataset`, not both — remove one of them")
     if not inputs.dataset:

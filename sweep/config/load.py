@@ -10,25 +10,25 @@ plan every later step reads. Every failure of either is a one-line `ConfigError`
 from __future__ import annotations
 
 import dataclasses
-import math
 import typing
 from pathlib import Path
 
 import yaml
 
 from cluster.config import ClusterConfig, ConfigError as ClusterConfigError
-from sweep.config.choices import CPU_LINALG, DEVICES, ENGINES
 from sweep.config.inputs import check_inputs, resolve_paths
-from sweep.config.sections import (TOP_KEYS, YAML_FIELDS, AnalysisConfig, ComputeConfig, DepthConfig,
-                                   InputsConfig, MemoryConfig, ModelSpec, NullsConfig,
-                                   QuantizationConfig, SweepConfig)
-from sweep.config.validate import check_store, check_type, reject_unknown, set_dotted
+from sweep.config.sections import (TOP_KEYS, ComputeConfig, DepthConfig, InputsConfig, MemoryConfig,
+                                   ModelSpec, SweepConfig)
+from sweep.config.study import check_study
+from sweep.config.variants import check_nulls, check_quantization, variant_names
+from sweep.config.validate import check_store, check_type, is_file, reject_unknown, set_dotted
 from sweep.errors import ConfigError
-from sweep.format import dtypes
+from sweep.format.fields import FieldError, declared, first_problem, yaml_names
+from sweep.format.settings import Settings
+from sweep.format.study import Study
 
 __all__ = ["ConfigError", "load_config", "config_from_dict", "with_store", "layer_rows",
-           "check_depth_rows", "check_nulls", "check_quantization", "default_name", "null_names",
-           "quant_names"]
+           "check_depth_rows", "check_nulls", "check_quantization", "default_name"]
 
 
 def load_config(path, overrides: dict | None = None) -> SweepConfig:
@@ -72,7 +72,6 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
     compute = _section(ComputeConfig, {} if raw.get("compute") is None else raw["compute"], "compute")
     cluster = _cluster(raw.get("cluster"))
     check_inputs(inputs)
-    _check_compute(compute)
     if "layers" not in raw:
         raise ConfigError("layers: required field missing — add e.g. `layers: [0, 1]` or `layers: all`")
     layers = _normalize_layers(raw["layers"], "layers")
@@ -85,11 +84,13 @@ def config_from_dict(raw: dict, base_dir: Path | str = ".") -> SweepConfig:
         check_quantization(m, inputs.sequences)
     _check_unique_names(models)
     inputs = resolve_paths(inputs, base_dir)
-    analysis = _check_analysis(_section(AnalysisConfig, raw.get("analysis") or {}, "analysis"),
+    analysis = _check_analysis(_section(Settings, raw.get("analysis") or {}, "analysis"),
                                inputs.length)
+    study = None if raw.get("study") is None else _section(Study, raw["study"], "study")
+    check_study(study, models, depth)
     return SweepConfig(models=models, inputs=inputs, layers=layers, store=store,
                        compute=compute, cluster=cluster, analysis=analysis, depth=depth,
-                       memory=memory)
+                       memory=memory, study=study)
 
 
 def _cluster(raw) -> ClusterConfig:
@@ -114,81 +115,50 @@ def _models(raw: dict) -> list[ModelSpec]:
     return [_section(ModelSpec, m, f"models[{i}]") for i, m in enumerate(items)]
 
 
-# a model's own sections: model field -> its dataclass
-SUBSECTIONS = {"nulls": NullsConfig, "quantization": QuantizationConfig}
-
-
 def _section(cls, raw, where: str):
-    """Build dataclass `cls` from a mapping: unknown keys, missing keys and types checked."""
+    """Build section `cls` from a mapping: the fields it declares (sweep/format/fields.py), no
+    other, each of its type, nested sections built alike; then each field's own check. A
+    section of the store format (analysis, study) raises its own FieldError: said the same."""
     if not isinstance(raw, dict):
         if raw is None:
             raise ConfigError(f"{where}: required section missing — see configs/tiny.yaml")
         raise ConfigError(f"{where}: expected a mapping of fields, got {type(raw).__name__} {raw!r}")
-    names = YAML_FIELDS[cls]
-    reject_unknown(raw, names, where)
+    reject_unknown(raw, yaml_names(cls), where)
     hints = typing.get_type_hints(cls)
     kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in names:
-            continue
+    for f in declared(cls):
         if f.name not in raw:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise ConfigError(f"{where}.{f.name}: required field missing — add `{f.name}: ...`")
             continue
-        if f.name in SUBSECTIONS:
-            kwargs[f.name] = _section(SUBSECTIONS[f.name], raw[f.name], f"{where}.{f.name}")
-            continue
-        kwargs[f.name] = check_type(raw[f.name], hints[f.name], f"{where}.{f.name}")
+        sub = f.metadata["section"]
+        value, at = raw[f.name], f"{where}.{f.name}"
+        kwargs[f.name] = (check_type(value, hints[f.name], at) if sub is None
+                          else sub.parse(value, at) if hasattr(sub, "parse")  # a section of its own grammar
+                          else _section(sub, value, at))
     if cls is ModelSpec:
         kwargs["where"] = where
-    return cls(**kwargs)
-
-
-def _check_analysis(a: AnalysisConfig, length: int) -> AnalysisConfig:
-    """The values as sweep.format.settings.Settings checks them (window numbers, level, n_boot,
-    modes, seed, skip_positions); Table I lengths within 1..inputs.length (the representative
-    layer is checked by the plan). Returns the section with its window as two floats."""
-    from sweep.format.settings import Settings, SettingsError, parse_window
     try:
-        window = parse_window(a.window)
-        Settings(window=window, level=a.level, n_boot=a.n_boot, modes=a.modes,
-                 layer=a.layer, skip_positions=a.skip_positions, seed=a.seed,
-                 memory_window=a.memory_window, primary=a.primary)
-    except SettingsError as e:
+        section = cls(**kwargs)
+    except FieldError as e:
         raise ConfigError(str(e)) from None
+    problem = first_problem(section, where)
+    if problem:
+        raise ConfigError(problem)
+    return section
+
+
+def _check_analysis(a: Settings, length: int) -> Settings:
+    """What lies between the `analysis:` section and the inputs: Table I lengths within
+    1..inputs.length, positions left to skip (the representative layer is checked by the
+    plan). Each field's own check ran when the section was built."""
     if a.skip_positions >= length:
         raise ConfigError(f"analysis.skip_positions: {a.skip_positions} leaves no token of "
                           f"inputs.length {length} — use a value < {length}")
-    if a.lengths is not None and not (isinstance(a.lengths, list) and a.lengths and all(
-            isinstance(L, int) and not isinstance(L, bool) and 1 <= L <= length for L in a.lengths)):
+    if a.lengths is not None and max(a.lengths) > length:
         raise ConfigError(f"analysis.lengths: expected a list of token counts in 1..{length} "
-                          f"(inputs.length), got {a.lengths!r} — e.g. [8, 16, 24, 28]")
-    return dataclasses.replace(a, window=window)
-
-
-def _check_compute(compute: ComputeConfig) -> None:
-    if compute.token_block < 1:
-        raise ConfigError(f"compute.token_block: must be >= 1, got {compute.token_block} — "
-                          f"use e.g. token_block: 32")
-    if compute.device not in DEVICES:
-        raise ConfigError(f"compute.device: {compute.device!r} is not one of {', '.join(DEVICES)} — "
-                          f"leave it out for auto")
-    if compute.engine not in ENGINES:
-        raise ConfigError(f"compute.engine: {compute.engine!r} is not one of {', '.join(ENGINES)} — "
-                          f"leave it out for auto")
-    if compute.cpu_linalg not in CPU_LINALG:
-        raise ConfigError(f"compute.cpu_linalg: {compute.cpu_linalg!r} is not one of {', '.join(CPU_LINALG)} — "
-                          f"leave it out for auto")
-    if not (isinstance(compute.resident_layers, int) and not isinstance(compute.resident_layers, bool)
-            and compute.resident_layers >= 1):
-        raise ConfigError(f"compute.resident_layers: must be an integer >= 1, got "
-                          f"{compute.resident_layers!r} — use e.g. 1 (the default)")
-    if not (math.isfinite(compute.live_every) and compute.live_every >= 0):
-        raise ConfigError(f"compute.live_every: must be a finite number of seconds >= 0, got "
-                          f"{compute.live_every} — use e.g. 10, or 0 to disable")
-    if not (math.isfinite(compute.stall_after) and compute.stall_after > 0):
-        raise ConfigError(f"compute.stall_after: must be a finite number of seconds > 0, got "
-                          f"{compute.stall_after} — use e.g. 30 (the default)")
+                          f"(inputs.length), got {list(a.lengths)!r} — e.g. [8, 16, 24, 28]")
+    return a
 
 
 # ---------------------------------------------------------------- layers
@@ -210,19 +180,13 @@ def _check_depth(raw) -> DepthConfig | None:
 
 
 def _check_memory(raw, length: int) -> MemoryConfig | None:
-    """The `memory:` section: lags in 0..length − 1, probes >= 0, every >= 1."""
+    """The `memory:` section: lags in 0..length − 1 (the rest is each field's own check)."""
     if raw is None:
         return None
     m = _section(MemoryConfig, raw or {}, "memory")
     if not 0 <= m.lags < length:
         raise ConfigError(f"memory.lags: {m.lags} lags need 0 <= lags < inputs.length ({length}) — "
                           f"use e.g. {min(64, length - 1)}")
-    if m.probes < 0:
-        raise ConfigError(f"memory.probes: must be >= 0, got {m.probes} — 0 for the exact "
-                          f"profile, e.g. 8 for Hutchinson's estimate")
-    if m.every < 1:
-        raise ConfigError(f"memory.every: must be >= 1, got {m.every} — e.g. 8 samples every "
-                          f"8th output token")
     return m
 
 
@@ -286,12 +250,24 @@ def layer_rows(layers, where: str, path: str, n: int, length: int) -> tuple[tupl
 
 
 def _check_model(m: ModelSpec) -> ModelSpec:
-    """dtype and per-model layers checked; the store group name derived when not given."""
-    if m.dtype not in dtypes.DTYPES:
-        raise ConfigError(f"{m.where}.dtype: {m.dtype!r} is not supported — use "
-                          f"{' or '.join(dtypes.NAMES)}")
+    """A path that names a file other than a GGUF refused; per-model layers checked; the
+    store group name derived when not given."""
+    _check_not_a_file(m)
     own = _normalize_layers(m.layers, f"{m.where}.layers") if m.layers is not None else None
     return dataclasses.replace(m, layers=own, name=m.name or default_name(m))
+
+
+def _check_not_a_file(m: ModelSpec) -> None:
+    """A checkpoint is a folder (or a GGUF file): a file inside one, the weights someone
+    pointed at, is named with the folder to give instead."""
+    p = Path(m.path).expanduser()
+    if p.suffix.lower() == ".gguf" or not is_file(p):
+        return
+    if (p.parent / "config.json").is_file():
+        raise ConfigError(f"{m.where}.path: {m.path} is a file inside a checkpoint folder — give "
+                          f"its folder, {p.parent}")
+    raise ConfigError(f"{m.where}.path: {m.path} is a file, not a checkpoint — give a checkpoint "
+                      f"folder (config.json and the weights), a .gguf file or a hub id")
 
 
 def default_name(m: ModelSpec) -> str:
@@ -301,60 +277,13 @@ def default_name(m: ModelSpec) -> str:
     return name + (f"-{m.dtype}" if m.dtype != "float32" else "")
 
 
-def check_nulls(m: ModelSpec, sequences: int) -> None:
-    """A model's `nulls:`: counts >= 0, sequences in 1..inputs.sequences, and a model whose
-    weights the worker can make again (its own modelling code is refused: tdos cannot vouch
-    that its _init_weights is complete and seedable)."""
-    n = m.nulls
-    if n is None:
-        return
-    for key in ("random_init", "shuffled"):
-        if getattr(n, key) < 0:
-            raise ConfigError(f"{m.where}.nulls.{key}: must be >= 0 seeds, got {getattr(n, key)} — "
-                              f"e.g. {key}: 2")
-    if n.sequences is not None and not 1 <= n.sequences <= sequences:
-        raise ConfigError(f"{m.where}.nulls.sequences: {n.sequences} must be in 1..inputs.sequences "
-                          f"({sequences}) — lower it, or leave it out to sweep every sequence")
-    if m.trust_remote_code and n.seeds():
-        raise ConfigError(f"{m.where}.nulls: {m.path} runs its own modelling code "
-                          f"(trust_remote_code), whose weights tdos cannot make again on a worker — "
-                          f"remove `nulls:` from this model")
-
-
-def null_names(m: ModelSpec) -> list[str]:
-    """Store group names of model `m`'s nulls: `<model>.<kind>.<seed>`."""
-    return [f"{m.name}.{kind}.{seed}" for kind, seed in (m.nulls.seeds() if m.nulls else [])]
-
-
-def check_quantization(m: ModelSpec, sequences: int) -> None:
-    """A model's `quantization:`: ensemble >= 1, sequences in 1..inputs.sequences. Whether
-    the file is quantized is the plan's to say (sweep/plan/quantized.py): it reads the file."""
-    q = m.quantization
-    if q is None:
-        return
-    if q.ensemble < 1:
-        raise ConfigError(f"{m.where}.quantization.ensemble: must be >= 1 members, got {q.ensemble} "
-                          f"— e.g. ensemble: 4, or remove `quantization:`")
-    if q.sequences is not None and not 1 <= q.sequences <= sequences:
-        raise ConfigError(f"{m.where}.quantization.sequences: {q.sequences} must be in "
-                          f"1..inputs.sequences ({sequences}) — lower it, or leave it out to sweep "
-                          f"every sequence")
-
-
-def quant_names(m: ModelSpec) -> list[str]:
-    """Store group names of model `m`'s quantization ensemble: `<model>.quant.<k>`."""
-    return [f"{m.name}.quant.{k}" for k in range(m.quantization.ensemble if m.quantization else 0)]
-
-
 def _check_unique_names(models: list[ModelSpec]) -> None:
     seen = {}
     for m in models:
         if "/" in m.name or "\\" in m.name or m.name.startswith(".") or m.name == "zarr.json":
             raise ConfigError(f"{m.where}.name: {m.name!r} cannot be a store group name — "
                               f"avoid '/', '\\', a leading '.' and 'zarr.json'")
-        for name, where in ((m.name, f"{m.where}.name"),
-                            *((n, f"{m.where}.nulls") for n in null_names(m)),
-                            *((n, f"{m.where}.quantization") for n in quant_names(m))):
+        for name, where in ((m.name, f"{m.where}.name"), *variant_names(m)):
             if name in seen:
                 raise ConfigError(f"{where}: group name {name!r} is also used by {seen[name]} — "
                                   f"set a distinct `name`")

@@ -1,6 +1,11 @@
 """Checks every config section shares: YAML value types, strings a path or name may hold,
 unknown keys, and the store path (refused before anything is created). Each failure is a
-one-line ConfigError, `<field>: <what> — <fix>`."""
+one-line ConfigError, `<field>: <what> — <fix>`.
+
+`where`, here and in every check of the config, the plan and the cluster's section, is that
+`<field>`: the dotted config key an error names ("models[1].nulls", "cluster.slurm"), and
+nothing else. (A task names the part of a model it computes, for the failures counted under
+it, `part`: sweep/tasks.py.)"""
 from __future__ import annotations
 
 import difflib
@@ -10,6 +15,7 @@ import typing
 import unicodedata
 from pathlib import Path
 
+from sweep.checkpoints.reader import is_dir  # noqa: F401  (config's paths read as the checkpoints' are)
 from sweep.errors import ConfigError, StoreMismatch
 
 
@@ -28,6 +34,10 @@ def check_type(value, hint, where: str):
             return clean_str(value, where)
         if typ is bool and isinstance(value, bool):
             return value
+        if typ in (tuple, list) and isinstance(value, list):     # its items: the section's check
+            return value
+        if typ is dict and isinstance(value, dict):
+            return value
     names = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in allowed)
     raise ConfigError(f"{where}: expected {names}, got {value!r} ({type(value).__name__}) — "
                       f"fix the value (docs/config.md lists every field)")
@@ -45,7 +55,7 @@ def clean_str(value: str, where: str) -> str:
 
 _UnionType = type(int | None)
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true/false",
-               type(None): "null"}
+               type(None): "null", tuple: "a list", list: "a list", dict: "a mapping"}
 
 
 def check_store(store) -> str:
@@ -78,14 +88,24 @@ def check_store(store) -> str:
 
 def existing_store(store) -> Path:
     """The path of an existing store, for commands that read or change one (status, upgrade):
-    refused in one line when it is absent or its root metadata is not a zarr v3 group's."""
-    meta = Path(store) / "zarr.json"
+    refused in one line that says what is there instead: nothing, a file, a directory that
+    is no zarr group, a damaged one, or another tool's zarr group."""
+    p, fix = Path(store), "give the path of a sweep's store"
+    meta = p / "zarr.json"
+    if not p.exists():
+        raise StoreMismatch(f"store: {store} not found — {fix}")
+    if not p.is_dir():
+        raise StoreMismatch(f"store: {store} is a file, not a store (a store is a directory) — {fix}")
     if not meta.is_file():
-        raise StoreMismatch(f"store: {store} not found — give the path of a sweep's store")
+        raise StoreMismatch(f"store: {store} is a directory but not a tdos store (it holds no "
+                            f"zarr.json) — {fix}")
     if not _is_zarr_group(meta):
         raise StoreMismatch(f"store: {meta} is not a zarr v3 group's metadata (a damaged store, or "
-                            f"another tool's directory) — give the path of a sweep's store")
-    return Path(store)
+                            f"another tool's directory) — {fix}")
+    if "tdos_format" not in (json.loads(meta.read_text()).get("attributes") or {}):
+        raise StoreMismatch(f"store: {store} is a zarr group but not a tdos store (no tdos_format "
+                            f"attribute) — {fix}")
+    return p
 
 
 def _is_zarr_group(f: Path) -> bool:
@@ -113,8 +133,12 @@ def set_dotted(raw: dict, key: str, value) -> None:
     node[last] = value
 
 
-def is_dir(p: Path) -> bool:
+def is_file(p: Path) -> bool:
+    return _asks(p.is_file)
+
+
+def _asks(question) -> bool:
     try:
-        return p.is_dir()
-    except (OSError, ValueError):     # a NUL byte or a name too long is simply not a directory
+        return question()
+    except (OSError, ValueError):     # a NUL byte or a name too long is simply not there
         return False

@@ -29,8 +29,12 @@ from sweep.format import dtypes
 # 5: `lyapunov` holds (1/S) ln σ_i of the run's product (format 4: Benettin's QR exponents,
 #    now `lyapunov_qr`); depth groups also hold each stack's (1/s) ln σ_i (`stack_lyapunov`)
 #    and its Rayleigh quotient and residual along 𝟙/√d (`stack_shift_rayleigh`/`_residual`)
-FORMAT = 5
-UPGRADABLE = (1, 2, 3, 4)         # formats `tdos upgrade STORE` rewrites to FORMAT in place
+# 6: a weight variant's group carries one attribute, `variant` = {kind, seed, of, role}
+#    (sweep/format/variants.py), where format 5 wrote `null` {of, kind, seed} or `quantization`
+#    {of, member, ensemble}; an ensemble member's group is `<of>.quantized.<k>` (was
+#    `<of>.quant.<k>`)
+FORMAT = 6
+UPGRADABLE = (1, 2, 3, 4, 5)      # formats `tdos upgrade STORE` rewrites to FORMAT in place
 
 # eig_backend codes, (layer, seq, block) int8: which eigensolver computed the block
 EIG_BACKENDS = ("unknown",        # not written yet, or a store upgraded from format 1
@@ -138,8 +142,7 @@ GROUP_ATTRS = ("model", "checkpoint", "inputs", "layer_kinds", "a_log_shapes", "
                "complete", "worker_software", "depth",    # depth: only in groups swept with `depth:`
                "memory",                      # memory: only once a sweep with `memory:` ran
                "conv_widths",                 # with memory: causal-conv taps per model layer (0: none)
-               "null",                        # a null model's {of, kind, seed} (docs/nulls.md)
-               "quantization",                # a quantization ensemble member's {of, member, ensemble}
+               "variant",                     # a weight variant's {kind, seed, of, role} (variants.py)
                "growing")                     # only while a growth is under way (sweep/store/grow.py)
 
 
@@ -163,46 +166,6 @@ def group_arrays(ssm: bool, depth: bool = False, memory: bool = False) -> tuple[
 def is_ssm(kind: str) -> bool:
     """Whether a layer of this kind has a learned decay: Δ_t and A_log."""
     return any(part in SSM_KINDS for part in kind.split("+"))
-
-
-def null_families(root) -> dict[str, list[str]]:
-    """{trained model: names of its null models} over the root's `models`, both in store order.
-    A null is a group whose attribute `null` = {"of", ...} names a model of the store
-    (docs/nulls.md). The views (`tdos status`, the live figure, the /tdos page) list the keys
-    and fold each one's nulls under it. A group still being made has no attributes yet and is
-    listed on its own."""
-    names = list(root.attrs.get("models", []))
-    out: dict[str, list[str]] = {}
-    for name in names:
-        of = (root[name].attrs.get("null") or {}).get("of") if name in root else None
-        if of in out:
-            out[of].append(name)
-        else:
-            out[name] = []
-    return out
-
-
-def quant_families(root) -> dict[str, list[str]]:
-    """{trained model: names of its quantization-ensemble members}, for every model of the
-    root's `models` that has members, both in store order. A member is a group whose attribute
-    `quantization` = {"of", "member", "ensemble"} names a model of the store (docs/nulls.md "The
-    quantization ensemble"). A member is not a null: `null_families` lists it as a model of
-    its own (the views and `tdos status` show its rows), and the analysis reads it only as
-    the spread of its model's observables."""
-    names = list(root.attrs.get("models", []))
-    out: dict[str, list[str]] = {}
-    for name in names:
-        of = (root[name].attrs.get("quantization") or {}).get("of") if name in root else None
-        if of in names:
-            out.setdefault(of, []).append(name)
-    return out
-
-
-def trained_models(root) -> list[str]:
-    """The root's models that are neither nulls nor quantization-ensemble members, in store
-    order: what `tdos analyze` and `tdos compare` read as models of their own."""
-    return [n for n in root.attrs.get("models", []) if n in root
-            and not (root[n].attrs.get("null") or root[n].attrs.get("quantization"))]
 
 
 class StoreError(Exception):

@@ -5,14 +5,18 @@ level, the replicates, the positions skipped) reaches every number.
 
 Where the values come from, last wins: the defaults below, then the config's `analysis:`
 section as the sweep recorded it in the store's root attributes (`analysis`), then the
-command line. `Settings.check` is the one validation; sweep/config/load.py calls it for the
-YAML section and turns its message into a ConfigError.
+command line. Each field is declared once, with its help and its check
+(sweep/format/fields.py): the config loader accepts exactly these fields and turns a
+SettingsError into its ConfigError, `tdos analyze` and `tdos compare` make their flags from
+them, and docs/config.md's `analysis.*` rows are generated from them.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 from dataclasses import dataclass
+
+from sweep.format.fields import Check, FieldError, at_least, declared, first_problem, one_of, option
 
 # the two mode counts every TDOS, count, fit and table carries side by side (what each
 # counts: analysis/spectrum/rates.py); named here because the recorded `analysis.modes` and
@@ -21,71 +25,119 @@ MODES = ("all-stable", "symmetry-removed")
 DEFAULT_MODES = "all-stable"    # the paper's count: what a comparison with its Table I needs
 
 WINDOW = (1e-4, 5e-2)       # the paper's fit window in λ (docs/paper.md)
-FIELDS = ("window", "level", "n_boot", "modes", "lengths", "layer", "skip_positions", "seed",
-          "memory_window", "primary")
 ESTIMATORS = ("cumulative", "mle")   # least squares of log N(<λ) (the paper's); in-window MLE
 PRIMARIES = tuple(f"{e}:{m}" for e in ESTIMATORS for m in MODES)
 PAPER_PRIMARY = "cumulative:all-stable"          # the paper's estimator and count
 RECOMMENDED_PRIMARY = "mle:symmetry-removed"   # tdos' (docs/analysis.md, "The primary estimator")
+SEE = "analysis.md#settings-the-analysis-section"
 
 
-class SettingsError(ValueError):
+class Auto(int):
+    """`skip_positions: auto`, the default: position 0 leaves every number where the store's
+    inputs put a BOS there (`Settings.resolve_skip`). Until resolved against a store it keeps
+    every position, as 0 does, so a Settings made without one computes what it always did."""
+
+    def __new__(cls, *_):                 # (copy and pickle pass the value back)
+        return super().__new__(cls, 0)
+
+    def __repr__(self) -> str:
+        return "'auto'"
+
+    def __str__(self) -> str:
+        return "auto"
+
+
+AUTO = Auto()
+
+
+def _skip(value):
+    """A `--skip-positions` argument: `auto` or a count."""
+    return AUTO if value == "auto" else int(value)
+
+
+class SettingsError(FieldError):
     """One line, `analysis.<field>: <what> — <fix>`."""
+
+
+def _window_ok(w) -> bool:
+    return len(w) == 2 and all(math.isfinite(v) for v in w) and 0 < w[0] < w[1]
+
+
+def _ints(v) -> bool:
+    return all(not _not_int(x) for x in v)
 
 
 @dataclass(frozen=True)
 class Settings:
-    """What an analysis computes its numbers under (docs/analysis.md, "Settings")."""
-    window: tuple = WINDOW          # (lo, hi) in λ: every fit, GOF, kernel time range, band
-    level: float = 0.9              # confidence level of every interval and verdict
-    n_boot: int = 500               # bootstrap replicates per CI; Monte-Carlo sets per GOF p
-    modes: str = DEFAULT_MODES      # the mode count figures draw (tables carry both)
-    lengths: tuple | None = None    # Table I rows (prefix lengths L); None: 8, 16, 32, …
-    layer: int | None = None        # representative layer; None: 24 when stored, else middle
-    skip_positions: int = 0         # token positions t < skip_positions left out of every number
-    seed: int = 0                   # seed of every resampling and simulation
-    memory_window: tuple | None = None   # (k_lo, k_hi) lags of the memory fits; None: conv width..lags
-    primary: str | None = None      # "estimator:modes" of headlines and verdicts; None: `primary_for`
+    """What an analysis computes its numbers under (docs/analysis.md, "Settings"): the
+    config's `analysis:` section, one declaration (sweep/format/fields.py) from which the
+    YAML fields, the flags of `tdos analyze` / `tdos compare` and docs/config.md's table
+    are made."""
+    window: tuple = option(
+        WINDOW, "fit window in λ of every fit, GOF, band and the kernel's time range",
+        kind="two rates 0 < lo < hi", default_text="default the paper's [1e-4, 5e-2]", see=SEE,
+        flag={"nargs": 2, "type": float, "metavar": ("LO", "HI")},
+        check=Check(_window_ok, "needs two rates 0 < lo < hi, got {v}", "e.g. [1.0e-4, 5.0e-2]"))
+    level: float = option(
+        0.9, "confidence level of every interval and verdict", kind="number in (0, 1)",
+        flag={"metavar": "P"},
+        check=Check(lambda v: 0 < v < 1, "must lie strictly between 0 and 1, got {v}", "e.g. 0.9"))
+    n_boot: int = option(
+        500, "bootstrap replicates per interval; Monte-Carlo sets per GOF p", flag={"metavar": "N"},
+        check=at_least(20, "e.g. 500", what="must be an integer >= 20, got {v!r}", integer=True))
+    modes: str = option(
+        DEFAULT_MODES, "the mode count the figures draw (tables carry both): all-stable, the "
+        "paper's, counts every 0 < |ζ| < 1; symmetry-removed also drops the norm's "
+        "invariant-direction and marginal modes", check=one_of(MODES, "e.g. all-stable"))
+    lengths: tuple | None = option(
+        None, "Table I rows (prefix lengths L); null: 8, 16, 32, … and L_max",
+        kind="list of integers >= 1", flag={"nargs": "+", "type": int, "metavar": "L"},
+        check=Check(lambda v: v and _ints(v) and min(v) >= 1,
+                    "expected a list of token counts >= 1, got {v}", "e.g. [8, 16, 24, 28]"))
+    layer: int | None = option(
+        None, "the representative layer (must be swept); null: 24 when stored, else the middle "
+        "swept layer", flag={"metavar": "N"},
+        check=at_least(0, "e.g. 24", what="must be a layer index >= 0, got {v!r}", integer=True))
+    skip_positions: int | str = option(
+        AUTO, "token positions t < k left out of every number; `auto`: position 0 where the "
+        "store's inputs put a BOS there (the report says how many it dropped), else none",
+        kind="`auto` or integer >= 0", default_text="default auto", flag={"metavar": "K", "type": _skip},
+        check=Check(lambda v: isinstance(v, Auto) or (not _not_int(v) and v >= 0),
+                    "must be auto or an integer >= 0, got {v!r}",
+                    "auto drops position 0 where it holds a BOS; 0 keeps every position"))
+    seed: int = option(0, "seed of every resampling and simulation", flag={"metavar": "S"},
+                       check=at_least(0, "e.g. 0", what="must be an integer >= 0, got {v!r}",
+                                      integer=True))
+    memory_window: tuple | None = option(
+        None, "lags of the token-memory fits; null: the causal convolution's width (or 1) .. "
+        "`memory.lags`", kind="two lags 1 <= k_lo < k_hi",
+        flag={"nargs": 2, "type": int, "metavar": ("K_LO", "K_HI")},
+        check=Check(lambda v: len(v) == 2 and _ints(v) and 1 <= v[0] < v[1],
+                    "expected two lags 1 <= k_lo < k_hi, got {v}", "e.g. [1, 64]"))
+    primary: str | None = option(
+        None, "the β estimator and mode count of headlines and verdicts (`cumulative:all-stable`, "
+        "the paper's, or `mle:symmetry-removed`, tdos'); null: the paper's for its own setting, "
+        "else tdos'", see="analysis.md#the-primary-estimator", flag={"metavar": "ESTIMATOR:MODES"},
+        check=one_of(PRIMARIES, f"e.g. {PAPER_PRIMARY} (the paper's) or {RECOMMENDED_PRIMARY} "
+                                f"(tdos')"))
 
     def __post_init__(self):
-        lengths = None if self.lengths is None else tuple(int(L) for L in self.lengths)
-        object.__setattr__(self, "window", tuple(float(v) for v in self.window))
-        object.__setattr__(self, "lengths", lengths)
-        if self.memory_window is not None:
-            mw = self.memory_window
-            object.__setattr__(self, "memory_window", tuple(mw) if isinstance(mw, (list, tuple)) else (mw,))
+        # the values as the checks and every reader want them: tuples of numbers where the
+        # YAML or a flag gave lists; anything else is left for `check` to name
+        object.__setattr__(self, "window", parse_window(self.window))
+        if self.skip_positions == "auto":
+            object.__setattr__(self, "skip_positions", AUTO)
+        for name in ("lengths", "memory_window"):
+            value = getattr(self, name)
+            if isinstance(value, (list, tuple)) and _ints(value):
+                object.__setattr__(self, name, tuple(int(v) for v in value))
         self.check()
 
     def check(self) -> "Settings":
         """Raise SettingsError naming the first bad field; return self."""
-        lo, hi = self.window if len(self.window) == 2 else (math.nan, math.nan)
-        if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo < hi):
-            _bad("window", f"needs two rates 0 < lo < hi, got {list(self.window)}",
-                 "e.g. [1.0e-4, 5.0e-2]")
-        if not 0 < self.level < 1:
-            _bad("level", f"must lie strictly between 0 and 1, got {self.level}", "e.g. 0.9")
-        if _not_int(self.n_boot) or self.n_boot < 20:
-            _bad("n_boot", f"must be an integer >= 20, got {self.n_boot!r}", "e.g. 500")
-        if self.modes not in MODES:
-            _bad("modes", f"{self.modes!r} is not one of {', '.join(MODES)}", "e.g. all-stable")
-        if self.lengths is not None and (not self.lengths or min(self.lengths) < 1):
-            _bad("lengths", f"expected a list of token counts >= 1, got {list(self.lengths)}",
-                 "e.g. [8, 16, 24, 28]")
-        if self.layer is not None and (_not_int(self.layer) or self.layer < 0):
-            _bad("layer", f"must be a layer index >= 0, got {self.layer!r}", "e.g. 24")
-        if _not_int(self.skip_positions) or self.skip_positions < 0:
-            _bad("skip_positions", f"must be an integer >= 0, got {self.skip_positions!r}",
-                 "0 keeps every position; 1 drops position 0 (a BOS or attention sink)")
-        if _not_int(self.seed) or self.seed < 0:
-            _bad("seed", f"must be an integer >= 0, got {self.seed!r}", "e.g. 0")
-        mw = self.memory_window
-        if mw is not None and not (len(mw) == 2 and not any(_not_int(k) for k in mw)
-                                   and 1 <= mw[0] < mw[1]):
-            _bad("memory_window", f"expected two lags 1 <= k_lo < k_hi, got {list(mw)}",
-                 "e.g. [1, 64]")
-        if self.primary is not None and self.primary not in PRIMARIES:
-            _bad("primary", f"{self.primary!r} is not one of {', '.join(PRIMARIES)}",
-                 f"e.g. {PAPER_PRIMARY} (the paper's) or {RECOMMENDED_PRIMARY} (tdos')")
+        problem = first_problem(self, "analysis")
+        if problem:
+            raise SettingsError(problem)
         return self
 
     def primary_for(self, reproduction: bool) -> "Primary":
@@ -100,17 +152,25 @@ class Settings:
         estimator, modes = name.split(":")
         return Primary(estimator, modes, why)
 
+    def resolve_skip(self, position0_is_bos: bool) -> "Settings":
+        """`auto` made a number for a store whose inputs do (1) or do not (0) put a BOS at
+        position 0; a number stays as it is."""
+        if not isinstance(self.skip_positions, Auto):
+            return self
+        return dataclasses.replace(self, skip_positions=int(bool(position0_is_bos)))
+
     def replace(self, **changes) -> "Settings":
         """A copy with `changes`; None values leave a field as it is (CLI flags not given)."""
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     def to_dict(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in
-                dataclasses.asdict(self).items()}
+        return {k: (list(v) if isinstance(v, tuple) else "auto" if isinstance(v, Auto) else v)
+                for k, v in dataclasses.asdict(self).items()}
 
     def describe(self) -> str:
         """One line for reports: what every number here was computed under."""
         skip = (f"; token positions t < {self.skip_positions} left out" if self.skip_positions
+                else "; position 0 left out after a BOS (auto)" if isinstance(self.skip_positions, Auto)
                 else "; every token position")
         return (f"window [{self.window[0]:g}, {self.window[1]:g}], {self.level:.0%} intervals, "
                 f"{self.n_boot} replicates, seed {self.seed}{skip}")
@@ -165,5 +225,4 @@ def _not_int(v) -> bool:
     return not isinstance(v, int) or isinstance(v, bool)
 
 
-def _bad(name, what, fix):
-    raise SettingsError(f"analysis.{name}: {what} — {fix}")
+FIELDS = tuple(f.name for f in declared(Settings))     # the recorded `analysis:` keys

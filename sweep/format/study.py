@@ -16,6 +16,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from sweep.format.fields import FieldError, option
+
 STUDY = "study"                 # root attribute: the declaration in force (`Study.record`)
 HISTORY = "study_history"       # root attribute: every declaration recorded, oldest first
 
@@ -26,8 +28,9 @@ OBSERVABLES = {
     "beta": "the primary β (a window slope where the power law is rejected) at the layer, "
             "representative L",
     "density": "stable modes in the fit window per token",
-    "tail_width": "ln(λ_50 / λ_10) of the stable rates: the infrared tail's width in decades "
-                  "of e, unchanged when every rate is multiplied by one constant",
+    "tail_width": "ln(λ_50 / λ_10) of each token's stable rates, averaged over tokens: the "
+                  "infrared tail's width in e-folds, unchanged when every rate is multiplied by "
+                  "one constant, ln 5 / (1 + β) for ρ ∝ λ^β",
     "log_frobenius": "ln ‖J_tt‖_F² averaged over tokens",
     "nonnormality": "Henrici's relative departure from normality of J_tt, averaged over tokens",
     "alignment": "ln of the cross-layer alignment of the stacked kernel (a store swept with "
@@ -35,9 +38,10 @@ OBSERVABLES = {
     "kernel_nonnormality": "ln of the stacked kernel's non-normality (a store swept with depth:)",
 }
 REQUIRED = ("beta", "density")  # every study declares at least the primary and the density
+NEEDS_DEPTH = ("alignment", "kernel_nonnormality")   # measured on stacked blocks: `depth:`
 
 
-class StudyError(ValueError):
+class StudyError(FieldError):
     """One line, `study.<field>: <what> — <fix>`."""
 
 
@@ -47,13 +51,23 @@ def _bad(field, what, fix):
 
 @dataclass(frozen=True)
 class Study:
-    """One declared family of tests."""
-    layers: tuple = ()              # model layer indices, each swept
-    observables: tuple = REQUIRED   # names from OBSERVABLES
+    """One declared family of tests (the config's `study:` section; its fields declared
+    once, sweep/format/fields.py)."""
+    layers: tuple = option((), "the layers tested, each swept by every model",
+                           kind="list of layer indices", default_text="required")
+    observables: tuple = option(
+        REQUIRED, "what is tested at each layer: names from the declarable list, at least "
+        f"{' and '.join(REQUIRED)}", kind="list of " + " \\| ".join(f"`{o}`" for o in OBSERVABLES),
+        see="analysis.md")
     # null kinds, each swept beside every model: a list (every observable against each) or
     # {observable: [kinds]} (each observable against its own; kept as sorted (name, kinds) pairs)
-    against: tuple = ()
-    level: float = 0.95             # family-wise confidence; Holm over every (observable, layer, kind)
+    against: tuple | dict = option(
+        (), "the null kinds each observable is tested against, each swept with at least 2 seeds "
+        "by every model: a list (every observable against each) or a mapping {observable: "
+        "[kinds]}", kind="list or mapping of null kinds", default_text="required",
+        see="nulls.md")
+    level: float = option(0.95, "family-wise confidence level: Holm over every declared "
+                          "(observable, layer, kind)", kind="number in (0, 1)")
 
     def __post_init__(self):
         for name in ("layers", "observables"):
@@ -61,7 +75,7 @@ class Study:
             object.__setattr__(self, name, tuple([value] if isinstance(value, (str, int)) else value))
         against = self.against
         if isinstance(against, dict):
-            against = tuple(sorted((str(o), tuple([k] if isinstance(k, str) else k))
+            against = tuple(sorted((str(o), tuple(k) if isinstance(k, (list, tuple)) else (k,))
                                    for o, k in against.items()))
         elif isinstance(against, str):
             against = (against,)
@@ -87,10 +101,11 @@ class Study:
         """Raise StudyError naming the first bad field; return self."""
         if not isinstance(self.level, (int, float)) or not 0 < self.level < 1:
             _bad("level", f"must lie strictly between 0 and 1, got {self.level!r}", "e.g. 0.95")
-        if not self.layers or not all(isinstance(x, int) and x >= 0 for x in self.layers):
+        if not self.layers or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                      for x in self.layers):
             _bad("layers", f"expected a list of layer indices >= 0, got {list(self.layers)}",
                  "e.g. [7, 15, 22]")
-        unknown = [o for o in self.observables if o not in OBSERVABLES]
+        unknown = [o for o in self.observables if not isinstance(o, str) or o not in OBSERVABLES]
         if unknown:
             _bad("observables", f"unknown {unknown[0]!r}",
                  f"choose from {', '.join(OBSERVABLES)} (docs/analysis.md)")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 ROLES = ("null", "ensemble")
+NOUNS = {"null": "null model", "ensemble": "ensemble member"}   # what messages call one of a role
 ATTR = "variant"            # the group attribute that marks a variant
 
 
@@ -48,14 +49,6 @@ class Variant:
         if v:
             return cls(kind=str(v["kind"]), seed=int(v["seed"]), of=str(v["of"]),
                        role=str(v.get("role", "null")))
-        # the attributes stores of format <= 5 wrote (read until `tdos upgrade` rewrites them): `null` {"of", "kind", "seed"} and
-        # `quantization` {"of", "member", "ensemble"}
-        if attrs.get("null"):
-            n = attrs["null"]
-            return cls(kind=str(n["kind"]), seed=int(n["seed"]), of=str(n["of"]), role="null")
-        if attrs.get("quantization") and "of" in attrs["quantization"]:
-            q = attrs["quantization"]
-            return cls(kind="quantized", seed=int(q["member"]), of=str(q["of"]), role="ensemble")
         return None
 
 
@@ -88,8 +81,12 @@ def families(root, role: str | None = None) -> dict[str, dict[str, list[str]]]:
     return out
 
 
-def folded(root) -> dict[str, list[str]]:
-    """{trained model: every variant group of it}: what the views (`tdos status`, the live
-    figure, the /tdos page) fold under each model's row."""
-    return {m: [n for names in kinds.values() for n in names]
-            for m, kinds in families(root).items()}
+def folded(root, role: str | None = None) -> dict[str, list[str]]:
+    """{trained model: its variant groups (of `role`; None: every role)}, every trained model a
+    key, all in store order: what the views (`tdos status`, the live figure, the /tdos page)
+    fold under each model's row."""
+    out: dict[str, list[str]] = {m: [] for m in trained_models(root)}
+    for name, v in variants(root).items():
+        if (role is None or v.role == role) and v.of in out:
+            out[v.of].append(name)
+    return out

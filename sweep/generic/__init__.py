@@ -21,6 +21,7 @@ extension points:
   mamba, mamba2, recurrent, conv, … with or without MoE).
 
 A worker holds one decoder layer at a time (`local.py`): the model's skeleton on meta and
-its tensors read by name (`weights.py`), stand-ins for the layers before it (`standin.py`),
-null weights made instead of read (`null.py`).
+its tensors read by name through the checkpoint's reader (`weights.py`, sweep/checkpoints/),
+stand-ins for the layers before it (`standin.py`), a weight variant's tensors made by its
+kind's maker (sweep/checkpoints/makers.py).
 """

@@ -23,7 +23,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer, LinearAttentionCacheLayerMixin
 
 from sweep.generic import attention, prefix, ssm
-from sweep.plan import hf
+from sweep.checkpoints import hf
 from sweep.numerics.dtypes import row_of
 from sweep.plan.layers import decoder_layers, layer_kinds
 

@@ -1,11 +1,10 @@
 """One decoder layer resident: a model whose only materialised weights are layer l's.
 
-`LocalModel(local, dtype)` builds the model skeleton from config.json (or a GGUF file's
-metadata) with every parameter on the meta device (buffers such as rotary frequencies are
-built for real: they are computed, not stored) and reads weights from the checkpoint's files
-by tensor name, under the names `from_pretrained` gives them (sweep.plan.checkpoint.
-checkpoint_names; a GGUF's tensors dequantized one by one, sweep.plan.gguf_file.gguf_sources;
-the skeleton and the reading are sweep/generic/weights.py):
+`LocalModel(local, dtype)` builds the model skeleton from its checkpoint's config with every
+parameter on the meta device (buffers such as rotary frequencies are built for real: they are
+computed, not stored) and reads weights one tensor at a time through the checkpoint's reader
+(sweep/checkpoints/), under the names `from_pretrained` gives them (the skeleton:
+sweep/generic/weights.py):
 
 - `resident(layer)` materialises decoder layer `layer` (the oldest held one goes back to
   meta beyond `keep`) plus, once, the small model-level modules the layers' call needs
@@ -25,9 +24,10 @@ the skeleton and the reading are sweep/generic/weights.py):
 - `embedded(ids)` and `step(ids, h, j)` give h_0 and h_{j+1}: the residual stream, one layer
   resident at a time.
 
-A null model (`null=`, sweep/generic/null.py, docs/nulls.md) makes the same tensors instead of
-reading them: random_init by the model's own init per module, shuffled by permuting what it
-reads; its embedding rows are cut from the null's whole embedding, made per sequence.
+A weight variant (`variant=`: a null or an ensemble member, docs/nulls.md) makes its tensors
+by its kind's registered maker (sweep/checkpoints/makers.py) from what it reads, or without
+reading (random_init's own init per module); its embedding rows are those rows of its whole
+embedding, made per sequence, unless the kind makes rows alone (`Maker.rowwise`).
 
 Every model-level computation (masks, positions, rotary tables, a hybrid's embeddings passed
 to its layers) is transformers' own. A model that cannot be held this way (a parameter the
@@ -41,10 +41,10 @@ from pathlib import Path
 
 import torch
 
-from sweep.generic import null as nulls
+from sweep.checkpoints import hf, kinds
+from sweep.checkpoints.makers import parameter_names, post_order, slots
 from sweep.generic import prefix, standin, weights
 from sweep.generic.decode import first_output, split_hidden
-from sweep.plan import hf
 from sweep.plan.architecture import rescales_on_first_forward
 from sweep.plan.layers import decoder_layers
 
@@ -58,16 +58,16 @@ class LocalModel:
     the module doc)."""
 
     def __init__(self, local: Path, dtype: torch.dtype, trust_remote_code: bool = False, keep: int = 1,
-                 device: str | torch.device = "cpu", null=None, quant: int | None = None):
-        local = Path(local)
+                 device: str | torch.device = "cpu", variant=None):
         self.dtype, self.keep, self.device = dtype, max(1, keep), torch.device(device)
-        self.null = null                # sweep.generic.null.Null: weights made, not read (None: read)
-        # quant: the quantization-ensemble member whose weights a GGUF gives (None: its own)
-        model, self.ckpt = weights.skeleton(local, dtype, trust_remote_code, self.device, quant)
+        self.variant = variant          # sweep.format.variants.Variant (None: the trained weights)
+        self.maker = kinds.maker(variant)
+        model, self.ckpt = weights.skeleton(Path(local), dtype, trust_remote_code, self.device)
         self.model = model
         self.fresh = prefix.module_state(model)     # module-held decode state, as built
         self.layers = decoder_layers(model)
         self.n_layers = len(self.layers)
+        self.maker.bind(model, list(self.layers))
         sources = self.ckpt.sources
         # (module, attribute) -> the checkpoint's key of that parameter
         self._names, missing = weights.slot_names(model, sources)
@@ -80,10 +80,10 @@ class LocalModel:
         # each module's path and its rank in the order transformers initialises them, read
         # from the whole tree before stand-ins replace any layer in it
         self._paths: dict[int, str] = {}
-        for path, m in nulls.post_order(model):
+        for path, m in post_order(model):
             self._paths.setdefault(id(m), path)
         self._rank = {mid: i for i, mid in enumerate(self._paths)}
-        self._tensor_names = nulls.parameter_names(model)
+        self._tensor_names = parameter_names(model)
         # it will hold a sequence's rows only: a padding row index means nothing there (and
         # only ever zeroes a gradient)
         self.embedding.padding_idx = None
@@ -102,7 +102,6 @@ class LocalModel:
         self.residual: torch.Tensor | None = None          # (n, d) h_l of the current sequence
         self._window, self._armed = (0, 0), False
         self._forms: dict[int, standin.Form] = {}          # layer -> its stand-ins' output form
-        self.ids: torch.Tensor | None = None
         self._hooks = [self.embedding.register_forward_pre_hook(self._rows)]
         self._load(self._model_level())
 
@@ -112,21 +111,22 @@ class LocalModel:
         inside = {id(p) for p in self.layers.parameters()}
         out = self.model.get_output_embeddings()
         skip = inside | {id(p) for m in (self.embedding, out) if m is not None for p in m.parameters()}
-        return [(m, k) for m in self.model.modules() for k, p in nulls.slots(m) if id(p) not in skip]
+        return [(m, k) for m in self.model.modules() for k, p in slots(m) if id(p) not in skip]
 
-    def _load(self, slots) -> None:
-        if self.null is not None and self.null.kind == "random_init":
-            self._init(slots)
+    def _load(self, held) -> None:
+        """The parameters of `held` ((module, attribute), ...) materialised: read from the
+        checkpoint and made by the variant's maker, or made by it without reading."""
+        if not self.maker.reads:
+            self._init(held)
             return
         converted = []
-        for module, key in slots:
-            name = self._names[id(module), key]          # held by the checkpoint (__init__)
+        for module, key in held:
+            name = self.maker.source(self._names[id(module), key])   # held by the checkpoint
             if self.ckpt.sources[name].converted:
                 converted.append((module, key, name))
                 continue
-            t = self.ckpt.tensor(name).to(device=self.device, dtype=self.dtype)
-            if self.null is not None:          # shuffled: the real entries, permuted
-                t = nulls.shuffle(t, self.null.seed, self._tensor_names[id(module), key])
+            t = self.maker.read(self.ckpt, name).to(device=self.device, dtype=self.dtype)
+            t = self.maker.tensor(self._tensor_names[id(module), key], t)
             if t.shape != getattr(module, key).shape:
                 raise NotLocal(f"{name}: {tuple(t.shape)} in the checkpoint, "
                                f"{tuple(getattr(module, key).shape)} in the model")
@@ -134,30 +134,33 @@ class LocalModel:
         if converted:
             self._convert(converted)
 
-    def _init(self, slots) -> None:
-        """A random_init null's parameters of `slots`: their modules' own init, seeded per
-        module (sweep/generic/null.py), children before parents as transformers visits them."""
-        modules = sorted({id(m): m for m, _ in slots}.values(), key=lambda m: self._rank[id(m)])
+    def _init(self, held) -> None:
+        """The parameters of `held` made by a kind that reads nothing (random_init: their
+        modules' own init), module by module, children before parents as transformers visits
+        them."""
+        modules = sorted({id(m): m for m, _ in held}.values(), key=lambda m: self._rank[id(m)])
         order = [(self._paths[id(m)], m) for m in modules]
-        nulls.init_modules(self.model, order, self.null.seed, self.dtype, self.device)
+        self.maker.init(self.model, order, self.dtype, self.device)
 
-    def _convert(self, slots) -> None:
+    def _convert(self, held) -> None:
         """Parameters transformers builds from several checkpoint tensors (fused MoE experts):
         the tensors they come from, read here, go through transformers' own loader with the
         model's conversion mapping (what from_pretrained runs), for these parameters only."""
-        parts = {key for *_, name in slots for key in self.ckpt.sources[name].parts}
+        if any(self.maker.source(self._names[id(m), k]) != self._names[id(m), k] for m, k, _ in held):
+            raise NotLocal("a variant whose layer reads another layer's tensors, of a model whose "
+                           "tensors transformers fuses on load")
+        parts = {key for *_, name in held for key in self.ckpt.sources[name].parts}
         state = {key: self.ckpt.read(file, key) for file, key in sorted(parts)}
         for j, real in enumerate(self._real):    # the loader addresses every layer by its name
             self.layers[j] = real
         hf.load_converted(self.model, state, self.dtype, self.device)
-        for module, key, name in slots:
+        for module, key, name in held:
             p = getattr(module, key)
             if p.device.type == "meta":
                 raise NotLocal(f"{name}: transformers' loader did not build it from "
                                f"{len(self.ckpt.sources[name].parts)} checkpoint tensor(s)")
-            p = p.detach().to(self.dtype)
-            if self.null is not None:     # shuffled: the model's tensor, as the whole route sees it
-                p = nulls.shuffle(p, self.null.seed, self._tensor_names[id(module), key])
+            # the variant's: made from the model's tensor, as the whole route sees it
+            p = self.maker.tensor(self._tensor_names[id(module), key], p.detach().to(self.dtype))
             setattr(module, key, torch.nn.Parameter(p, requires_grad=False))
 
     def resident(self, layer: int) -> None:
@@ -170,9 +173,9 @@ class LocalModel:
         else:
             while len(self._held) >= self.keep:
                 for m in self._real[self._held.pop(0)].modules():
-                    for k, p in nulls.slots(m):
+                    for k, p in slots(m):
                         setattr(m, k, torch.nn.Parameter(p.to("meta"), requires_grad=False))
-            self._load([(m, k) for m in self._real[layer].modules() for k, _ in nulls.slots(m)])
+            self._load([(m, k) for m in self._real[layer].modules() for k, _ in slots(m)])
             self.loads += 1
         self._held.append(layer)
         form = self._forms.get(layer, standin.CANDIDATES[0])
@@ -188,7 +191,7 @@ class LocalModel:
         """Layer l's own output form for the stand-ins before it (sweep/generic/standin.py),
         probed on one token (the current sequence's first, or token 0 before any)."""
         ids = self.unique[:1] if self.unique is not None else torch.zeros(1, dtype=torch.long)
-        saved = (self.ids, self.unique, self.embedding.weight, self.residual)
+        saved = (self.unique, self.embedding.weight, self.residual)
         if self.unique is None:
             self.sequence(ids)
 
@@ -204,7 +207,7 @@ class LocalModel:
         finally:
             # the probe's cached forward may leave module-held decode state (RecurrentGemma)
             prefix.restore_state(self.fresh)
-            self.ids, self.unique, self.embedding.weight, self.residual = saved
+            self.unique, self.embedding.weight, self.residual = saved
 
     def stream(self, ids: torch.Tensor, last: int) -> list[torch.Tensor]:
         """[h_0, ..., h_last] of sequence `ids` (1-D), each (n, d): one layer resident at a
@@ -255,20 +258,19 @@ class LocalModel:
     def sequence(self, ids: torch.Tensor, residual: torch.Tensor | None = None) -> None:
         """The embedding rows of `ids` (1-D), and h_l of that sequence (None: layer 0's input
         is the embedding's own output). The rows kept are those of every id seen so far, made
-        again only when `ids` brings a new one: a null's rows come from its whole embedding
+        again only when `ids` brings a new one: a null's rows may come from its whole embedding
         (a shuffled one permutes vocab x d entries, seconds at SmolLM2's 49,152 x 576), which
         the residual stream would otherwise remake at every (layer, sequence) it alternates."""
-        self.ids = ids.clone()
         if self.unique is None or not bool(torch.isin(ids, self.unique).all()):
             self.unique = torch.unique(ids if self.unique is None else torch.cat([self.unique, ids]))
-            name = self._names[id(self.embedding), "weight"]
-            if self.null is None:
-                rows = self.ckpt.tensor(name, self.unique)
+            e, maker = self.embedding, self.maker
+            name = maker.source(self._names[id(e), "weight"])
+            if maker.rowwise:                   # these rows alone: the trained ones, or moved
+                rows = maker.tensor(self._tensor_names[id(e), "weight"],
+                                    maker.read(self.ckpt, name, self.unique))
             else:
-                e = self.embedding
-                rows = nulls.embedding(self.model, e, self._paths[id(e)], self._embedding_shape,
-                                       self._padding_idx, self.null,
-                                       lambda: self.ckpt.tensor(name))[self.unique]
+                rows = maker.embedding(self.model, e, self._paths[id(e)], self._embedding_shape,
+                                       self._padding_idx, lambda: maker.read(self.ckpt, name))[self.unique]
             rows = rows.to(device=self.device, dtype=self.dtype)
             self.embedding.weight = torch.nn.Parameter(rows, requires_grad=False)
         self.residual = residual

@@ -22,7 +22,7 @@ import torch
 from transformers.cache_utils import Cache
 
 from sweep.generic import attention
-from sweep.plan import hf
+from sweep.checkpoints import hf
 
 
 def tensors(obj):

@@ -50,7 +50,7 @@ import inspect
 import torch
 import torch.nn.functional as F
 
-from sweep.plan import hf
+from sweep.checkpoints import hf
 
 # The ops tdos intercepts, known by what they are: the drop-in kernel each one stands for.
 # transformers declares them replaceable by mamba_ssm's `selective_state_update` and

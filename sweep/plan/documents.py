@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from sweep.config.validate import is_dir
+from sweep.checkpoints import hf
+from sweep.checkpoints.reader import is_dir
 from sweep.errors import ConfigError
-from sweep.plan import hf
 
 # data-file extensions and the packaged `datasets` loader that reads each
 LOADERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv", ".txt": "text"}
@@ -210,7 +210,7 @@ def _open_hub(spec, config, split, column) -> Documents:
     """A hub id: streamed from the hub when it answers, else the split `datasets` cached."""
     import datasets
 
-    from sweep.plan.checkpoint import hub_reachable
+    from sweep.checkpoints.hub import hub_reachable
 
     name = split or "train"
     online = not datasets.config.HF_HUB_OFFLINE and hub_reachable()
@@ -277,14 +277,14 @@ def _reading(spec: str, hub: bool = False):
         raise
     except ConnectionError as e:
         if not hub:
-            raise ConfigError(f"{_WHERE}: cannot read {spec} ({_first_line(e)}) — check the path") from None
+            raise ConfigError(f"{_WHERE}: cannot read {spec} ({_two_lines(e)}) — check the path") from None
         raise ConfigError(f"{_WHERE}: {spec} is not in the local datasets cache and the hub is "
                           f"unreachable from here — load it once where the hub answers "
                           f"(datasets.load_dataset), or give data files or a save_to_disk "
                           f"directory") from None
     except Exception as e:  # noqa: BLE001 — malformed files, unknown configs, 404s: say which, in one line
         raise ConfigError(f"{_field_named(e) if hub else _WHERE}: cannot read {spec} "
-                          f"({type(e).__name__}: {_first_line(e)}) — fix the data or the field") from None
+                          f"({type(e).__name__}: {_two_lines(e)}) — fix the data or the field") from None
 
 
 def _field_named(e: Exception) -> str:
@@ -293,7 +293,8 @@ def _field_named(e: Exception) -> str:
     return "inputs.split" if "split" in text else "inputs.dataset_config" if "config" in text else _WHERE
 
 
-def _first_line(e: BaseException) -> str:
+def _two_lines(e: BaseException) -> str:
+    """A datasets error's first two lines (its second often names the file or the split)."""
     lines = [ln for ln in str(e).splitlines() if ln.strip()]
     return " / ".join(lines[:2])[:200] or type(e).__name__
 

@@ -17,15 +17,20 @@ from pathlib import Path
 
 import numpy as np
 
+from sweep.checkpoints import kinds
+from sweep.checkpoints.formats import open_checkpoint
+from sweep.checkpoints.hashes import sha256_files
+from sweep.checkpoints.hub import load_tokenizer
 from sweep.config.identity import fingerprint, identity_dict
 from sweep.config.load import ConfigError, check_depth_rows, layer_rows
 from sweep.config.sections import ModelSpec, SweepConfig
+from sweep.config.variants import variants_of
+from sweep.format.variants import Variant
+from sweep.config.study import check_study_layers
 from sweep.plan import inputs as text_inputs
 from sweep.plan import windows
 from sweep.plan.architecture import FAST_ARCHS, ModelInfo
-from sweep.plan.checkpoint import find_tokenizer, inspect_checkpoint, load_tokenizer
-from sweep.plan.gguf_file import is_gguf
-from sweep.plan.hashes import sha256_files
+from sweep.plan.checkpoint import inspect_checkpoint
 from sweep.plan.provenance import checkpoint_record
 
 
@@ -41,13 +46,10 @@ class ModelPlan:
     inputs: dict = dataclasses.field(default_factory=dict)    # how the ids were made
     engine: str = "generic"              # "fast" (sweep/blocks) | "generic" (sweep/generic)
     depth_spans: tuple[int, ...] = ()    # depth.spans (the rows are then one contiguous run)
-    # a null model (docs/nulls.md): {"of": the trained model's name, "kind", "seed"}; its
-    # weights are made on the workers from the checkpoint above; None: a trained model
-    null: dict | None = None
-    # a member of the quantization ensemble (sweep/plan/quantized.py, docs/nulls.md): {"of":
-    # the trained model's name, "member", "ensemble"}; its weights are drawn on the workers
-    # from the GGUF file above; not a null; None: not a member
-    quant: dict | None = None
+    # a weight variant of a trained model (sweep/format/variants.py, docs/nulls.md): a null or
+    # an ensemble member, its weights made on the workers from the checkpoint above by its
+    # kind's registered maker (sweep/checkpoints/kinds.py); None: a trained model
+    variant: Variant | None = None
 
     @property
     def name(self) -> str:
@@ -94,9 +96,9 @@ def make_plan(cfg: SweepConfig) -> Plan:
     damaged or unsweepable, before any compute."""
     text = _read_inputs(cfg.inputs)    # read once: every model cuts its tokens from it
     tokenizers: dict = {}              # one tokenizer (and its load) shared by the models
-    models = tuple(p for m in cfg.models
-                   for p in _with_quantization(_with_nulls(_model_plan(m, cfg, text, tokenizers))))
+    models = tuple(p for m in cfg.models for p in _with_variants(_model_plan(m, cfg, text, tokenizers)))
     _check_analysis_layer(cfg, models)
+    check_study_layers(cfg.study, [(m.spec, m.layers) for m in models])
     return Plan(cfg, models)
 
 
@@ -122,53 +124,32 @@ def _model_plan(m: ModelSpec, cfg: SweepConfig, text, tokenizers: dict) -> Model
     rows = layer_rows(m.layers if m.layers is not None else cfg.layers, where, m.path,
                       info.n_layers, L)
     check_depth_rows(cfg.depth, rows, where, m.path)
-    tokens, record = _tokens(m, info, cfg, text, tokenizers)
+    tokens, inputs = _tokens(m, info, cfg, text, tokenizers)
     own_tokenizer = text is not None and not cfg.inputs.tokenizer   # its files decide the ids
     engine = "fast" if cfg.compute.engine == "auto" and info.arch in FAST_ARCHS else "generic"
-    return ModelPlan(m, info, checkpoint_record(info.local_dir, tokenizer=own_tokenizer), rows,
-                     tokens, record, engine, tuple(cfg.depth.spans) if cfg.depth else ())
+    files = checkpoint_record(open_checkpoint(info.local_dir), tokenizer=own_tokenizer)
+    return ModelPlan(m, info, files, rows, tokens, inputs, engine,
+                     tuple(cfg.depth.spans) if cfg.depth else ())
 
 
-def _with_nulls(m: ModelPlan) -> list[ModelPlan]:
-    """Model `m`, then each of its nulls: the same checkpoint, rows and engine, the first
-    `nulls.sequences` of its sequences, its own group `<model>.<kind>.<seed>`."""
-    nulls = m.spec.nulls
-    if nulls is None:
-        return [m]
-    S = nulls.sequences or m.tokens.shape[0]
-    out = [m]
-    for kind, seed in nulls.seeds():
-        spec = dataclasses.replace(m.spec, name=f"{m.name}.{kind}.{seed}", nulls=None)
+def _with_variants(m: ModelPlan) -> list[ModelPlan]:
+    """Model `m`, then each of its variants (its nulls, then its ensemble members): the same
+    checkpoint, rows and engine, the first n of its sequences (the nulls' and the members'
+    are the same n: sweep/config/variants.py), its own group `<model>.<kind>.<seed>`; a
+    ConfigError from a kind that cannot vary this checkpoint (a quantization ensemble of a
+    file with nothing rounded)."""
+    out, checked = [m], set()
+    for planned in variants_of(m.spec):
+        v = planned.variant
+        if v.kind not in checked:               # once per kind: its plan-time refusal
+            ckpt = open_checkpoint(m.info.local_dir, where=planned.where)
+            kinds.maker(v).check(ckpt, planned.where)
+            checked.add(v.kind)
+        S = planned.sequences or m.tokens.shape[0]
+        spec = dataclasses.replace(m.spec, name=v.group, nulls=None, quantization=None)
         out.append(dataclasses.replace(m, spec=spec, tokens=m.tokens[:S],
-                                       inputs={**m.inputs, "sequences": S},
-                                       null={"of": m.name, "kind": kind, "seed": seed}))
+                                       inputs={**m.inputs, "sequences": S}, variant=v))
     return out
-
-
-def _with_quantization(group: list[ModelPlan]) -> list[ModelPlan]:
-    """`group` (a model and its nulls), then each member of the model's quantization ensemble:
-    the same checkpoint, rows and engine, the first `quantization.sequences` of its sequences,
-    its own group `<model>.quant.<k>`; a ConfigError when the file has nothing rounded."""
-    m = group[0]
-    q = m.spec.quantization
-    if q is None:
-        return group
-    from sweep.plan.quantized import check_ensemble
-
-    local = Path(m.info.local_dir)
-    where = f"{m.spec.where}.quantization"
-    check_ensemble(m.spec.path, local if local.is_file() else None, where)
-    if m.info.not_local:                 # a GGUF transformers reads only as a whole
-        raise ConfigError(f"{where}: {m.spec.path}: {m.info.not_local}, so its members cannot be "
-                          f"drawn tensor by tensor — remove `quantization:` from {m.spec.where}")
-    S = q.sequences or m.tokens.shape[0]
-    members = []
-    for k in range(q.ensemble):
-        spec = dataclasses.replace(m.spec, name=f"{m.name}.quant.{k}", nulls=None, quantization=None)
-        members.append(dataclasses.replace(m, spec=spec, tokens=m.tokens[:S],
-                                           inputs={**m.inputs, "sequences": S},
-                                           quant={"of": m.name, "member": k, "ensemble": q.ensemble}))
-    return group + members
 
 
 def _tokens(m: ModelSpec, info: ModelInfo, cfg: SweepConfig, source, tokenizers: dict):
@@ -182,15 +163,16 @@ def _tokens(m: ModelSpec, info: ModelInfo, cfg: SweepConfig, source, tokenizers:
     if source is None:
         return text_inputs.random_ids(inputs.seed, S, L, vocab), record
     name = inputs.tokenizer or str(info.local_dir)    # the resolved snapshot: revisions differ
+    ckpt = open_checkpoint(info.local_dir)
     if name not in tokenizers:
         tokenizers[name] = (load_tokenizer(inputs.tokenizer, None, "inputs.tokenizer")
-                            if inputs.tokenizer else find_tokenizer(info.local_dir))
+                            if inputs.tokenizer else ckpt.tokenizer())
     tok = tokenizers[name]
     what = "dataset" if inputs.dataset else "text"
     if tok is None:
-        gguf = " (no tokenizer.ggml.model in the GGUF's metadata)" if is_gguf(m.path) else ""
-        raise ConfigError(f"inputs.{what}: {m.path} ships no tokenizer{gguf} to read the text with — set "
-                          f"inputs.tokenizer (a hub id or directory), or remove `{what}` for random tokens")
+        raise ConfigError(f"inputs.{what}: {m.path} ships no tokenizer{ckpt.no_tokenizer} to read the "
+                          f"text with — set inputs.tokenizer (a hub id or directory), or remove "
+                          f"`{what}` for random tokens")
     if inputs.dataset:
         ids, windows_record = windows.dataset_tokens(source, inputs, tok, vocab, name, m.path)
     else:
@@ -204,7 +186,7 @@ def _tokens(m: ModelSpec, info: ModelInfo, cfg: SweepConfig, source, tokenizers:
 
 def _tokenizer_files(tok) -> dict:
     """{file: sha256} of a tokenizer given apart from the checkpoint (its identity)."""
-    from sweep.plan.provenance import TOKENIZER_FILES
+    from sweep.checkpoints.hub import TOKENIZER_IDENTITY as TOKENIZER_FILES
 
     d = Path(getattr(tok, "name_or_path", "") or "")
     if not d.is_dir():

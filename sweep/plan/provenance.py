@@ -5,7 +5,7 @@ A checkpoint directory can be overwritten in place (continued training saves ove
 path, a user edits config.json), so a path alone never names a model. The store records the
 size, mtime and sha256 of every file that decides the values — config.json, the weights, and
 the tokenizer's files when text is tokenized — when it is made; a later run compares the
-sha256 of each file as it is now with the record. The hashes come from sweep.plan.hashes:
+sha256 of each file as it is now with the record. The hashes come from sweep.checkpoints.hashes:
 the Hugging Face cache's blob names, or a cache keyed by each file's size, mtime, ctime and
 inode, and a file is read only when neither knows its present state.
 """
@@ -16,42 +16,23 @@ import platform
 from pathlib import Path
 
 from sweep.errors import CheckpointChanged
-from sweep.plan.hashes import sha256_files
+from sweep.checkpoints.hashes import sha256_files
 
 
-# files besides config.json and the weights that decide the token ids of a text input
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                   "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json")
-
-
-def identity_files(local, tokenizer: bool = False) -> list[Path]:
-    """The files of checkpoint directory `local` whose content decides a sweep's values; a
-    GGUF file holds config, weights and tokenizer in one."""
-    from sweep.plan.checkpoint import weight_files
-    from sweep.plan.gguf_file import is_gguf
-
-    local = Path(local)
-    if is_gguf(local):
-        return [local]
-    files = [local / "config.json", *weight_files(local)]
-    if tokenizer:
-        files += [local / n for n in TOKENIZER_FILES if (local / n).is_file()]
-    return files
-
-
-def checkpoint_record(local, tokenizer: bool = False) -> dict:
-    """{"dir", "files": {name: {"size", "mtime_ns", "sha256"}}} of `identity_files(local)`
-    as they are now (streamed when read: the client's memory does not grow with the checkpoint).
-    "dir" is where a worker loads the checkpoint from: its directory, or the GGUF file."""
+def checkpoint_record(ckpt, tokenizer: bool = False) -> dict:
+    """{"dir", "files": {name: {"size", "mtime_ns", "sha256"}}} of the files of checkpoint
+    `ckpt` (a sweep.checkpoints reader) whose content decides a sweep's values, as they are now
+    (streamed when read: the client's memory does not grow with the checkpoint). "dir" is
+    where a worker loads the checkpoint from: its directory, or the GGUF file."""
     files = {h.path.name: {"size": h.size, "mtime_ns": h.mtime_ns, "sha256": h.sha256}
-             for h in sha256_files(identity_files(local, tokenizer))}
-    return {"dir": str(Path(local).resolve()), "files": files}
+             for h in sha256_files(ckpt.identity_files(tokenizer))}
+    return {"dir": str(Path(ckpt.path).resolve()), "files": files}
 
 
 def verify_checkpoint(record: dict, where: str) -> None:
     """Raise CheckpointChanged unless the files in record["dir"] are the recorded ones.
 
-    Each file's present sha256 (sweep.plan.hashes: read only where neither the HF blob name nor
+    Each file's present sha256 (sweep.checkpoints.hashes: read only where neither the HF blob name nor
     the hash cache knows the file's present size, mtime, ctime and inode) against the record.
     A record without a directory here (a store made on another machine, or upgraded from
     format 1) is left to the workers, which compare the hash of what they load.
@@ -71,11 +52,10 @@ def verify_checkpoint(record: dict, where: str) -> None:
 
 
 def checkpoint_file(location, name: str) -> Path:
-    """File `name` of the checkpoint at `location`: a file of the directory, or the GGUF itself."""
-    from sweep.plan.gguf_file import is_gguf
-
+    """File `name` of the checkpoint at `location`: a file of its directory, or the checkpoint
+    itself when it is that one file (a GGUF)."""
     location = Path(location)
-    return location if is_gguf(location) and location.name == name else location / name
+    return location if location.name == name and location.is_file() else location / name
 
 
 def file_state(local_dir, names) -> tuple:
@@ -88,7 +68,7 @@ def file_state(local_dir, names) -> tuple:
 
 
 def sha256_file(path) -> str:
-    """The sha256 of one file (sweep.plan.hashes.sha256_files), without a progress bar."""
+    """The sha256 of one file (sweep.checkpoints.hashes.sha256_files), without a progress bar."""
     return sha256_files([path], progress=False)[0].sha256
 
 

@@ -1,5 +1,5 @@
 """A store that grows (docs/sweeps.md, "Growing a store"): a config that adds layers,
-sequences, models (nulls, further checkpoints) or depth spans to its store's config extends
+sequences, models (variants, further checkpoints) or depth spans to its store's config extends
 the store in place; one that leaves some out only hides them.
 
 What a block *is* never changes under it: the checkpoint's files, the dtype, the engine,
@@ -27,11 +27,12 @@ import zarr
 
 from sweep.errors import StoreMismatch
 from sweep.format.ledger import PENDING, Ledger
+from sweep.format.variants import NOUNS, ROLES
 from sweep.plan.make import ModelPlan, Plan
 
 # config fields that say how much is swept, not what a block is: they may change freely
 # (per model: its `layers`, its `nulls`, its quantization ensemble; a model of another name is
-# another group, and so is each null and each ensemble member)
+# another group, and so is each variant: each null and each ensemble member)
 EXTENT = ("layers", "inputs.sequences", "depth.spans")
 MODEL_EXTENT = ("layers", "nulls", "quantization")
 
@@ -82,11 +83,8 @@ def group_identity(m: ModelPlan) -> dict:
     identity = {"path": m.spec.path, "revision": m.spec.revision, "arch": m.info.arch,
                 "engine": m.engine,
                 "files_sha256": {f: r["sha256"] for f, r in m.checkpoint["files"].items()}}
-    if m.null is not None:             # a null names itself beside its base checkpoint's files
-        identity["null"] = dict(m.null)
-    if m.quant is not None:            # so does a member of a quantization ensemble: its draw
-        # depends on (member, tensor) alone, so a larger ensemble keeps the members it had
-        identity["quantization"] = {k: v for k, v in m.quant.items() if k != "ensemble"}
+    if m.variant is not None:          # a variant names itself beside its base checkpoint's files
+        identity["variant"] = m.variant.attrs()
     return {**identity, "dtype": m.spec.dtype}
 
 
@@ -99,7 +97,7 @@ class GroupGrowth:
     rows: tuple[tuple[int, int], ...] = ()
     seqs: tuple[int, int] = (0, 0)         # sequences held before, after
     spans: tuple[int, ...] = ()
-    null: bool = False
+    role: str | None = None                # a weight variant's role ("null", "ensemble"); None: a model
     depth: bool = False                    # the group holds walks up the layers (`depth:`)
 
     @property
@@ -128,7 +126,7 @@ class Growth:
         for m in plan.models:
             planned = m.tokens.shape[0] * sum(math.ceil(n / plan.token_block) for _, n in m.rows)
             if not _ready(root, m.name):
-                groups.append(GroupGrowth(m.name, new=True, null=m.null is not None))
+                groups.append(GroupGrowth(m.name, new=True, role=_role(m)))
                 todo += planned
                 continue
             g = root[m.name]
@@ -142,8 +140,8 @@ class Growth:
     def what(self) -> str:
         """What is added, e.g. "+1 layer (1), +2 sequences" ("" when nothing)."""
         parts = []
-        for what, new in (("model", [g.name for g in self.groups if g.new and not g.null]),
-                          ("null model", [g.name for g in self.groups if g.new and g.null])):
+        for role, what in ((None, "model"), *((r, NOUNS[r]) for r in ROLES)):
+            new = [g.name for g in self.groups if g.new and g.role == role]
             if new:
                 parts.append(f"+{len(new)} {what}{'s' * (len(new) > 1)} ({', '.join(new)})")
         layers = sorted({layer for g in self.groups for layer, _ in g.rows})
@@ -202,7 +200,11 @@ def _group_growth(g: zarr.Group, m: ModelPlan, plan: Plan) -> GroupGrowth:
     spans = (g.attrs.get("depth") or {}).get("spans") or []
     return GroupGrowth(m.name, rows=tuple((lay, n) for lay, n in m.rows if lay not in have),
                        seqs=(S0, max(S0, S)), spans=tuple(s for s in m.depth_spans if s not in spans),
-                       null=m.null is not None, depth="depth" in g.attrs)
+                       role=_role(m), depth="depth" in g.attrs)
+
+
+def _role(m: ModelPlan) -> str | None:
+    return m.variant.role if m.variant is not None else None
 
 
 def _short(identity: dict) -> dict:
@@ -219,15 +221,6 @@ def grow_group(g: zarr.Group, m: ModelPlan, gg: GroupGrowth) -> None:
     g.attrs["growing"] = {"rows_from": rows0, "rows": [list(r) for r in gg.rows],
                           "seqs_from": seqs0, "seqs": gg.seqs[1], "spans": list(gg.spans)}
     finish_growing(g, m)
-
-
-def widen_ensemble(g: zarr.Group, m: ModelPlan) -> None:
-    """A quantization member's `quantization.ensemble` raised to what `m` plans: a config that
-    adds members leaves the groups of the members it had holding the new size (the store
-    holds every member up to it); a smaller one hides members, so the size never drops."""
-    have = g.attrs.get("quantization")
-    if m.quant is not None and have is not None and have["ensemble"] < m.quant["ensemble"]:
-        g.attrs["quantization"] = {**have, "ensemble": int(m.quant["ensemble"])}
 
 
 def finish_growing(g: zarr.Group, m: ModelPlan) -> None:

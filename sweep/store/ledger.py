@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import zarr
 
-from sweep.format import schema
+from sweep.format import schema, variants
 from sweep.format.ledger import Ledger, is_done
 
 
@@ -43,9 +43,9 @@ def counts(root: zarr.Group, names, within: dict | None = None) -> LedgerCounts:
 
 def _groups_with(path: str, array: str):
     """(model name, group, its Ledger) of every trained model of the store at `path` holding
-    `array` (its nulls are counted in null_rows)."""
+    `array` (its variants are counted in variant_rows)."""
     root = zarr.open_group(str(path), mode="r")
-    for name in schema.null_families(root):
+    for name in variants.trained_models(root):
         if name in root and array in root[name]:
             yield name, root[name], Ledger.read(root[name])
 
@@ -68,27 +68,28 @@ def memory_rows(path: str) -> list[dict]:
             for name, g, led in _groups_with(path, "memory_ledger")]
 
 
-def null_rows(path: str) -> dict[str, dict]:
-    """Per trained model with nulls, its nulls together: their names and seeds per kind, blocks
-    done (flagged included) / flagged / planned summed over them, how many are complete (every
-    block, A_log, walk and profile), walks and lag profiles done / planned when swept (else
-    None), and the sequences they rest on beside the model's."""
+def variant_rows(path: str, role: str = "null") -> dict[str, dict]:
+    """Per trained model with variants of `role` (its nulls, or its ensemble members), those
+    together: their names and seeds per kind, blocks done (flagged included) / flagged /
+    planned summed over them, how many are complete (every block, A_log, walk and profile),
+    walks and lag profiles done / planned when swept (else None), and the sequences they rest
+    on beside the model's."""
     root = zarr.open_group(str(path), mode="r")
+    found = variants.variants(root)
     out = {}
-    for model, nulls in schema.null_families(root).items():
-        if not nulls:
+    for model, by_kind in variants.families(root, role).items():
+        names = [n for group in by_kind.values() for n in group]
+        if not names:
             continue
-        leds = [Ledger.read(root[n]) for n in nulls]
-        kinds: dict[str, list[int]] = {}
-        for n in nulls:
-            kinds.setdefault(root[n].attrs["null"]["kind"], []).append(int(root[n].attrs["null"]["seed"]))
+        leds = [Ledger.read(root[n]) for n in names]
+        kinds = {kind: [found[n].seed for n in group] for kind, group in by_kind.items()}
         walks = [(int(x.planned[0].sum()) - len(x.pending_walks()), int(x.planned[0].sum()))
                  for x in leds if x.walks is not None]
         profiles = [(x.memory.size - len(x.pending_memory()), x.memory.size)
                     for x in leds if x.memory is not None]
-        out[model] = {"models": nulls, "kinds": kinds, "done": sum(x.done for x in leds),
+        out[model] = {"models": names, "kinds": kinds, "done": sum(x.done for x in leds),
                       "flagged": sum(x.flagged for x in leds), "total": sum(x.total for x in leds),
-                      "complete": sum(counts(root, [n]).complete for n in nulls),
+                      "complete": sum(counts(root, [n]).complete for n in names),
                       "walks": _sum_pairs(walks), "profiles": _sum_pairs(profiles),
                       "sequences": (min(x.residual.shape[1] for x in leds),
                                     int(root[model].attrs["inputs"]["sequences"]))}
@@ -101,7 +102,7 @@ def _sum_pairs(pairs) -> tuple[int, int] | None:
 
 def status_rows(path: str) -> list[dict]:
     """Per trained model and layer: blocks done / flagged / total, tokens planned, sequences
-    whose h_l is stored (of how many), dtype, kind. Null models are summed in null_rows."""
+    whose h_l is stored (of how many), dtype, kind. Weight variants are summed in variant_rows."""
     from sweep.store.writer import group_ready
 
     root = zarr.open_group(str(path), mode="r")
@@ -112,7 +113,7 @@ def status_rows(path: str) -> list[dict]:
 
         raise StoreMismatch(f"store: {e}") from None
     rows = []
-    for name in schema.null_families(root):
+    for name in _models_and_unread(root):
         if not group_ready(root, name):
             rows.append({"model": name, "layer": None, "done": 0, "flagged": 0, "total": None,
                          "tokens": None, "residual": None, "dtype": None, "kind": None})
@@ -130,3 +131,10 @@ def status_rows(path: str) -> list[dict]:
                          "dtype": g.attrs["model"]["dtype"],
                          "kind": kinds[int(layer)] if kinds else None})
     return rows
+
+
+def _models_and_unread(root) -> list[str]:
+    """The root's models that are not variants, with every group still being made (no
+    attributes yet: listed on its own, as `tdos status` shows a sweep starting)."""
+    found = variants.variants(root)
+    return [n for n in root.attrs.get("models", []) if n not in found]

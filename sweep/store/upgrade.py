@@ -12,10 +12,17 @@ stream arrays, empty: the next sweep of the store streams them. Format 4 -> 5 ke
 group's Benettin QR exponents as `lyapunov_qr`, adds the stacks' singular-value exponents and
 shift direction (NaN), and sets its walks pending: format 4 never stored the singular values
 (the products were not kept), so `tdos sweep CONFIG --resume` walks the tokens up again.
+Format 5 -> 6 rewrites a weight variant's attributes into the one `variant` = {kind, seed, of,
+role} (sweep/format/variants.py), in the group's attributes and in its `model` identity: a
+null's `null` {of, kind, seed} becomes role "null", a quantization member's `quantization`
+{of, member, ensemble} kind "quantized", role "ensemble", seed its member, and its group
+`<of>.quant.<k>` is renamed `<of>.quantized.<k>` (the group a plan now names).
 """
 from __future__ import annotations
 
+import os
 import uuid
+from pathlib import Path
 
 import zarr
 
@@ -23,6 +30,7 @@ from sweep.config.validate import existing_store
 from sweep.errors import StoreMismatch
 from sweep.format import schema
 from sweep.format.ledger import PENDING
+from sweep.format.variants import ATTR, Variant
 from sweep.store.writer import add_array, group_ready
 
 
@@ -36,12 +44,23 @@ def upgrade(path) -> int:
     if fmt not in schema.UPGRADABLE:
         raise StoreMismatch(f"store: {path} has tdos_format {fmt!r}; only formats "
                             f"{list(schema.UPGRADABLE)} upgrade to {schema.FORMAT}")
-    for name in root.attrs.get("models", []):
-        if group_ready(root, name):
-            _upgrade_group(root[name])
-    # last: a crash midway leaves a format-1 store that upgrades again
+    names = list(root.attrs.get("models", []))
+    renames = dict(root.attrs.get("upgrading") or {})    # left by an upgrade that stopped
+    for name in names:
+        here = name if name in root else renames.get(name, name)
+        if group_ready(root, here):
+            _upgrade_group(root[here])
+            now = _as_variant(root[here], here)
+            if now != here:
+                renames[name] = now
+    root.attrs["upgrading"] = renames                    # first: what is renamed, then the dirs
+    for old, new in renames.items():
+        if old in root and new not in root:
+            os.rename(Path(root.store.root) / old, Path(root.store.root) / new)
+    # last: a crash midway leaves a store of its old format that upgrades again
     root.attrs.update({"tdos_format": schema.FORMAT, "creation_id": uuid.uuid4().hex,
-                       "upgraded_from": fmt})
+                       "upgraded_from": fmt, "models": [renames.get(n, n) for n in names]})
+    del root.attrs["upgrading"]
     return fmt
 
 
@@ -80,3 +99,24 @@ def _upgrade_depth(g: zarr.Group, sizes: dict, dtype: str, B: int) -> None:
     g["lyapunov_qr"][...] = g["lyapunov"][...]
     g["lyapunov"][...] = float("nan")
     g["depth_ledger"][...] = PENDING
+
+
+def _as_variant(g: zarr.Group, name: str) -> str:
+    """Format 5 -> 6 of group `g` (module docstring): its variant's attributes rewritten into
+    `variant`; returns the name its group has in format 6."""
+    attrs = dict(g.attrs)
+    if attrs.get("null"):
+        n = attrs["null"]
+        v = Variant(str(n["kind"]), int(n["seed"]), str(n["of"]), "null")
+    elif attrs.get("quantization") and "of" in attrs["quantization"]:
+        q = attrs["quantization"]
+        v = Variant("quantized", int(q["member"]), str(q["of"]), "ensemble")
+    else:
+        v = Variant.from_attrs(attrs)                    # format 6 already, or a trained model
+        return name if v is None else v.group
+    model = {k: x for k, x in attrs.get("model", {}).items() if k not in ("null", "quantization")}
+    g.attrs.update({ATTR: v.attrs(), "model": {**model, ATTR: v.attrs()}})
+    for old in ("null", "quantization"):
+        if old in g.attrs:
+            del g.attrs[old]
+    return v.group

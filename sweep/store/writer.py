@@ -22,7 +22,9 @@ import zarr
 from sweep.errors import StoreMismatch
 from sweep.format import schema
 from sweep.format.ledger import DONE, PENDING, code_for
+from sweep.format import variants
 from sweep.format.schema import SCALE_ARRAYS, SHIFT_ARRAYS
+from sweep.format.variants import Variant
 from sweep.plan.make import ModelPlan, Plan
 from sweep.plan.provenance import software, verify_checkpoint
 from sweep.store import grow
@@ -47,8 +49,6 @@ def open_store(plan: Plan, create: bool = True, say=None) -> zarr.Group:
     for m, gg in zip(plan.models, growth.groups if growth else ()):
         if group_ready(root, m.name) and gg.added:
             grow.grow_group(root[m.name], m, gg)
-        if group_ready(root, m.name):
-            grow.widen_ensemble(root[m.name], m)
     for m in plan.models:
         if not group_ready(root, m.name):
             create_model_group(root, m, plan.token_block)
@@ -182,25 +182,24 @@ def create_model_group(root: zarr.Group, m: ModelPlan, token_block: int) -> zarr
                         layer_kinds=[k.kind for k in info.kinds],
                         a_log_shapes=[list(k.a_log_shape) or None for k in info.kinds],
                         delta_channels=[k.delta_channels for k in info.kinds], depth=m.depth,
-                        null=m.null, quantization=m.quant)
+                        variant=m.variant)
 
 
 def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dict, dtype: str,
                  inputs: dict, layer_lengths, token_block: int, tokens: np.ndarray, d_model: int,
                  layer_kinds: list[str], a_log_shapes: list | None = None,
                  delta_channels: list[int] | None = None, depth: dict | None = None,
-                 null: dict | None = None, quantization: dict | None = None) -> zarr.Group:
+                 variant: Variant | None = None) -> zarr.Group:
     """One model's arrays, empty (NaN, ledger 0), in the layout sweep/format/schema.py declares;
     `complete` is set last, so a group left half-made by a crash is removed and made again.
 
     `layer_kinds` has one kind per model layer; `a_log_shapes` A_log's shape per model layer
     ([d_inner, d_state] Mamba-1, [heads] Mamba-2 and the delta rule, None elsewhere);
     `delta_channels` Δ_t's width per model layer (default: A_log's first axis); `depth`
-    ({"spans", "layers": [l0, l1]}, or None) adds the stack arrays; `null` ({"of", "kind",
-    "seed"}, or None) marks a null model (docs/nulls.md; analysis.io.store.Store.null reads
-    it); `quantization` ({"of", "member", "ensemble"}, or None) marks a member of a
-    quantization ensemble (sweep/plan/quantized.py; schema.quant_families reads it). The tests
-    write stores of known content through this same function."""
+    ({"spans", "layers": [l0, l1]}, or None) adds the stack arrays; `variant` (or None) marks
+    a weight variant of a trained model of the store, a null or an ensemble member
+    (sweep/format/variants.py: its group attribute `variant`, read by `Variant.from_attrs`).
+    The tests write stores of known content through this same function."""
     if name in root:
         shutil.rmtree(Path(root.store.root) / name)
     g = root.create_group(name)
@@ -227,10 +226,7 @@ def create_group(root: zarr.Group, name: str, *, identity: dict, checkpoint: dic
                     "inputs": {**inputs, "token_block": token_block},
                     "layer_kinds": list(layer_kinds), "a_log_shapes": a_log_shapes,
                     "delta_channels": [int(c) for c in delta_channels],
-                    **({"null": {"of": null["of"], "kind": null["kind"], "seed": int(null["seed"])}}
-                       if null else {}),
-                    **({"quantization": {k: (v if k == "of" else int(v)) for k, v in quantization.items()}}
-                       if quantization else {}),
+                    **({variants.ATTR: variant.attrs()} if variant is not None else {}),
                     "complete": True})
     return g
 

@@ -67,7 +67,7 @@ def _whole(state, ref: ModelRef, device: str, layer: int | None = None):
     reload at a model boundary, while keeping it would hold two copies of the weights on
     every worker of a sweep with an fp64 rerun.
     """
-    key = (ref.location, ref.dtype, device, ref.files, ref.trust_remote_code, ref.null, ref.quant)
+    key = (ref.location, ref.dtype, device, ref.files, ref.trust_remote_code, ref.variant)
     held = state.whole
     if held is None or held.key != key or not _files_unchanged(held):
         from sweep.worker.versions import require_transformers
@@ -96,14 +96,13 @@ def _load(ref: ModelRef, device: str, key: tuple) -> Whole:
         raise CheckpointChanged(f"{ref.path}: {', '.join(changed)} on this worker differ from "
                                 f"the files recorded when store {ref.store} was made — sweep "
                                 f"the changed checkpoint into a new store")
-    if ref.null:                              # the null's weights, tensor by tensor (docs/nulls.md)
-        from sweep.generic.null import Null, apply_whole
+    if ref.variant is not None:               # its weights, tensor by tensor (docs/nulls.md)
+        from sweep.checkpoints import kinds
+        from sweep.checkpoints.formats import open_checkpoint
+        from sweep.plan.layers import decoder_layers
 
-        apply_whole(model.hf, Null(*ref.null))
-    if ref.quant is not None:                 # a quantization-ensemble member's (docs/nulls.md)
-        from sweep.generic.weights import apply_member
-
-        apply_member(model.hf, Path(ref.location), ref.quant)
+        kinds.maker(ref.variant).whole(model.hf, open_checkpoint(Path(ref.location)),
+                                       decoder_layers(model.hf))
     return Whole(key, model, provenance.file_state(model.local_dir, recorded))
 
 

@@ -2,9 +2,8 @@
 
 `load_local` builds the model from one local checkpoint directory or GGUF file (a sweep
 worker passes the one the plan resolved, ModelRef.location, and never resolves a config path
-itself): with
-`AutoModelForCausalLM` in the compute dtype (mamba_ssm-format directories are mapped onto
-transformers' Mamba), its attention switched to tdos' registered function
+itself): as its reader loads it whole (sweep/checkpoints/: `AutoModelForCausalLM` in the
+compute dtype; mamba_ssm-format directories mapped onto transformers' Mamba), its attention switched to tdos' registered function
 (sweep/generic/attention.py) and, in float64, its expert matmuls to transformers' eager
 implementation (the grouped kernels have no float64). Nothing is downcast: a model that
 cannot run in the requested dtype fails to load. `load_model` (scripts, tests, benchmarks)
@@ -23,15 +22,11 @@ import torch
 
 from sweep.blocks import FAST
 from sweep.blocks.base import BlockOps
+from sweep.checkpoints.formats import open_checkpoint
+from sweep.checkpoints.hashes import sha256_files
 from sweep.generic import attention
 from sweep.numerics.dtypes import torch_dtype
-from sweep.plan.architecture import mamba_ssm_to_hf_config
-from sweep.plan.checkpoint import find_tokenizer, locate
-from sweep.plan.gguf_file import gguf_config, is_gguf
-from sweep.plan.checkpoint import weight_files as _weight_files
 from sweep.plan.layers import LayerKind, decoder_layers, layer_kinds
-from sweep.plan.hashes import sha256_files
-from sweep.plan.provenance import identity_files
 
 # hand-written blocks kept per model: the swept layer and the one being advanced through
 # (MambaOps folds a copy of in_proj on first use)
@@ -124,7 +119,7 @@ class LoadedModel:
     def tokenizer(self):
         """The checkpoint's HF tokenizer when its files are available locally, else None."""
         if self._tokenizer is False:
-            self._tokenizer = find_tokenizer(self.local_dir)
+            self._tokenizer = open_checkpoint(self.local_dir).tokenizer()
         return self._tokenizer
 
     def _check(self, layer: int) -> None:
@@ -135,36 +130,28 @@ class LoadedModel:
 
 def load_model(path, dtype="float32", revision=None, device="cpu",
                trust_remote_code: bool = False) -> LoadedModel:
-    """Load a hub id / HF-format dir / mamba_ssm-format dir for computing in `dtype`."""
-    local = locate(str(path), revision, where="load_model", download=True)
+    """Load a hub id / HF-format dir / mamba_ssm-format dir / GGUF file for computing in `dtype`."""
+    local = open_checkpoint(str(path), revision, where="load_model", download=True).path
     return load_local(local, dtype, device, trust_remote_code, name=str(path), revision=revision)
 
 
 def load_local(local: Path, dtype="float32", device="cpu", trust_remote_code: bool = False,
                name: str | None = None, revision=None) -> LoadedModel:
-    """Load the checkpoint directory `local` (the plan's resolved location: a worker resolves
-    no path of the config again); `name` is how messages call it (the config's model.path)."""
+    """Load the checkpoint at `local` (the plan's resolved location: a worker resolves no path
+    of the config again) as its reader loads it whole; `name` is how messages call it (the
+    config's model.path)."""
     tdtype = torch_dtype(dtype)
-    local = Path(local)
-    if is_gguf(local):
-        hf = _load_gguf(local, tdtype)
-        return _ready(hf, tdtype, device, name or str(local), revision, local)
-    cfg = json.loads((local / "config.json").read_text())
-    if "model_type" in cfg:
-        hf = _load_hf(local, tdtype, trust_remote_code)
-    elif "d_model" in cfg and "n_layer" in cfg:
-        hf = _load_mamba_ssm(local, cfg, tdtype)
-    else:
-        raise ValueError(f"{local / 'config.json'}: neither a transformers config (model_type) "
-                         f"nor mamba_ssm (d_model, n_layer)")
-    return _ready(hf, tdtype, device, name or str(local), revision, local)
+    ckpt = open_checkpoint(Path(local))
+    quiet_transformers()
+    hf = ckpt.load(tdtype, trust_remote_code)
+    return _ready(hf, tdtype, device, name or str(local), revision, ckpt)
 
 
-def _ready(hf, dtype: torch.dtype, device, name: str, revision, local: Path) -> LoadedModel:
+def _ready(hf, dtype: torch.dtype, device, name: str, revision, ckpt) -> LoadedModel:
     hf = hf.to(device=device).eval()
     hf.requires_grad_(False)
     prepare(hf, dtype)
-    return _wrap(hf, name, revision, local, dtype)
+    return _wrap(hf, name, revision, ckpt, dtype)
 
 
 def prepare(hf, dtype: torch.dtype) -> None:
@@ -194,26 +181,7 @@ def quiet_transformers() -> None:
     transformers.utils.logging.get_logger("transformers.integrations.hub_kernels").setLevel("ERROR")
 
 
-def _load_hf(local: Path, dtype: torch.dtype, trust_remote_code: bool):
-    from transformers import AutoModelForCausalLM
-
-    quiet_transformers()
-    return AutoModelForCausalLM.from_pretrained(str(local), dtype=dtype, local_files_only=True,
-                                                trust_remote_code=trust_remote_code)
-
-
-def _load_gguf(file: Path, dtype: torch.dtype):
-    """GGUF `file` loaded whole by transformers' own GGUF loader (every tensor dequantized to
-    `dtype`), with the config tdos plans with (sweep/plan/gguf_file.py gguf_config)."""
-    from transformers import AutoModelForCausalLM
-
-    quiet_transformers()
-    config, _ = gguf_config(file, "model.path")
-    return AutoModelForCausalLM.from_pretrained(str(file.parent), gguf_file=file.name, config=config,
-                                                dtype=dtype, local_files_only=True)
-
-
-def _wrap(hf, path: str, revision, local: Path, dtype: torch.dtype) -> LoadedModel:
+def _wrap(hf, path: str, revision, ckpt, dtype: torch.dtype) -> LoadedModel:
     c = hf.config.get_text_config()
     identity = {
         "path": path,
@@ -222,47 +190,11 @@ def _wrap(hf, path: str, revision, local: Path, dtype: torch.dtype) -> LoadedMod
         "config": json.loads(hf.config.to_json_string(use_diff=False)),
         # the tokenizer's files too: a store of a text sweep records them (sweep.plan.make)
         "files_sha256": {h.path.name: h.sha256 for h in
-                         sha256_files(identity_files(local, tokenizer=True), progress=False)},
+                         sha256_files(ckpt.identity_files(tokenizer=True), progress=False)},
     }
     from sweep.generic.prefix import module_state
 
     return LoadedModel(arch=hf.config.model_type, n_layers=c.num_hidden_layers,
                        d_model=c.hidden_size, dtype=dtype, vocab_size=c.vocab_size,
-                       identity=identity, hf=hf, local_dir=local, kinds=layer_kinds(hf),
+                       identity=identity, hf=hf, local_dir=ckpt.path, kinds=layer_kinds(hf),
                        fresh=module_state(hf))
-
-
-# ---------------------------------------------------------------- mamba_ssm format
-
-def _read_state_dict(local: Path) -> dict:
-    sd = {}
-    for f in _weight_files(local):
-        if f.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            sd.update(load_file(str(f)))
-        else:
-            sd.update(torch.load(f, map_location="cpu", weights_only=True))
-    if not sd:
-        raise FileNotFoundError(f"no checkpoint weights in {local}: looked for *.safetensors, "
-                                f"pytorch_model.bin")
-    return sd
-
-
-def _load_mamba_ssm(local: Path, cfg: dict, dtype: torch.dtype):
-    from transformers import AutoModelForCausalLM
-
-    config = mamba_ssm_to_hf_config(cfg)            # MambaConfig or Mamba2Config
-    sd = {k.replace("backbone.embedding.", "backbone.embeddings."): v.to(dtype) if v.is_floating_point() else v
-          for k, v in _read_state_dict(local).items()}
-    if config.tie_word_embeddings or "lm_head.weight" not in sd:
-        sd["lm_head.weight"] = sd["backbone.embeddings.weight"]
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
-    missing, unexpected = model.load_state_dict(sd, strict=False, assign=True)
-    if missing or unexpected:
-        raise ValueError(f"{local}: mamba_ssm weights do not match the config: missing {missing}, "
-                         f"unexpected {unexpected}")
-    if config.tie_word_embeddings:
-        model.lm_head.weight = model.backbone.embeddings.weight     # one tensor, as transformers ties
-    return model

@@ -81,7 +81,7 @@ class Resident:
     def model(self, ref: ModelRef, device: str) -> _Cached:
         """The LocalModel of `ref`, built on first use."""
         key = (ref.location, ref.dtype, device, ref.files, ref.trust_remote_code,
-               ref.resident_layers, ref.null, ref.quant)
+               ref.resident_layers, ref.variant)
         if self.held is not None and (self.held.key != key or not _unchanged(self.held)):
             self.drop()
         if self.held is None:
@@ -103,7 +103,6 @@ class Resident:
 
 def _build(ref: ModelRef, device: str, key: tuple) -> _Cached:
     from sweep.generic.local import LocalModel
-    from sweep.generic.null import Null
     from sweep.worker.model import prepare, quiet_transformers
 
     quiet_transformers()
@@ -111,7 +110,7 @@ def _build(ref: ModelRef, device: str, key: tuple) -> _Cached:
     dtype = torch_dtype(ref.dtype)
     with step("building the layer-local model"):
         lm = LocalModel(local, dtype, ref.trust_remote_code, keep=ref.resident_layers, device=device,
-                        null=Null(*ref.null) if ref.null else None, quant=ref.quant)
+                        variant=ref.variant)
         prepare(lm.model, dtype)
     return _Cached(key, lm, local)
 

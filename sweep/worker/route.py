@@ -64,7 +64,7 @@ def both_failed(task, error: Exception) -> RouteFailed:
     import transformers
 
     ref = task.model
-    return RouteFailed(f"{ref.path}: {task.where}, {task.step}: the whole model failed too after the "
+    return RouteFailed(f"{ref.path}: {task.part}, {task.step}: the whole model failed too after the "
                        f"layer-local route ({ref.not_local}): {type(error).__name__}: {error} — "
                        f"under transformers {transformers.__version__}; nothing more of this "
                        f"model is swept: report it with this line")

@@ -1,6 +1,6 @@
 """The sha256 of a checkpoint's files, read once per state of each file (docs/store.md).
 
-A checkpoint's identity (sweep/plan/provenance.py) is the sha256 of every file that decides its
+A checkpoint's identity (sweep/plan/provenance.py records it) is the sha256 of every file that decides its
 values. Reading every byte on every plan, dry run and resume cost minutes at 70B; a file's
 sha256 now comes from, in order:
 

@@ -73,6 +73,10 @@ PRIVATE = (
     Private("transformers.integrations.gguf.is_gguf_arch_supported",
             "whether transformers loads a GGUF architecture through its packed-block loader "
             "(then a worker loads it whole) instead of the per-tensor one read layer-locally"),
+    Private("transformers.quantizers.base.HfQuantizer.remove_quantization_config",
+            "drops the GGUF quantizer a model loaded tensor by tensor keeps after every tensor was "
+            "dequantized, as transformers does itself after its packed loader dequantized: "
+            "save_pretrained refuses a model that still has it (export-null of a GGUF's null)"),
     Private("datasets.Dataset._fingerprint",
             "a save_to_disk dataset's content hash, recorded as the inputs' identity"),
     Private("datasets.DatasetBuilder._get_dataset_fingerprint",
@@ -233,6 +237,19 @@ def dataset_fingerprint(ds) -> str:
 def builder_fingerprint(builder, split: str) -> str:
     """A DatasetBuilder's hash of split `split`."""
     return builder._get_dataset_fingerprint(split)
+
+
+def drop_gguf_quantizer(model) -> None:
+    """`model` (loaded from a GGUF file, every tensor dequantized) without transformers' GGUF
+    quantizer, so that save_pretrained writes it as an ordinary checkpoint; ValueError when a
+    tensor is still packed (not floating point). A model without one is left as it is."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is None:
+        return
+    packed = [n for n, p in model.named_parameters() if not p.is_floating_point()]
+    if packed:
+        raise ValueError(f"{packed[0]} is still packed ({len(packed)} tensors): not a dequantized model")
+    quantizer.remove_quantization_config(model)
 
 
 # ---- objects and tensors (prefix.py's copies of a cache and of module-held state) ------------

@@ -1,0 +1,33 @@
+"""The ledger section of a model group: which blocks are written, and which are read as values
+(sweep/format/ledger.py says what each code means)."""
+from __future__ import annotations
+
+import numpy as np
+
+from sweep.format.ledger import Ledger, is_usable
+
+
+class LedgerReader:
+    """`Store`'s ledger methods (analysis/io/store.py)."""
+
+    def ledger(self) -> np.ndarray:
+        """(rows, seq, block) int8 ledger, -1 beyond each row's planned length (sweep.format.ledger);
+        rows in the store's order (`row_layers`)."""
+        return Ledger.read(self.group).unplanned_marked
+
+    def usable_blocks(self) -> list[tuple[int, int, int]]:
+        """(layer, seq, block) of every block read as values: DONE, all finite (not flagged)."""
+        i, s, b = np.nonzero(is_usable(self.ledger()))
+        return [(self.row_layers[r], int(q), int(c)) for r, q, c in zip(i, s, b)]
+
+    def block_counts(self) -> dict:
+        """Planned blocks, done (flagged included, as everywhere), of which flagged, pending."""
+        led = Ledger.read(self.group)
+        return {"planned": led.total, "done": led.done, "flagged": led.flagged,
+                "pending": led.total - led.done}
+
+    def _row_mask(self, layer, seq) -> np.ndarray:
+        """(L_layer,) bool: token rows that belong to a usable block (done, not flagged)."""
+        n, B = self.layer_length[layer], self.token_block
+        usable = is_usable(self.group["ledger"][self.row(layer), seq])
+        return np.repeat(usable, B)[:n]       # one row read; the tail past n is unplanned
