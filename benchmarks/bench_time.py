@@ -3,6 +3,8 @@ run's estimate: the one record every quoted time comes from (benchmarks/results/
 
     .venv/bin/python benchmarks/bench_time.py [--only quickstart,demo,real]   (after `make venv`,
                                                                               and `make smollm2` for real)
+    .venv/bin/python benchmarks/bench_time.py --only real --into out   (make real, timed: the
+                                                   stores and reports make real-docs reads)
     .venv/bin/python benchmarks/bench_time.py --reestimate   (the record's sweeps, today's model)
     .venv/bin/python benchmarks/time_docs.py      (then: README, docs/performance.md,
                                                    benchmarks/results/{time,real}.md and
@@ -180,13 +182,25 @@ def machine() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default=",".join(STEPS))
+    ap.add_argument("--into", metavar="DIR",
+                    help="write the stores and reports under DIR (`out`: make real's own paths, "
+                         "which `make real-docs` reads) instead of a temporary directory; a store "
+                         "already there is refused, so every timed sweep starts from nothing")
     ap.add_argument("--reestimate", action="store_true",
                     help="today's dry-run estimate of every recorded sweep, and the fit again "
                          "(no command runs: after a change to the time model's measured terms)")
     args = ap.parse_args()
     record_path = OUT / "time.json"
     record = json.loads(record_path.read_text()) if record_path.exists() else {"runs": {}}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.into or scratch
+        if args.into and not args.reestimate:
+            Path(tmp).mkdir(parents=True, exist_ok=True)
+            there = [p for name in args.only.split(",") for argv, _ in STEPS[name][1]
+                     for p in (Path(a.format(tmp=tmp)) for a in argv if "{tmp}" in a) if p.exists()]
+            if there:
+                raise SystemExit(f"bench_time: {', '.join(map(str, there))} exists; move it away "
+                                 f"or leave out --into (a timed sweep starts from nothing)")
         if args.reestimate:
             for run in record["runs"].values():
                 for step in (s for s in run["steps"] if "estimate" in s):
