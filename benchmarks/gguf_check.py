@@ -10,7 +10,7 @@ The file (`make smollm2` puts it under checkpoints/; `--gguf` names another copy
   the generic path (transformers' own layer code) and with compute.engine auto (the
   hand-written LLaMA path, whose rotary tables are float64 where transformers' are float32);
 - polls the peak RSS (VmHWM) of every process of that sweep, and sets the worker's beside the
-  dry run's memory figure for the same config (sweep/budget.py) and beside the whole model
+  dry run's memory figure for the same config (sweep/budget/memory.py) and beside the whole model
   dequantized (its parameters x 4 bytes in float32, x 8 in float64);
 - after the sweep, outside it: transformers' own load of the whole GGUF
   (AutoModelForCausalLM.from_pretrained(dir, gguf_file=..., dtype=float64)), the stored h_29

@@ -14,7 +14,7 @@
     tasks.py    Plan + ledger -> the tasks still to do (ModelRef carries the resolved location)
     worker/     runs a task: the model (layer-local or whole), J_tt, eig, chunks, ledger cell
     numerics/, blocks/, generic/   block math: torch only, no Dask
-    budget.py, run.py, cli.py      the client: --dry-run, the sweep on a cluster, `tdos`
+    budget/, run.py, cli.py       the client: --dry-run, the sweep on a cluster, `tdos`
 
 tests/test_layers.py holds these arrows as data. See ARCHITECTURE.md.
 """

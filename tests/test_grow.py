@@ -86,7 +86,7 @@ def _dry_run(doc, tmp_path, capsys) -> str:
 
 
 def _compute_seconds(doc, tmp_path) -> float:
-    """The dry run's core-seconds of `doc` (sweep/budget.py), against its store as it is."""
+    """The dry run's core-seconds of `doc` (sweep/budget/), against its store as it is."""
     import yaml
 
     from sweep.budget import size_sweep

@@ -153,13 +153,13 @@ def test_the_dry_run_prices_making_each_kind_from_its_registration(tmp_path):
     """The budget reads each kind's registered cost (sweep/checkpoints/kinds.py): a gaussian
     null holds its whole embedding and its draw (12 bytes an entry) while a layer-local worker
     makes it; shuffled_layers reads another layer's tensors as they are stored (nothing made)."""
-    from sweep.budget import _null_bytes
+    from sweep.budget.memory import variant_bytes
     from sweep.checkpoints.kinds import get
 
     tiny_model("llama", torch.Generator().manual_seed(3)).save_pretrained(tmp_path / "llama")
     plan = make_plan(config_from_dict(_doc(tmp_path / "llama", tmp_path / "s.zarr",
                                            nulls={"gaussian": 1, "shuffled_layers": 1})))
-    made = {m.name: _null_bytes(m) for m in plan.models}
+    made = {m.name: variant_bytes(m) for m in plan.models}
     info = plan.models[0].info
     assert made == {"llama": 0, NULLS[0]: 12 * info.vocab_size * info.d_model, NULLS[1]: 0}
     assert get("gaussian").cost(whole=True).bytes(info) == 12 * info.vocab_size * info.d_model

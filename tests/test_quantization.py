@@ -247,7 +247,7 @@ def test_the_shipped_smollm2_config_loads_with_its_ensemble():
     m = cfg.models[0]
     assert m.quantization.ensemble >= 2 and m.nulls.random_init >= 4 and m.nulls.shuffled >= 4
     assert cfg.inputs.windows == "document" and cfg.inputs.bos == "always"
-    assert {0, 29} <= set(cfg.layers) and len(cfg.layers) >= 4
+    assert cfg.analysis.layer in cfg.layers and len(cfg.layers) >= 3      # make real: 7, 15, 22
 
 
 def test_the_ensemble_family_reads_p_back_with_the_t_its_interval_used(tmp_path):

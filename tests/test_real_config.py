@@ -1,6 +1,8 @@
-"""`make real`'s config (docs/real.md) carries what the report is read against: nulls of each
-kind, enough for a t test, the quantization ensemble on the same tokens, depth and memory, in
-float64."""
+"""`make real`'s configs (docs/real.md) declare their study before they sweep, and carry what its
+tests are read against: k >= 8 nulls of every declared kind, a quantization ensemble of >= 8 on
+the nulls' tokens, the shared-basis null for the cross-layer observable, the representative
+layer in float64 and float32 on the same tokens, depth and memory there; both on the same
+tokens, so layer 15 is the same computation in each store."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,29 +10,30 @@ from pathlib import Path
 from sweep.config.load import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
+REAL, LAYERS = ROOT / "configs" / "smollm2-real.yaml", ROOT / "configs" / "smollm2-135m.yaml"
 
 
-def test_make_real_sweeps_nulls_ensemble_depth_and_memory_in_float64():
-    cfg = load_config(ROOT / "configs" / "smollm2-real.yaml")
-    m = cfg.models[0]
-    assert m.dtype == "float64"
-    assert m.nulls.random_init >= 4 and m.nulls.shuffled >= 4    # a t(3) test per kind at least
-    assert m.quantization.ensemble >= 2
-    assert m.nulls.sequences == m.quantization.sequences        # the same tokens for both
-    assert cfg.depth is not None and cfg.memory is not None
-    assert cfg.analysis.layer in cfg.layers
+def test_the_across_depth_store_declares_its_family_and_sweeps_what_it_tests():
+    cfg = load_config(LAYERS)
+    m, study = cfg.models[0], cfg.study
+    assert m.dtype == "float64" and set(study.layers) == {7, 15, 22} == set(cfg.layers)
+    assert {"beta", "density", "tail_width", "log_frobenius", "nonnormality"} <= set(study.observables)
+    assert {"random_init", "shuffled", "gaussian"} <= set(study.against)
+    assert all(getattr(m.nulls, kind) >= 8 for kind in study.against)
+    assert m.quantization.ensemble >= 8 and m.quantization.sequences in (None, m.nulls.sequences)
+    assert cfg.analysis.layer in study.layers
 
 
+def test_the_representative_store_tests_alignment_against_the_shared_basis_null_in_both_dtypes():
+    cfg = load_config(REAL)
+    fp64, fp32 = cfg.models
+    assert (fp64.dtype, fp32.dtype) == ("float64", "float32") and fp64.path == fp32.path
+    assert "alignment" in cfg.study.observables and cfg.depth is not None and cfg.memory is not None
+    assert cfg.study.kinds("alignment") == ("shuffled_layers",)
+    assert fp64.nulls.shuffled_layers >= 8 and cfg.analysis.layer in cfg.study.layers
 
-def test_make_real_reads_across_depth_on_the_same_tokens():
-    """The across-depth store (configs/smollm2-135m.yaml) covers the first and last layer and
-    the representative one, in float64, with enough nulls of each kind at every layer, on the
-    very tokens of the representative store, so layer 15's values are the same in both."""
-    layers = load_config(ROOT / "configs" / "smollm2-135m.yaml")
-    rep = load_config(ROOT / "configs" / "smollm2-real.yaml")
-    m = layers.models[0]
-    assert {0, 29, rep.analysis.layer} <= set(layers.layers) and len(layers.layers) >= 4
-    assert m.dtype == "float64" and m.nulls.random_init >= 4 and m.nulls.shuffled >= 4
-    assert layers.inputs == rep.inputs and m.path == rep.models[0].path
-    assert layers.analysis.layer == rep.analysis.layer
-    assert layers.store != rep.store
+
+def test_both_stores_read_the_same_tokens():
+    layers, rep = load_config(LAYERS), load_config(REAL)
+    assert layers.inputs == rep.inputs and layers.models[0].path == rep.models[0].path
+    assert rep.analysis.layer in layers.layers and layers.store != rep.store

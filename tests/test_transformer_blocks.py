@@ -197,6 +197,43 @@ def test_jacobians_match_hf_sequence_jacobian(case, dtype):
     assert _match_eigs(ours, ref) <= TOL[dtype]["eig"] * np.abs(ref).max()
 
 
+@pytest.mark.parametrize("case", list(CASES))
+def test_jacobians_in_column_chunks_match_the_whole_width_and_hf(case):
+    """J_tt's columns formed a few at a time (uneven chunks, one column, a chunk from a byte
+    bound): the same J_tt as all columns at once, and as autograd of the HF layer (float64)."""
+    from sweep.numerics.workspace import column_bytes, column_chunk
+
+    ops, hf_fn, d = build(case, torch.float64)
+    h = _hidden(d, torch.float64)
+    full = _sequence_jacobian(hf_fn, h)  # (L, d, L, d)
+    diag = torch.stack([full[t, :, t, :] for t in range(L)])  # (L, d, d)
+    whole = ops.jacobians(h, 0, L, columns=d)
+    bound = column_chunk(d, column_bytes(d, 8), 5 * column_bytes(d, 8))   # five columns' bytes
+    assert 1 < bound <= 5
+    for columns in (1, 5, d - 1, bound):
+        for cpu_linalg in ("torch", "openblas"):
+            with linalg.using(cpu_linalg):
+                chunked = ops.jacobians(h, 0, L, columns=columns)
+                assert _rel(chunked, diag) <= TOL[torch.float64]["jac"]
+                assert _rel(chunked, whole) <= 1e-13
+    assert _rel(whole, ops.jacobians_ref(h, 0, L)) <= TOL[torch.float64]["jac"]
+
+
+def test_a_narrow_workspace_bound_forms_fewer_columns_at_once():
+    """The default chunk comes from the block's byte bound: at the default every column of a
+    small block at once; a bound of a few columns' bytes gives chunks of that width, and J_tt
+    is the same."""
+    from sweep.numerics.workspace import column_bytes, column_chunk
+
+    ops, _, d = build("llama-gqa", torch.float64)
+    assert column_chunk(d, column_bytes(d, 8)) == d
+    h = _hidden(d, torch.float64)
+    whole = ops.jacobians(h, 0, L)
+    ops.jac_workspace_bytes = 3 * column_bytes(d, 8)
+    assert column_chunk(d, column_bytes(d, 8), ops.jac_workspace_bytes) <= 3
+    assert _rel(ops.jacobians(h, 0, L), whole) <= 1e-13
+
+
 @pytest.mark.parametrize("case", ["neox-parallel", "llama-gqa"])
 def test_rotary_tables_match_hf(case):
     """fp32: HF's own tables exactly; fp64: HF's float32-built tables to float32 accuracy."""

@@ -23,6 +23,7 @@ from torch.func import jvp, vjp, vmap
 
 from sweep.blocks.base import BlockOps
 from sweep.numerics import linalg
+from sweep.numerics.workspace import JAC_WORKSPACE_BYTES, column_bytes, column_chunk
 
 # ---------------------------------------------------------------------------- rotary
 
@@ -102,11 +103,9 @@ class AttentionBlockOps(BlockOps):
     scale: float
     parallel: bool = False
     rotary: tuple | None = None  # (inv_freq (rot/2,), attention_scaling)
-    # the attention part is vmapped over as many tokens as keep its (chunk, d, d)
-    # temporaries within this many bytes: 16 MiB stays under glibc's largest mmap threshold
-    # (32 MiB), so they come from reused heap (4 tokens fp32, 2 fp64 at d = 1024)
-    jac_chunk_bytes: int = 16 << 20
-    jac_chunk_max: int = 8
+    # J_tt's columns are formed a chunk at a time, the chunk as wide as keeps its temporaries
+    # within this many bytes (sweep/numerics/workspace.py; sweep/budget/memory.py charges it)
+    jac_workspace_bytes: int = JAC_WORKSPACE_BYTES
 
     def norm1(self, h):  # (..., d) -> (..., d)
         raise NotImplementedError
@@ -129,7 +128,9 @@ class AttentionBlockOps(BlockOps):
     def out_weight(self):  # -> d out / d o  (d, H*hd)
         raise NotImplementedError
 
-    def mlp_jac(self, x, scratch: dict | None = None):  # (d,) -> (d, d): d mlp(x) / dx
+    def mlp_jac(self, x, scratch: dict | None = None, cols: tuple | None = None, out=None):
+        """x (d,) -> d mlp(x) / dx (d, d), or its columns cols = (c0, c1) only (d, c1 - c0),
+        written into `out` when given."""
         raise NotImplementedError
 
     def rope_tables(self, pos: torch.Tensor, dtype) -> tuple:
@@ -181,66 +182,82 @@ class AttentionBlockOps(BlockOps):
         o = attend_one(q, k, v, pre["k"], pre["v"], pre["mask"], self.scale)  # (H*hd,)
         return self._residual(h_t, self.out(o))
 
-    def jacobians(self, h: torch.Tensor, t0: int, t1: int, out: torch.Tensor | None = None) -> torch.Tensor:
+    def jacobians(self, h: torch.Tensor, t0: int, t1: int, out: torch.Tensor | None = None,
+                  columns: int | None = None) -> torch.Tensor:
         """(L, d) -> (t1-t0, d, d): J_tt from the analytic one-token Jacobian.
 
         Explicit products instead of autodiff through the step: torch.func's batched
         tangents pay for copies of the (d, t1, heads, hd) prefix products and for the
-        identity times every weight matrix; here the only O(d^3) work is the MLP
-        Jacobian (d x d_ff x d) and two (d x d) products. The attention part is vmapped
-        over a few tokens at a time (jac_chunk_bytes); the MLP part runs token by token
-        in one reused (d_ff, d) scratch: a batched (chunk, d_ff, d) temporary is 64-128 MiB
-        at d = 1024, mmap'd and page-faulted anew every time (10-20 us a page on the
-        development VM), which cost more than its arithmetic in fp64. `out` as in
-        BlockOps.jacobians.
+        identity times every weight matrix; here the only O(d^3) work is the MLP Jacobian
+        (d x d_ff x d) and three (d x d) products. Per token, two (d, d) arrays besides J_tt
+        (the attention part, the MLP Jacobian) and chunks of `columns` columns (default from
+        jac_workspace_bytes) of everything else. `out` as in BlockOps.jacobians.
         """
         pre = self.prefix(h, t0, t1)
         T, d = t1 - t0, self.d_model
         J = h.new_empty(T, d, d) if out is None else out
-        attention = vmap(self._attention_part, in_dims=(0, 0))
+        c = columns or column_chunk(d, column_bytes(d, h.element_size()), self.jac_workspace_bytes)
         scratch: dict = {}
-        chunk = max(1, min(self.jac_chunk_max, self.jac_chunk_bytes // (d * d * h.element_size())))
-        for c0 in range(0, T, chunk):
-            c1 = min(T, c0 + chunk)
-            hc = h[t0 + c0: t0 + c1]
-            attn, a = attention(hc, {k: v[c0:c1] for k, v in pre.items()})   # (n, d, d), (n, d)
-            for i in range(c1 - c0):
-                self._with_mlp(hc[i], attn[i], a[i], J[c0 + i], scratch)
+        for i in range(T):
+            self._token_jacobian(h[t0 + i], {k: v[i] for k, v in pre.items()}, J[i], c, scratch)
         return J
 
-    def _attention_part(self, h_t: torch.Tensor, pre: dict) -> tuple:
-        """h_t (d,), one token's prefix state -> d attn_out / d h_t (d, d), and the residual
-        stream after attention a = h_t + attn_out (d,) (serial blocks' MLP input)."""
+    def _token_jacobian(self, h_t, pre: dict, out: torch.Tensor, c: int, scratch: dict) -> None:
+        """h_t (d,), one token's prefix state -> J_tt written into out (d, d), `c` columns at
+        a time: the attention part G = d attn_out / d h (d, d), the MLP Jacobian M (d, d) at
+        its input, then per column chunk C
+
+            serial:    J[:, C] = (I + G)[:, C] + M N2 (I + G)[:, C]      N2 = d norm2 / d a
+            parallel:  J[:, C] = (I + G)[:, C] + M N2[:, C]               N2 at h_t
+        """
+        d = self.d_model
+        g = _buffer(scratch, "attn", (d, d), h_t)
+        a = self._attention_into(h_t, pre, g, c, scratch)      # (d,) the stream after attention
+        g.diagonal().add_(1)                                   # I + G
+        y = self.norm2(h_t if self.parallel else a)            # (d,) the MLP's input
+        m = _buffer(scratch, "mlp", (d, d), h_t)
+        for c0 in range(0, d, c):
+            c1 = min(d, c0 + c)
+            _into_cols(m, c0, c1, lambda into: self.mlp_jac(y, scratch, (c0, c1), into))   # (d, n)
+        for c0 in range(0, d, c):
+            c1 = min(d, c0 + c)
+            if self.parallel:
+                z = _cols_through(self.norm2, h_t, _identity_cols(d, c0, c1, h_t))   # (d, n)
+            else:
+                z = _cols_through(self.norm2, a, g[:, c0:c1])                        # (d, n)
+            _into_cols(out, c0, c1, lambda into: linalg.matmul(m, z, out=into))
+            out[:, c0:c1].add_(g[:, c0:c1])
+
+    def _attention_into(self, h_t, pre: dict, g: torch.Tensor, c: int, scratch: dict) -> torch.Tensor:
+        """Write G = d attn_out / d h_t (d, d) into g; return a = h_t + attn_out (d,).
+
+        G = W_o (d o / d x) N1 with x = norm1(h_t): d o / d x along x's basis vectors, c of
+        them at a time (slices of the projections' weights, no product), times W_o into g's
+        columns; then N1 from the right, row by row (vjp), in place.
+        """
+        d = self.d_model
         x = self.norm1(h_t)  # (d,)
-        o, d_o = self._attention_jac(x, pre)  # (H*hd,), (d_in, H*hd): row i = d o / d x_i
-        attn = self.out_weight() @ d_o.T  # (d, d): d attn_out / d x
-        return _rows_through(self.norm1, h_t, attn), h_t + self.out(o)
+        o, parts = self._attention_state(x, pre)
+        w_o = self.out_weight()  # (d, H*hd)
+        for c0 in range(0, d, c):
+            c1 = min(d, c0 + c)
+            d_o = self._attention_push(parts, c0, c1)  # (n, H*hd): row i = d o / d x_{c0+i}
+            _into_cols(g, c0, c1, lambda into: linalg.matmul(w_o, d_o.T, out=into))
+        for r0 in range(0, d, c):
+            r1 = min(d, r0 + c)
+            g[r0:r1] = _rows_through(self.norm1, h_t, g[r0:r1])
+        return h_t + self.out(o)
 
-    def _with_mlp(self, h_t, attn, a, out, scratch: dict) -> torch.Tensor:
-        """One token: attention part (d, d) and a (d,) -> J_tt written into `out` (d, d)."""
-        if self.parallel:
-            out.copy_(attn).add_(_rows_through(self.norm2, h_t, self.mlp_jac(self.norm2(h_t), scratch)))
-            out.diagonal().add_(1)
-            return out
-        attn.diagonal().add_(1)  # d a / d h
-        mlp = self.mlp_jac(self.norm2(a), scratch)  # (d, d)
-        return linalg.matmul(mlp, _cols_through(self.norm2, a, attn), out=out).add_(attn)
-
-    def _attention_jac(self, x: torch.Tensor, pre: dict) -> tuple:
-        """x = norm1(h_t) (d,) -> o (H*hd,), d o / d x as (d_in, H*hd).
+    def _attention_state(self, x: torch.Tensor, pre: dict) -> tuple:
+        """x = norm1(h_t) (d,) -> o (H*hd,) and what d o / d x is made of.
 
         With p = softmax over [prefix ; own] and o = sum_j p_j v_j (per query head),
             do = scale * sum_j p_j (v_j - o) k_j^T dq + scale * p_own (v - o) q^T dk + p_own dv,
         q, k rotated (rotary is linear in q, k, so it rotates their Jacobians alike).
         """
-        d = x.shape[0]
         q, k, v = self.qkv(x)  # (H, hd), (Hkv, hd), (Hkv, hd)
-        wq, wk, wv = self.qkv_weights()  # (H, hd, d), (Hkv, hd, d) x2
         cos, sin = pre["cos"], pre["sin"]  # (rot,)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        jq = apply_rotary(wq.permute(2, 0, 1), cos, sin)  # (d, H, hd): row i = d q / d x_i
-        jk = apply_rotary(wk.permute(2, 0, 1), cos, sin)  # (d, Hkv, hd)
-        jv = wv.permute(2, 0, 1)  # (d, Hkv, hd)
         g, hd = k.shape
         qg = q.reshape(g, -1, hd)  # (Hkv, R, hd)
         keys = torch.cat((pre["k"].transpose(0, 1), k[:, None]), dim=1)  # (Hkv, t1+1, hd): [prefix ; own]
@@ -254,10 +271,44 @@ class AttentionBlockOps(BlockOps):
         pvc = p[..., None] * (vals[:, None] - o[:, :, None])  # (Hkv, R, t1+1, hd)
         m_q = self.scale * pvc.transpose(-1, -2) @ keys[:, None]  # (Hkv, R, hd, hd): do/dq
         m_k = self.scale * pvc[:, :, -1, :, None] * qg[:, :, None, :]  # (Hkv, R, hd, hd): do/dk own
-        d_o = (torch.einsum("gref,igrf->igre", m_q, jq.reshape(d, g, -1, hd))
+        return o.reshape(-1), (m_q, m_k, p[:, :, -1], cos, sin)
+
+    def _attention_push(self, parts: tuple, c0: int, c1: int) -> torch.Tensor:
+        """d o / d x_i for x's basis vectors i in [c0, c1) -> (n, H*hd)."""
+        m_q, m_k, p_own, cos, sin = parts
+        wq, wk, wv = self.qkv_weights()  # (H, hd, d), (Hkv, hd, d) x2
+        n, (g, hd) = c1 - c0, wk.shape[:2]
+        jq = apply_rotary(wq[..., c0:c1].permute(2, 0, 1), cos, sin)  # (n, H, hd): row i = d q / d x_i
+        jk = apply_rotary(wk[..., c0:c1].permute(2, 0, 1), cos, sin)  # (n, Hkv, hd)
+        jv = wv[..., c0:c1].permute(2, 0, 1)  # (n, Hkv, hd)
+        d_o = (torch.einsum("gref,igrf->igre", m_q, jq.reshape(n, g, -1, hd))
                + torch.einsum("gref,igf->igre", m_k, jk)
-               + p[None, :, :, -1, None] * jv[:, :, None, :])  # (d, Hkv, R, hd)
-        return o.reshape(-1), d_o.reshape(d, -1)
+               + p_own[None, :, :, None] * jv[:, :, None, :])  # (n, Hkv, R, hd)
+        return d_o.reshape(n, -1)
+
+
+def _buffer(scratch: dict, name: str, shape: tuple, like: torch.Tensor) -> torch.Tensor:
+    """A work array of `shape` like `like`, kept in `scratch` across the tokens of a block."""
+    buf = scratch.get(name)
+    if buf is None or buf.shape != shape or buf.dtype != like.dtype:
+        buf = scratch[name] = like.new_empty(shape)
+    return buf
+
+
+def _into_cols(dst: torch.Tensor, c0: int, c1: int, make) -> None:
+    """dst[:, c0:c1] = make(out): straight into dst (out=dst) when the chunk is all of its
+    columns, else through make(None)'s (d, c1 - c0)."""
+    if c0 == 0 and c1 == dst.shape[1]:
+        make(dst)
+    else:
+        dst[:, c0:c1] = make(None)
+
+
+def _identity_cols(d: int, c0: int, c1: int, like: torch.Tensor) -> torch.Tensor:
+    """Columns c0..c1 of the (d, d) identity, (d, c1 - c0)."""
+    e = like.new_zeros(d, c1 - c0)
+    e[c0:c1].fill_diagonal_(1)
+    return e
 
 
 def _rows_through(norm, h, m):
@@ -278,27 +329,35 @@ def act_grad(act, u):
 
 
 def _ff_buffer(scratch: dict | None, like: torch.Tensor) -> torch.Tensor | None:
-    """A (d_ff, d) work buffer like `like`, kept in `scratch` across calls (None: no reuse)."""
+    """A work buffer shaped and typed like `like` (d_ff, n), from storage kept in `scratch`
+    across calls (None: no reuse)."""
     if scratch is None:
         return None
-    buf = scratch.get("ff")
-    if buf is None or buf.shape != like.shape or buf.dtype != like.dtype:
-        buf = scratch["ff"] = torch.empty_like(like)
-    return buf
+    buf, n = scratch.get("ff"), like.numel()
+    if buf is None or buf.numel() < n or buf.dtype != like.dtype:
+        buf = scratch["ff"] = like.new_empty(n)
+    return buf[:n].view(like.shape)
 
 
-def mlp_jac_gelu(x, fc_in: tuple, fc_out: tuple, act, scratch: dict | None = None):
-    """act(W1 x + b1) -> W2 (.) + b2:  x (d,) -> (d, d) = W2 diag(act'(u)) W1."""
+def mlp_jac_gelu(x, fc_in: tuple, fc_out: tuple, act, scratch: dict | None = None,
+                 cols: tuple | None = None, out=None):
+    """act(W1 x + b1) -> W2 (.) + b2:  x (d,) -> (d, d) = W2 diag(act'(u)) W1, or its columns
+    cols = (c0, c1) (d, c1 - c0), into `out` when given."""
     w1, b1 = fc_in  # (d_ff, d), (d_ff,) | None
     u = torch.nn.functional.linear(x, w1, b1)  # (d_ff,)
-    inner = torch.mul(act_grad(act, u)[:, None], w1, out=_ff_buffer(scratch, w1))  # (d_ff, d)
-    return linalg.matmul(fc_out[0], inner)
+    w = w1 if cols is None else w1[:, cols[0]:cols[1]]  # (d_ff, n)
+    inner = torch.mul(act_grad(act, u)[:, None], w, out=_ff_buffer(scratch, w))  # (d_ff, n)
+    return linalg.matmul(fc_out[0], inner, out=out)
 
 
-def mlp_jac_glu(x, gate: tuple, up: tuple, down: tuple, act, scratch: dict | None = None):
-    """Wd (act(Wg x + bg) * (Wu x + bu)) + bd:  x (d,) -> (d, d)."""
+def mlp_jac_glu(x, gate: tuple, up: tuple, down: tuple, act, scratch: dict | None = None,
+                cols: tuple | None = None, out=None):
+    """Wd (act(Wg x + bg) * (Wu x + bu)) + bd:  x (d,) -> (d, d), or its columns cols = (c0, c1)
+    (d, c1 - c0), into `out` when given."""
     g = torch.nn.functional.linear(x, *gate)  # (d_ff,)
     u = torch.nn.functional.linear(x, *up)  # (d_ff,)
-    inner = torch.mul((act_grad(act, g) * u)[:, None], gate[0], out=_ff_buffer(scratch, gate[0]))
-    inner.addcmul_(act(g)[:, None], up[0])  # (d_ff, d)
-    return linalg.matmul(down[0], inner)
+    s = slice(None) if cols is None else slice(*cols)
+    wg, wu = gate[0][:, s], up[0][:, s]  # (d_ff, n) each
+    inner = torch.mul((act_grad(act, g) * u)[:, None], wg, out=_ff_buffer(scratch, wg))
+    inner.addcmul_(act(g)[:, None], wu)  # (d_ff, n)
+    return linalg.matmul(down[0], inner, out=out)

@@ -64,8 +64,8 @@ class GPT2Ops(AttentionBlockOps):
     def out_weight(self):  # -> (d, d)
         return self.out_lin[0]
 
-    def mlp_jac(self, x, scratch=None):  # (d,) -> (d, d)
-        return mlp_jac_gelu(x, self.fc_in, self.fc_out, self.act, scratch)
+    def mlp_jac(self, x, scratch=None, cols=None, out=None):  # (d,) -> (d, d) or (d, c1 - c0)
+        return mlp_jac_gelu(x, self.fc_in, self.fc_out, self.act, scratch, cols, out)
 
 
 def _conv1d(conv) -> tuple:

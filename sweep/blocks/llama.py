@@ -67,8 +67,8 @@ class LlamaOps(AttentionBlockOps):
     def out_weight(self):  # -> (d, H*hd)
         return self.o_lin[0]
 
-    def mlp_jac(self, x, scratch=None):  # (d,) -> (d, d)
-        return mlp_jac_glu(x, self.gate, self.up, self.down, self.act, scratch)
+    def mlp_jac(self, x, scratch=None, cols=None, out=None):  # (d,) -> (d, d) or (d, c1 - c0)
+        return mlp_jac_glu(x, self.gate, self.up, self.down, self.act, scratch, cols, out)
 
 
 def _rms_norm(h, weight, eps):

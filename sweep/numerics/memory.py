@@ -41,7 +41,7 @@ import importlib.util
 import torch
 
 CHUNK_ELEMENTS = 1 << 24       # cotangent entries per batched backward (64 MiB in float32)
-BACKWARD_BYTES = 1 << 30       # activations one batched backward may hold (sweep/budget.py)
+BACKWARD_BYTES = 1 << 30       # activations one batched backward may hold (sweep/budget/memory.py)
 
 
 def _mamba1_mixers(layer: torch.nn.Module) -> list:

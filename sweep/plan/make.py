@@ -6,7 +6,7 @@ every layer, the files' identity: `sweep.plan.checkpoint`, `sweep.plan.architect
 and the token ids of every sequence (`sweep.plan.inputs`), and the layers and token counts to
 sweep. No weights are loaded: the client stays as small as an idle interpreter plus
 transformers, whatever the checkpoint's size. The store writer (sweep/store/writer.py), the
-budget and `--dry-run` (sweep/budget.py) and the tasks (sweep/tasks.py) read the plan; none
+budget and `--dry-run` (sweep/budget/) and the tasks (sweep/tasks.py) read the plan; none
 of them reads the config's paths again.
 """
 from __future__ import annotations
