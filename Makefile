@@ -18,8 +18,10 @@ FAMILY_TESTS += tests/test_hashes.py
 .PHONY: venv test test-latest lock demo bench smollm2 real docs
 venv: .venv/.ready
 
+# Two pytest workers, one test module each at a time (`--dist loadfile`: a module's fixtures are
+# built once, in one process); a test starts its own clusters and services on free ports.
 test: .venv/.ready
-	$(PY) -m pytest -q -x -rs --durations=15
+	$(PY) -m pytest -q -x -rs -n 2 --dist loadfile --durations=15
 
 # The family tests in a fresh venv with the newest releases pyproject allows (no lock), or
 # with one transformers forced: `make test-latest TRANSFORMERS=5.24.0`.

@@ -5,11 +5,11 @@ a test of the test plants both."""
 from __future__ import annotations
 
 import ast
-import shutil
 from pathlib import Path
 
+from test_layers import PACKAGES, copy_packages
+
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("sweep", "analysis", "cluster")
 ROOM = "sweep.checkpoints"
 READERS = ("directory", "mamba_ssm", "gguf_file", "gguf_tensors")     # the formats' modules
 DEQUANTIZES = "sweep.checkpoints.gguf_tensors"
@@ -48,8 +48,7 @@ def test_only_the_room_reads_a_format_and_only_the_gguf_reader_dequantizes():
 
 
 def test_the_check_finds_a_planted_reader_import_and_a_dequantize(tmp_path):
-    for top in PACKAGES:
-        shutil.copytree(REPO / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
+    copy_packages(tmp_path)
     planted = tmp_path / "sweep" / "plan" / "planted.py"
     planted.write_text("from sweep.checkpoints.gguf_file import claims\n"
                        "from sweep.checkpoints import mamba_ssm\n"

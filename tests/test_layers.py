@@ -16,6 +16,12 @@ from sweep.checkpoints import hf
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("sweep", "analysis", "cluster")
 
+
+def copy_packages(dest: Path) -> None:
+    """A copy of tdos' three packages under `dest`, for a test of a test to plant code in."""
+    for top in PACKAGES:
+        shutil.copytree(REPO / top, dest / top, ignore=shutil.ignore_patterns("__pycache__"))
+
 # room (a module or package prefix) -> the rooms it may import besides itself; the longest
 # prefix naming a module decides. Declarations every stage of sweep may read: sweep.errors and
 # the store format sweep.format (arrays, ledger, dtypes, the analysis section), the ground
@@ -177,8 +183,7 @@ def test_sweep_imports_cluster_and_never_the_other_way():
 def test_the_layering_test_catches_a_back_arrow_and_a_cycle(tmp_path):
     """A test of the test: a copy of the packages with deliberate back-arrows (config
     importing the worker, the cluster importing sweep) and a cycle fails the checks."""
-    for top in PACKAGES:
-        shutil.copytree(REPO / top, tmp_path / top)
+    copy_packages(tmp_path)
     assert violations(tmp_path) == [] and cycles(tmp_path) == []
     assert importers(tmp_path)["cluster", "sweep"] == []
     build = tmp_path / "cluster" / "build.py"
@@ -283,8 +288,7 @@ def private_imports(root: Path = REPO) -> list[str]:
 
 def test_no_module_imports_another_ones_private_name(tmp_path):
     assert private_imports() == []
-    for top in PACKAGES:
-        shutil.copytree(REPO / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
+    copy_packages(tmp_path)
     planted = tmp_path / "sweep" / "store" / "ledger.py"
     planted.write_text(planted.read_text() + "\nfrom sweep.store.writer import _planted\n")
     assert private_imports(tmp_path) == ["sweep.store.ledger imports sweep.store.writer._planted"]
@@ -342,8 +346,7 @@ def test_no_private_name_outside_the_door():
 
 
 def test_the_check_finds_a_planted_import_and_attribute(tmp_path):
-    for top in PACKAGES:
-        shutil.copytree(REPO / top, tmp_path / top, ignore=shutil.ignore_patterns("__pycache__"))
+    copy_packages(tmp_path)
     planted = tmp_path / "sweep" / "worker" / "planted.py"
     planted.write_text("from transformers.utils import _is_package_available\n"
                        "import datasets._private\n"
