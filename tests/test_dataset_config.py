@@ -14,6 +14,7 @@ from pathlib import Path
 import dataset_helpers as dh
 import numpy as np
 import pytest
+import zarr
 import yaml
 
 from sweep.config.identity import fingerprint
@@ -235,6 +236,10 @@ def test_llama_sweep_on_a_dataset_starts_every_sequence_with_bos(tmp_path, tiny_
     assert f"- inputs: 2 sequence(s) x 8 tokens of dataset `{rec['dataset']}` (document windows)" in md
     assert f"dataset `{rec['dataset']}` (disk, split train, fingerprint {rec['dataset_fingerprint']}" in md
     assert "position 0: BOS (token id 0) in every sequence (`bos: auto`)" in md
+    # skip_positions left unset is recorded as `auto`, and auto drops the BOS position
+    assert zarr.open_group(cfg.store, mode="r").attrs["analysis"]["skip_positions"] == "auto"
+    assert "position t < 1 left out of every number (auto: " in md
+    assert "2 token positions dropped" in md
     pairs = ", ".join(f"{k} → {d} @ 0" for k, d in enumerate(rec["sequence_documents"]))
     assert f"Sequence → document @ token offset: {pairs};" in md
 

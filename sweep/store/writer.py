@@ -13,7 +13,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -119,7 +119,8 @@ def _grow_lags(g: zarr.Group, record: dict) -> None:
 
 def _open_root(plan: Plan, create: bool) -> zarr.Group:
     p = Path(plan.store)
-    analysis = _jsonable(asdict(plan.config.analysis))      # not identity: may change
+    # not identity: may change; `skip_positions: auto` recorded as "auto", never as its number
+    analysis = _jsonable(plan.config.analysis.to_dict())
     if (p / "zarr.json").is_file():
         root = zarr.open_group(str(p), mode="r+")
         check_same_config(dict(root.attrs), plan)
