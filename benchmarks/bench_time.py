@@ -151,10 +151,14 @@ def run_step(argv: list[str], config: str | None, tmp: str) -> dict:
 
 
 def fit(runs: dict, cores: int) -> dict:
-    """CLIENT_SECONDS and TASK_SECONDS by least squares over the FITTED runs' sweeps."""
+    """CLIENT_SECONDS and TASK_SECONDS (both >= 0) over the FITTED runs' sweeps, minimising the
+    squared log-ratios of estimate to measured: each sweep counts by its relative error, so the
+    quick start's 14 s weighs as much as the demo's minutes (absolute least squares would fit
+    the largest run alone)."""
     import numpy as np
+    from scipy.optimize import least_squares
 
-    rows, ys, how = [], [], []
+    rows, how = [], []
     for name in FITTED:
         for step in runs.get(name, {}).get("steps", []):
             e = step.get("estimate")
@@ -162,14 +166,18 @@ def fit(runs: dict, cores: int) -> dict:
                 continue
             wall, basis = effective(step, cores)
             other = sum(v for k, v in e["parts"].items() if k != "tasks' fixed costs")
-            rows.append([1.0, e["tasks"] / e["workers"]])
-            ys.append(wall - other / e["workers"])
+            rows.append((other / e["workers"], e["tasks"] / e["workers"], wall))
             how.append(f"{name}: {'wall' if basis == 'wall' else 'CPU seconds (load above the cores)'}")
     if len(rows) < 2:
         return {}
-    (client, task), *_ = np.linalg.lstsq(np.array(rows), np.array(ys), rcond=None)
-    return {"client_seconds": max(float(client), 0.0), "task_seconds": max(float(task), 0.0),
-            "runs": list(FITTED), "from": how}
+    other, per_task, wall = map(np.array, zip(*rows))
+
+    def residuals(x):
+        return np.log((x[0] + other + x[1] * per_task) / wall)
+    client, task = least_squares(residuals, x0=[1.0, 1.0], bounds=([0, 0], [np.inf, np.inf])).x
+    return {"client_seconds": round(float(client), 3), "task_seconds": round(float(task), 3),
+            "runs": list(FITTED),
+            "from": how, "loss": "squared log-ratio of estimate to measured"}
 
 
 def machine() -> str:

@@ -3,9 +3,29 @@
 The time model's two fitted constants (sweep/budget/time.py) and the measured walls the
 dry run prints beside its estimate."""
 
-MACHINE = ""
-# the client's own wall around the tasks, s; each task's fixed cost, core-seconds
+MACHINE = '2 cores (Intel(R) Xeon(R) Processor), 24 GiB, no GPU'
+# the client's own wall around the tasks, s; each task's fixed cost, core-seconds; fitted to
+# quickstart: wall; demo: CPU seconds (load above the cores)
 CLIENT_SECONDS = 0.0
-TASK_SECONDS = 0.0
+TASK_SECONDS = 1.264
 # run -> (what, the sweeps' measured wall in minutes, the dry run's estimate, date)
-MEASURED = {}
+MEASURED = {
+    "quickstart": [
+        "the README's quick start",
+        0.23,
+        0.28,
+        "2026-12-07"
+    ],
+    "demo": [
+        "make demo",
+        5.87,
+        4.68,
+        "2026-12-07"
+    ],
+    "real": [
+        "make real",
+        27.02,
+        33.31,
+        "2026-12-07"
+    ]
+}
