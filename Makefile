@@ -103,7 +103,7 @@ real: .venv/.ready $(SMOLLM2) $(SMOLLM2_TEXT)
 real-docs: .venv/.ready
 	cp out/smollm2-real-report/fits.json docs/real/fits.json
 	cp out/smollm2-report/fits.json docs/real/layers-fits.json
-	cp out/smollm2-real-report/tdos_vs_nulls.png out/smollm2-real-report/depth.png docs/real/
+	cp out/smollm2-real-report/smollm2/tdos_vs_nulls.png out/smollm2-real-report/smollm2/depth.png docs/real/   # two trained models: a folder each
 	cp out/smollm2-report/nulls_across_depth.png out/smollm2-report/beta_vs_depth.png docs/real/
 	$(PY) -m analysis.report.docgen
 	$(PY) benchmarks/power_variances.py

@@ -25,7 +25,7 @@ import numpy as np
 
 from analysis._plot import axes_or_new
 from analysis.studies.declarable import DECLARABLE, Context, Tokens
-from sweep.format.settings import Auto, Settings
+from sweep.format.settings import Auto, FromAuto, Settings
 from sweep.format.variants import trained_models
 
 
@@ -67,7 +67,7 @@ def bos_rule(st, settings: Settings) -> BosRule:
     names = trained_models(st.root)
     found = {n: _bos(st, n) for n in names}
     bos = tuple(n for n, b in found.items() if b)
-    auto = isinstance(settings.skip_positions, Auto)
+    auto = isinstance(settings.skip_positions, (Auto, FromAuto))
     skip = int(bool(bos)) if auto else int(settings.skip_positions)
     dropped = {n: st.model(n).n_seqs * skip for n in names}
     return BosRule(skip, "auto" if auto else "set", bos,

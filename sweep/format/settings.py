@@ -50,6 +50,14 @@ class Auto(int):
 AUTO = Auto()
 
 
+class FromAuto(int):
+    """`auto` resolved against a store: 1 where its inputs put a BOS at position 0, else 0;
+    the type remembers that the number came from the rule (the report says which)."""
+
+    def __new__(cls, value=0):
+        return super().__new__(cls, value)
+
+
 def _skip(value):
     """A `--skip-positions` argument: `auto` or a count."""
     return AUTO if value == "auto" else int(value)
@@ -157,7 +165,7 @@ class Settings:
         position 0; a number stays as it is."""
         if not isinstance(self.skip_positions, Auto):
             return self
-        return dataclasses.replace(self, skip_positions=int(bool(position0_is_bos)))
+        return dataclasses.replace(self, skip_positions=FromAuto(bool(position0_is_bos)))
 
     def replace(self, **changes) -> "Settings":
         """A copy with `changes`; None values leave a field as it is (CLI flags not given)."""
