@@ -7,7 +7,9 @@ writes, from that file alone:
 - sweep/budget/measured.py: the two fitted constants of the time model (the client's own wall,
   every task's fixed cost) and the measured figures the dry run prints beside its estimate;
 - the block between the `time.json` markers in README.md and docs/performance.md;
-- benchmarks/results/time.md (every step) and benchmarks/results/real.md (`make real`).
+- benchmarks/results/time.md (every step) and benchmarks/results/real.md (`make real`);
+- benchmarks/results/time-summary.json, the per-run figures in minutes that docs/your-model.md
+  quotes (through analysis/report/docgen.py; `make docs` after this).
 
 The estimate it quotes is the dry run's with the fitted constants, recomputed from the
 terms and task counts the record holds (sweep/budget/time.py `TimeEstimate`), so the dry run,
@@ -134,9 +136,25 @@ def results_md(record: dict, only: str | None = None) -> str:
     return "\n".join(lines + ["", _fit_sentence(record), ""])
 
 
+def summary_json(record: dict) -> str:
+    """The per-run figures in minutes, for the pages docgen renders (docs/your-model.md)."""
+    runs = {}
+    for name, r in summary(record).items():
+        configs = [s["argv"][2] for s in record["runs"][name]["steps"] if "estimate" in s]
+        runs[name] = {"label": r["label"], "date": r["date"], "configs": configs,
+                      "sweep_min": round(r["sweep_s"] / 60, 2), "wall_min": round(r["wall_s"] / 60, 2),
+                      "estimate_min": round(r["estimate_s"] / 60, 2),
+                      "all_min": round(r["all_s"] / 60, 2), "basis": r["basis"],
+                      "load": [round(x, 1) for x in r["load"]]}
+    doc = {"generated_by": "benchmarks/time_docs.py from benchmarks/results/time.json",
+           "machine": record["machine"], "cores": record["cores"], "runs": runs}
+    return json.dumps(doc, indent=1) + "\n"
+
+
 def render(record: dict) -> dict[Path, str]:
     """Every generated file and page, path -> its whole text."""
     out = {REPO / "sweep" / "budget" / "measured.py": measured_module(record),
+           REPO / "benchmarks" / "results" / "time-summary.json": summary_json(record),
            REPO / "benchmarks" / "results" / "time.md": results_md(record),
            REPO / "benchmarks" / "results" / "real.md": results_md(record, "real")}
     for page in PAGES:

@@ -6,15 +6,15 @@ generated field, or inside quotes or code when the text names an outcome rather 
 """
 from __future__ import annotations
 
-import copy
 import json
 import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from analysis.report.docgen import render
+from analysis.report.docgen import render, render_value
 from analysis.studies import verdicts as v
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,8 +28,9 @@ def _row(kind, p, delta=-0.1, **kw):
     ([_row("a", 0.01), _row("b", 0.02)], v.EVERY),
     ([_row("a", 0.01), _row("b", 0.5)], v.SOME),
     ([_row("a", 0.3), _row("b", 0.5)], v.NONE),
-    ([_row("a", 0.3), _row("b", 0.05, code=v.WINDOW)], v.WINDOW),
-    ([_row("a", 0.01), _row("b", 0.05, code=v.WINDOW)], v.SOME),
+    ([_row("a", 0.3), _row("b", 0.5, code=v.WINDOW)], v.WINDOW),
+    ([_row("a", 0.01), _row("b", 0.5, code=v.WINDOW)], v.SOME),
+    ([_row("a", 0.5, code=v.DIFFERS), _row("b", 0.01, code=v.NONE)], v.SOME),   # numbers, not words
     ([_row("a", float("nan")), _row("b", None)], v.SHORT),
     ([_row("a", 0.01, check={"enough": False, "n": 86, "needs": 500,
                              "counts": "stable modes in the window"})], v.SHORT),
@@ -52,40 +53,77 @@ def test_each_category_has_one_sentence_and_the_status_is_said():
     assert "n = 86 stable modes in the window, needs 500" in short and "differs" not in short
 
 
-LAYER15_BETA = "models.smollm2.nulls_across_depth.rows"
+def test_the_window_rule_reads_the_family_declared_window_p():
+    """A β row that misses the level at its family p is window-dependent exactly when its
+    declared-window p, Holm-adjusted with the other rows as they are, clears it."""
+    beta = dict(_row("a", 0.5, model="m", observable="beta", windows=[{"factor": 4}]), p=0.001)
+    other = dict(_row("a", 0.5, model="m", observable="density"), p=0.2)
+    assert v.written([beta], [beta, other])[0]["code"] == v.WINDOW      # Holm 0.002 < 0.1
+    crowded = [beta] + [dict(other, layer=k, p=0.001) for k in range(200)]
+    assert v.written([beta], crowded)[0]["code"] == v.NONE              # Holm 0.201 ≥ 0.1
+    assert v.written([dict(beta, windows=[])], [beta, other])[0]["code"] == v.NONE
 
 
-def _render_real(tmp_path, edit=None) -> str:
-    """docs/real.md rendered from a copy of the committed JSON, `edit` applied to the copy."""
+def test_a_parametric_p_prints_no_more_digits_than_its_method_has():
+    """docgen's `pt`: the tables of docs/real.md print a t p below 1e-4 as "< 0.0001" (REFEREE 11)."""
+    assert render_value(4.27e-08, "pt") == "< 0.0001"
+    assert render_value(0.000352, "pt") == "0.00035" and render_value(1.0, "pt") == "1"
+
+
+SOURCES = {"real": "fits.json", "layers": "layers-fits.json"}
+
+
+def _render_real(tmp_path, source=None, edit=None) -> str:
+    """docs/real.md rendered from a copy of the committed JSON, `edit` applied to the copy of
+    docs/real/`source`."""
     (tmp_path / "docs" / "templates").mkdir(parents=True)
     shutil.copytree(ROOT / "docs" / "real", tmp_path / "docs" / "real")
     shutil.copy(ROOT / "docs" / "templates" / "real.md", tmp_path / "docs" / "templates")
     if edit:
-        path = tmp_path / "docs" / "real" / "layers-fits.json"
+        path = tmp_path / "docs" / "real" / source
         doc = json.loads(path.read_text())
         edit(doc)
         path.write_text(json.dumps(doc))
     return render(tmp_path / "docs" / "templates" / "real.md", tmp_path)
 
 
-def test_a_p_moved_across_the_level_changes_the_rendered_sentence(tmp_path):
-    def beta(doc, layer, kind):
-        return next(r for r in doc["models"]["smollm2"]["nulls_across_depth"]["rows"]
-                    if r["layer"] == layer and r["kind"] == kind and "β" in r["observable"])
+def _clause(line: str, kind: str) -> str:
+    """The part of a rendered verdict sentence that gives `kind`'s outcome: its `;`-separated
+    clause, without the sentence's 'what, at what level:' head."""
+    clause = next(c for c in line.split("; ") if f"{kind} (Δ" in c)
+    return clause.split("family-wise: ", 1)[-1]
 
-    committed = json.loads((ROOT / "docs" / "real" / "layers-fits.json").read_text())
-    row = beta(committed, 15, "shuffled")
-    assert row["p_adjusted"] < 1 - row["level"]                 # differs in the committed run
-    before = _render_real(tmp_path / "a")
+
+@pytest.mark.parametrize("differed", [True, False], ids=["differs-to-not", "not-to-differs"])
+@pytest.mark.parametrize("source", sorted(SOURCES), ids=lambda s: SOURCES[s])
+def test_a_p_moved_across_the_level_changes_the_rendered_sentence(tmp_path, source, differed):
+    """Whatever the committed numbers say: take the first declared row with a Holm p on the
+    `differed` side of the level, move the p to the other side, and the sentence docs/real.md
+    renders for it turns between "differs" and not."""
+    committed = json.loads((ROOT / "docs" / "real" / SOURCES[source]).read_text())
+    study = committed["study"]
+    at = next((i for i, r in enumerate(study["rows"])
+               if r["p_holm"] is not None and np.isfinite(r["p_holm"]) and r["check"]["enough"]
+               and (r["p_holm"] < 1 - r["level"]) == differed), None)
+    if at is None:
+        pytest.skip(f"no declared row of {SOURCES[source]} is on that side of the level")
+    row = study["rows"][at]
+    alpha = 1 - row["level"]
+    moved = 1.0 if differed else alpha / 100
 
     def move(doc):
-        beta(doc, 15, "shuffled")["p_adjusted"] = 0.5
-    after = _render_real(tmp_path / "b", move)
-    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
-    assert changed, "moving a p across the level left docs/real.md as it was"
-    (old, new), = [(a, b) for a, b in changed if "layer 15" in a and "β" in a]
-    assert "differs from every kind it was tested against" in old
-    assert "differs from random_init" in new and "no difference shown from shuffled" in new
+        doc["study"]["rows"][at]["p_holm"] = moved
+
+    before = _render_real(tmp_path / "a")
+    after = _render_real(tmp_path / "b", SOURCES[source], move)
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines())
+               if a != b and "family-wise: " in a]          # the sentences, not the tables' p
+    what = f"{row['model']}: {row['label']} at layer {row['layer']}, "
+    assert changed, "moving a p across the level left docs/real.md's sentences as they were"
+    (old, new), = changed
+    assert what in old, old
+    assert _clause(old, row["kind"]).startswith("differs") == differed
+    assert _clause(new, row["kind"]).startswith("differs") != differed
 
 
 # words that say what a table shows; a template may hold them only in a generated field, or

@@ -16,14 +16,17 @@ equals `value` (numbers compared as numbers), `name[key~=text]` the one whose `k
 `text`, `name[kind=shuffled&observable~=β]` the one meeting both, `name[3]` the fourth element,
 and `name[*layer=15]` the list of every element meeting the conditions. The format is
 Python's format spec; `ci` before it prints a pair as an interval, `%` prints a fraction as a
-percentage, `p` prints a p-value that underflowed to 0 as "< 1e−300", `len` the length of a
-list or object; a minus sign prints as U+2212, as the docs write it. A path that does not resolve
+percentage, `p` prints a p-value that underflowed to 0 as "< 1e−300", `pt` a t or normal p
+to the resolution its method has (analysis._format.format_p: below 1e−4 as "< 0.0001"), `len`
+the length of a list or object; a minus sign prints as U+2212, as the docs write it. A path that does not resolve
 is an error naming the template line, so a renamed field cannot leave a stale number.
 
 `verdict` prints the sentence of analysis/studies/verdicts.py's rule table for the test rows
-at the path (one row, or a `[*…]` list): the only way a template says what a table shows. Rows
-of the source's declared `study` carry its status; rows of any other family are said to be
-exploratory by the sentence itself.
+at the path (one row, or a `[*…]` list): the only way a template says what a table shows. The
+sentence is written from the rows' numbers (their Holm p against their level; for the rows of
+the source's declared `study`, the window rule reads the whole family's declared-window p), never
+from a stored verdict word. Rows of the declared `study` carry its status; rows of any other
+family are said to be exploratory by the sentence itself.
 
 `make docs` renders every template into docs/; tests/test_docgen.py renders them again from
 the committed JSON and compares byte for byte.
@@ -35,6 +38,7 @@ import re
 import sys
 from pathlib import Path
 
+from analysis._format import format_p
 from analysis.studies import verdicts
 
 HEADER = re.compile(r"<!--\s*docgen:(?P<sources>[^>]*)-->\s*\n")
@@ -105,6 +109,8 @@ def render_value(value, fmt: str | None) -> str:
         return f"[{render_value(lo, fmt[2:])}, {render_value(hi, fmt[2:])}]"
     if value is None:
         return "n/a"
+    if fmt == "pt":
+        return _sign(format_p(value))   # no more digits than a handful of sequences pin down
     if fmt.startswith("p") and value == 0:
         return "< 1e\u2212300"          # a p that underflowed: the float says no more than that
     if fmt.startswith("p"):
@@ -119,7 +125,9 @@ def render_value(value, fmt: str | None) -> str:
 def _verdict(doc, path: str) -> str:
     """The rule table's sentence for the rows at `path` (module docstring); a row without its
     own `level` takes its family's, the nearest enclosing object's."""
-    status = resolve(doc, "study.status") if path.split(".")[0] == "study" else None
+    declared = path.split(".")[0] == "study"
+    status = resolve(doc, "study.status") if declared else None
+    family = resolve(doc, "study.rows") if declared else None
     rows = resolve(doc, path)
     rows = [rows] if isinstance(rows, dict) else rows
     if any("level" not in r for r in rows):
@@ -128,7 +136,7 @@ def _verdict(doc, path: str) -> str:
                                           for i in range(len(parts) - 1, 0, -1))
                      if isinstance(p, dict) and "level" in p)
         rows = [{"level": level, **r} for r in rows]
-    return verdicts.sentence(rows, status)
+    return verdicts.sentence(rows, status, family)
 
 
 def render(template: Path, root: Path) -> str:

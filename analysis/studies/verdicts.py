@@ -7,16 +7,16 @@ against), never a word of its own, so new numbers give new words (REFEREE 15, 16
 
 A row is a dict as fits.json holds it: what its Δ is against (`kind`; `b`, the other model of
 a pair; else 0), `delta` (or `delta_beta`, `delta_density`), `level`, its Holm-adjusted p
-(`p_holm`, or `p_adjusted` in the older families), and where the study set it its own
-`code` (a β test that holds at the declared window but not across the moved ones is
-"window-dependent"; an estimate below its minimum is "not enough data", with `check`). Each
-row gets one code (`row_code`):
+(`p_holm`, or `p_adjusted` in the older families), its minimum's `check`, and for a declared
+β test its declared-window `p` and its moved `windows`. Each row gets one code (`row_code`),
+written from those numbers, never read from a stored word, so a p moved across the level
+moves the sentence:
 
 | code | when |
 |---|---|
 | not enough data | the row carries a failed minimum, or no p |
-| window-dependent | set by the study (studies/study.py) |
 | differs | Holm p < 1 − level |
+| window-dependent | otherwise, for a row with moved windows whose declared-window p, Holm-adjusted in its family (the other rows as they are), is < 1 − level (studies/study.py's rule; without the family at hand, the study's own `code` says it) |
 | no difference shown | otherwise |
 
 and a set of rows one category, the first rule of `RULES` that holds:
@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 
 from analysis._format import format_p
+from analysis.fit.multiplicity import holm
 
 SHORT, WINDOW, DIFFERS, NONE = "not enough data", "window-dependent", "differs", "no difference shown"
 CODES = (SHORT, WINDOW, DIFFERS, NONE)
@@ -54,14 +55,38 @@ def _p(row):
     return float(p) if p is not None and math.isfinite(float(p)) else math.nan
 
 
-def row_code(row: dict) -> str:
-    """The code of one test row (module docstring)."""
-    if row.get("code") in CODES:
-        return row["code"]
+def row_code(row: dict, p_declared: float | None = None) -> str:
+    """The code of one test row from its numbers (module docstring); `p_declared`: its
+    declared-window p Holm-adjusted in its family (`declared_holm`), None when the family is
+    not at hand."""
     check = row.get("check") or {}
-    if check.get("enough") is False or not math.isfinite(_p(row)):
+    p, alpha = _p(row), 1 - float(row["level"])
+    if check.get("enough") is False or not math.isfinite(p):
         return SHORT
-    return DIFFERS if _p(row) < 1 - float(row["level"]) else NONE
+    if p < alpha:
+        return DIFFERS
+    if p_declared is None:
+        return WINDOW if row.get("code") == WINDOW else NONE
+    return WINDOW if row.get("windows") and p_declared < alpha else NONE
+
+
+def _key(row) -> tuple:
+    return tuple(row.get(k) for k in ("model", "observable", "layer", "kind"))
+
+
+def declared_holm(family) -> dict:
+    """{(model, observable, layer, kind): Holm p of the declared-window p} over the rows of a
+    declared study's family: what tells a β row that misses the level across the moved windows
+    from one that misses it at the declared window too (studies/study.py, `_family`)."""
+    p = [float(r["p"]) if r.get("p") is not None else math.nan for r in family]
+    return dict(zip((_key(r) for r in family), holm(p)))
+
+
+def written(rows, family=None) -> list:
+    """The rows with `code` written from their numbers; `family`: every row of their declared
+    study (for the window-dependent rule), or None."""
+    held = declared_holm(family) if family is not None else {}
+    return [{**r, "code": row_code(r, held.get(_key(r)))} for r in _as_list(rows)]
 
 
 def category(rows) -> str:
@@ -140,11 +165,12 @@ SENTENCES = {
 }
 
 
-def sentence(rows, status: str | None = None) -> str:
+def sentence(rows, status: str | None = None, family=None) -> str:
     """The one sentence of the rows' category; `status` says how the family was declared
     ("declared before the data", "declared after the data", or None: no declared study,
-    which the sentence then says it is)."""
-    rows = _as_list(rows)
+    which the sentence then says it is); `family`: every row of the declared study the rows
+    belong to (`written`)."""
+    rows = written(rows, family)
     text = (f"{_what(rows)}, at {float(rows[0]['level']) * 100:g} % family-wise: "
             f"{SENTENCES[category(rows)](rows)}")
     if status is None:
