@@ -123,3 +123,15 @@ def test_skip_positions_reads_auto_or_a_number():
     assert Settings(skip_positions=3).resolve_skip(True).skip_positions == 3
     with pytest.raises(SettingsError, match=r"^analysis\.skip_positions: must be auto or an integer"):
         Settings(skip_positions="first")
+
+
+def test_analyze_draws_the_shape_and_positions_of_each_model_with_its_study(tmp_path):
+    """`tdos analyze` renders the study's exploratory picture per model (render computes
+    nothing: the figure draws the measured shape and bins), and the report lists it."""
+    from analysis.cli import main
+
+    a = synthetic_model("a", "attention", -0.2, rows=1, **KW)
+    path = write_store(tmp_path / "r.zarr", [a, *null_models(a, -0.7, n=3, **KW)])
+    assert main([str(path), "--out", str(tmp_path / "rep"), "--n-boot", "20", "--quiet"]) == 0
+    assert (tmp_path / "rep" / "shape_and_positions.png").stat().st_size > 10_000
+    assert "shape_and_positions.png" in (tmp_path / "rep" / "report.md").read_text()

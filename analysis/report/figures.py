@@ -125,6 +125,20 @@ def fig_self_averaging(selfavg, resolution, title, kernel=None):
     return fig
 
 
+def fig_shape_and_positions(shape, by_position):
+    """The study's exploratory pictures of one model at its representative layer: (a) the local
+    exponent per half-decade over each null kind's band (None: no nulls), (b) β per position."""
+    panels = [p for p in (shape, by_position) if p is not None]
+    fig = new_figure(6.5 * len(panels), 4.5)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, part, letter in zip(axes, panels, "ab"):
+        part.plot(ax)
+        panel_label(ax, letter)
+    fig.suptitle("exploratory: the density's shape and β along the sequence (no verdict)",
+                 fontsize=10)
+    return fig
+
+
 def fig_precision(cmp, title):
     """(a) |δλ|/λ of matched modes against λ, (b) both TDOS with Δβ per L."""
     fig = new_figure(13, 5)

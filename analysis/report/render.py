@@ -1,5 +1,6 @@
 """`render(analysis, out)`: the files of `tdos analyze` from an `Analysis` (analysis/measure/),
-computing nothing. Per model its figures, table1.csv and table1.md (in out/<model>/ with
+computing nothing. Per model its figures (with the study's shape
+and β-per-position picture), table1.csv and table1.md (in out/<model>/ with
 several models), the precision figures and the comparison (figures, compare.json), then
 fits.json and report.md; each file written once (report/outputs.py), none rewritten or
 appended to. The renderers import no fit, law or study (tests/test_render.py)."""
@@ -23,6 +24,9 @@ def render(analysis, out) -> list[str]:
     for name, r in analysis.items():
         sub = f"{name}/" if several else ""
         files[name] = [outputs.add(sub + f, fig)[len(sub):] for f, fig in model_figures(r)]
+        if analysis.study is not None and name in analysis.study.by_position:
+            files[name].append(outputs.add(sub + "shape_and_positions.png", F.fig_shape_and_positions(
+                analysis.study.shape.get(name), analysis.study.by_position[name]))[len(sub):])
         files[name] += [outputs.add(sub + "table1.csv", r.table.csv_text())[len(sub):],
                         outputs.add(sub + "table1.md", table_markdown(r) + "\n")[len(sub):]]
     extra = [outputs.add(f"precision_{p.names[1]}_vs_{p.names[0]}.png", F.fig_precision(
