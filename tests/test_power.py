@@ -10,6 +10,7 @@ import hashlib
 import importlib.util
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -85,7 +86,9 @@ def test_every_declared_test_gets_a_line(plan):
     assert (beta.k, beta.sequences, beta.tokens) == (3, 2, 256)
     v, _ = power.variances("beta", 3, "random_init", power.variance_rows())
     assert beta.se == pytest.approx(power.se_delta(v, 3, 2, 256))
-    assert "layer 0's SmolLM2" in beta.source                      # the nearest measured layer (0, not 7)
+    measured = {r["layer"] for r in power.variance_rows() if r["observable"] == "beta"}
+    nearest = min(measured, key=lambda x: (abs(x - 3), x))          # whatever make real measured
+    assert 3 not in measured and f"layer {nearest}'s SmolLM2" in beta.source
     assert math.isnan(by["tail_width", 1, "shuffled"].se)          # never measured: said so
     assert "no variance measured" in by["tail_width", 1, "shuffled"].line()
     assert by["beta", 1, "gaussian"].k == 0 and "no gaussian nulls" in by["beta", 1, "gaussian"].line()
@@ -101,9 +104,9 @@ def test_the_dry_run_prints_the_design(plan):
 
 def test_more_seeds_pay_more_where_seeds_differ(plan):
     """At 256 tokens a sequence costs more than a seed's fixed costs here: the budget of 3 seeds
-    on 2 sequences buys 4 on 1. Where seeds differ (v_seed) that is proposed with a large gain
+    on 2 sequences buys 4 or more on 1 (how many: the time model's measured costs). Where seeds differ (v_seed) that is proposed with a large gain
     (the spread and the t quantile both shrink); where each null's own sampling error dominates,
-    halving its tokens costs back most of what the fourth seed's t quantile gives."""
+    halving its tokens costs back part of what the extra seeds' t quantile gives."""
     def rows(v_seed, v_null):
         return [{"observable": o, "layer": 3, "kind": kd, "k": 4, "v_trained": 1e-6,
                  "v_null": v_null, "v_seed": v_seed} for o in ("beta", "density")
@@ -111,9 +114,10 @@ def test_more_seeds_pay_more_where_seeds_differ(plan):
 
     def gain(lines):
         line = next(x for x in lines if " random_init: " in x)
-        assert "k = 4 nulls on 1 sequence(s) instead of k = 3 on 2" in line
+        k = re.search(r"k = (\d+) nulls on 1 sequence\(s\) instead of k = 3 on 2", line)
+        assert k and int(k.group(1)) >= 4, line
         return float(line.split("detectable |Δ| x ")[1].split()[0])
 
     seeds = gain(power.proposals(plan, 2, rows(v_seed=1e-2, v_null=1e-6)))
     tokens = gain(power.proposals(plan, 2, rows(v_seed=0.0, v_null=1.0)))
-    assert seeds < 0.55 < tokens < 0.95
+    assert seeds < 0.8 * tokens and tokens < 0.95      # 0.36 and 0.50 with the costs of 2026-12-07
