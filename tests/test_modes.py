@@ -193,4 +193,4 @@ def test_paper_configs_name_layers_that_exist(tmp_path, name, arch, n_layers, la
         assert [(m.spec.dtype, m.rows) for m in plan.models][1] == ("float64", ((24, 128),))
     recorded = dict(open_store(plan).attrs)["analysis"]
     assert {k: recorded[k] for k in ("lengths", "layer")} == {"lengths": lengths, "layer": layer}
-    assert recorded["window"] == [1e-4, 5e-2] and recorded["skip_positions"] == 0   # the defaults
+    assert recorded["window"] == [1e-4, 5e-2] and recorded["skip_positions"] == "auto"  # defaults
