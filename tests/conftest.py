@@ -11,10 +11,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 
-import pytest
-import torch
-from distributed import Client, LocalCluster
+# One thread per test process, as in every Dask worker (the nanny sets these): `make test`
+# runs two processes on two cores, and torch's two-thread pool on the tiny blocks here is
+# slower alone and contends with the other process (a float64 resident-layer test: 21.6 s at
+# two threads, 4.9 s at one). Set before torch and numpy start their pools; tdos processes
+# the tests start inherit it.
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from distributed import Client, LocalCluster  # noqa: E402
+
+torch.set_num_threads(1)          # where a plugin imported torch before this file
 
 VOCAB = 64
 MAMBA_SSM_VOCAB = 61           # padded to 64 by pad_vocab_size_multiple = 8
