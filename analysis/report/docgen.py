@@ -18,7 +18,7 @@ and `name[*layer=15]` the list of every element meeting the conditions. The form
 Python's format spec; `ci` before it prints a pair as an interval, `%` prints a fraction as a
 percentage, `p` prints a p-value that underflowed to 0 as "< 1e−300", `pt` a t or normal p
 to the resolution its method has (analysis._format.format_p: below 1e−4 as "< 0.0001"), `len`
-the length of a list or object; a minus sign prints as U+2212, as the docs write it. A path that does not resolve
+the length of a list or object; a true/false value prints as yes/no; a minus sign prints as U+2212, as the docs write it. A path that does not resolve
 is an error naming the template line, so a renamed field cannot leave a stale number.
 
 `verdict` prints the sentence of analysis/studies/verdicts.py's rule table for the test rows
@@ -109,6 +109,8 @@ def render_value(value, fmt: str | None) -> str:
         return f"[{render_value(lo, fmt[2:])}, {render_value(hi, fmt[2:])}]"
     if value is None:
         return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if fmt == "pt":
         return _sign(format_p(value))   # no more digits than a handful of sequences pin down
     if fmt.startswith("p") and value == 0:
