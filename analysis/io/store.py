@@ -47,12 +47,34 @@ def open_store(path, model=None) -> "Store":
     return Store(path, root, name)
 
 
+class _Arrays:
+    """A model group whose arrays are looked up once: zarr reads an array's metadata file on
+    every `group[name]`, and the analysis asks for the same few arrays thousands of times
+    (a small store's analyze spent a third of its time there). Each read of data still reads
+    the chunks, so values written since are seen; an array's shape is fixed when first looked
+    up, as `row_layers` is."""
+
+    def __init__(self, group):
+        self._group, self._arrays = group, {}
+
+    def __getitem__(self, name):
+        if name not in self._arrays:
+            self._arrays[name] = self._group[name]
+        return self._arrays[name]
+
+    def __contains__(self, name) -> bool:
+        return name in self._arrays or name in self._group
+
+    def __getattr__(self, attr):
+        return getattr(self._group, attr)
+
+
 class Store(SpectraReader, LedgerReader, DepthReader, MemoryReader, SSMReader, VariantReader):
     """One model group of a store. See docs/api.md for the public reading API."""
 
     def __init__(self, path, root, name):
         self.path, self.root, self.name = path, root, name
-        self.group = root[name]
+        self.group = _Arrays(root[name])
         self.models = list(root.attrs["models"])
 
     def model(self, name) -> "Store":
