@@ -2,6 +2,8 @@
 (sweep/format/ledger.py says what each code means)."""
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from sweep.format.ledger import Ledger, is_usable
@@ -26,8 +28,14 @@ class LedgerReader:
         return {"planned": led.total, "done": led.done, "flagged": led.flagged,
                 "pending": led.total - led.done}
 
+    @cached_property
+    def _usable(self) -> np.ndarray:
+        """(rows, seq, block) bool, read once: a block done after this Store was opened stays
+        pending here (its rows read NaN), never the other way round, since a block's values
+        are written before its ledger cell."""
+        return is_usable(self.group["ledger"][...])
+
     def _row_mask(self, layer, seq) -> np.ndarray:
         """(L_layer,) bool: token rows that belong to a usable block (done, not flagged)."""
         n, B = self.layer_length[layer], self.token_block
-        usable = is_usable(self.group["ledger"][self.row(layer), seq])
-        return np.repeat(usable, B)[:n]       # one row read; the tail past n is unplanned
+        return np.repeat(self._usable[self.row(layer), seq], B)[:n]   # the tail past n is unplanned

@@ -3,6 +3,8 @@ directions, ‖J_tt‖_F² and its departure from normality, and which code comp
 Rows of blocks that are pending or flagged read as NaN, so row t is always token t."""
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from sweep.format import schema
@@ -51,11 +53,20 @@ class SpectraReader:
         in `eigenvalues`."""
         return self._per_token(layer, seq, "nonnormality")
 
+    @cached_property
+    def _per_token_memo(self) -> dict:
+        return {}
+
     def _per_token(self, layer, seq, name) -> np.ndarray:
-        n = self.layer_length[layer]
-        a = np.array(self.group[name][self.row(layer), seq, :n], np.float64)
-        a[~self._row_mask(layer, seq)] = np.nan
-        return a
+        """A (L_layer,) row, read once per Store (the analysis asks for each several times;
+        they are small) against the ledger as this Store first read it (`_usable`)."""
+        memo = self._per_token_memo
+        if (layer, seq, name) not in memo:
+            n = self.layer_length[layer]
+            a = np.array(self.group[name][self.row(layer), seq, :n], np.float64)
+            a[~self._row_mask(layer, seq)] = np.nan
+            memo[layer, seq, name] = a
+        return memo[layer, seq, name].copy()
 
     def eig_backend(self, layer) -> np.ndarray:
         """(seq, block) str: the eigensolver that computed each block (schema.EIG_BACKENDS;

@@ -50,9 +50,9 @@ def open_store(path, model=None) -> "Store":
 class _Arrays:
     """A model group whose arrays are looked up once: zarr reads an array's metadata file on
     every `group[name]`, and the analysis asks for the same few arrays thousands of times
-    (a small store's analyze spent a third of its time there). Each read of data still reads
-    the chunks, so values written since are seen; an array's shape is fixed when first looked
-    up, as `row_layers` is."""
+    (a small store's analyze spent a third of its time there). An array's shape is fixed when
+    first looked up, as `row_layers` is, and which blocks count as done when the ledger is
+    first read (analysis/io/ledger.py)."""
 
     def __init__(self, group):
         self._group, self._arrays = group, {}
