@@ -18,8 +18,9 @@ and `name[*layer=15]` the list of every element meeting the conditions. The form
 Python's format spec; `ci` before it prints a pair as an interval, `%` prints a fraction as a
 percentage, `p` prints a p-value that underflowed to 0 as "< 1e−300", `pt` a t or normal p
 to the resolution its method has (analysis._format.format_p: below 1e−4 as "< 0.0001"), `len`
-the length of a list or object; a true/false value prints as yes/no; a minus sign prints as U+2212, as the docs write it. A path that does not resolve
-is an error naming the template line, so a renamed field cannot leave a stale number.
+the length of a list or object; a true/false value prints as yes/no; a minus sign prints as
+U+2212, as the docs write it. A path that does not resolve is an error naming the template
+line, so a renamed field cannot leave a stale number.
 
 `verdict` prints the sentence of analysis/studies/verdicts.py's rule table for the test rows
 at the path (one row, or a `[*…]` list): the only way a template says what a table shows. The
