@@ -31,6 +31,12 @@ def test_paths_picks_and_formats(tmp_path):
                                    "by sequences, first L 8")
 
 
+def test_a_true_or_false_prints_as_yes_or_no(tmp_path):
+    doc = {"study": {"changed": False, "after_data": True, "m": 0}}
+    body = "{{run:study.changed}} {{run:study.after_data}} {{run:study.m}}\n"
+    assert render(_template(tmp_path, body, doc), tmp_path).splitlines()[1] == "no yes 0"
+
+
 def test_a_pick_by_two_keys(tmp_path):
     doc = {"tests": [{"obs": "beta", "kind": "random_init", "p": 0.01},
                      {"obs": "beta", "kind": "shuffled", "p": 0.2}]}
