@@ -84,18 +84,6 @@ def _write_mamba_ssm(hf_model, out):
     torch.save(sd, out / "pytorch_model.bin")
 
 
-# `make test` hands whole modules to two workers (--dist loadfile) in collection order; these,
-# the longest (each a minute or more of real sweeps, SLURM jobs or Dask CLI processes), go
-# first, so neither worker is left running one of them alone at the end.
-LONGEST_FIRST = ("test_your_model_doc.py", "test_slurm.py", "test_dask_cli.py",
-                 "test_model_configs.py", "test_resume_faults.py", "test_families.py")
-
-
-def pytest_collection_modifyitems(config, items):
-    first = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: first.get(item.path.name, len(first)))   # stable: in-file order kept
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _hash_cache(tmp_path_factory):
     """The checkpoints' sha256 cache (sweep/checkpoints/hashes.py) in a directory of this session, set

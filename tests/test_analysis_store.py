@@ -82,6 +82,25 @@ def test_update_reads_only_new_blocks(tmp_path, model):
     assert update_model(open_store(path), root) == 2 * 3      # row 1: 2 seqs x 3 blocks
 
 
+def test_a_store_opened_mid_sweep_is_a_snapshot(tmp_path, model):
+    """A Store reads its ledger once (docs/api.md): blocks written after it was opened stay
+    pending (NaN rows) in it, per-token rows included, and show in a Store opened again."""
+    import dataclasses
+
+    m = dataclasses.replace(model, frobenius2=np.abs(model.eigenvalues).sum(-1) ** 2)
+    first = planned_mask(m)
+    first[:, :, 1:] = 0                                      # each row's first block only
+    path = tmp_path / "run.zarr"
+    write_store(path, [m], done={m.name: first})
+    before = open_store(path)
+    assert np.isnan(before.eigenvalues(0, 0)[8:]).all() and np.isnan(before.frobenius2(0, 0)[8:]).all()
+    write_blocks(path, m, planned_mask(m) * (first == 0))    # the sweep finishes
+    assert np.isnan(before.eigenvalues(0, 0)[8:]).all() and np.isnan(before.frobenius2(0, 0)[8:]).all()
+    after = open_store(path)
+    np.testing.assert_array_equal(after.eigenvalues(0, 0), m.eigenvalues[0, 0])
+    np.testing.assert_allclose(after.frobenius2(0, 0), m.frobenius2[0, 0], rtol=1e-6)
+
+
 def test_marginal_unstable_zero_modes_are_counted_apart(tmp_path, model):
     write_store(tmp_path / "run.zarr", [model])
     agg = aggregate(tmp_path / "run.zarr")
